@@ -1,0 +1,54 @@
+# throttled: make help lists the targets.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+GO       ?= go
+FUZZTIME ?= 10s
+BIN      := bin/throttled
+
+# Every fuzz target, as package:Target.
+FUZZ_TARGETS := \
+	./signals:FuzzConninfoValue \
+	./cmd/throttled:FuzzParseSignalsFlags
+
+.PHONY: help
+help: ## list the targets
+	@echo "throttled: adaptive background-job throttler for PostgreSQL"
+	@echo
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+.PHONY: deps
+deps: ## install the PostgreSQL server if missing, download Go modules
+	@scripts/ensure-postgres
+	@$(GO) mod download
+
+.PHONY: build
+build: ## build bin/throttled
+	$(GO) build -o $(BIN) ./cmd/throttled
+
+.PHONY: demo
+demo: deps build ## run the signals live against a throwaway primary and replica (about a minute)
+	$(BIN) demo
+
+.PHONY: test
+test: deps ## vet, all tests under -race against a real primary and replica, a short fuzz run
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+	@$(MAKE) --no-print-directory fuzz
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME (default 10s)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done
+
+.PHONY: bench
+bench: deps ## run the benchmarks against a real primary
+	$(GO) test -run='^$$' -bench=. -benchtime=2s ./...
+
+.PHONY: clean
+clean: ## remove build output
+	rm -rf bin

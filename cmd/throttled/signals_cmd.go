@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/throttled/throttled/signals"
+)
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// signalsOptions are the parsed flags of `throttled signals`.
+type signalsOptions struct {
+	cfg      signals.Config
+	interval time.Duration // printing interval with --watch
+	watch    bool
+	json     bool
+	log      logFlags
+}
+
+// parseSignalsFlags parses the flags of `throttled signals`. The primary
+// DSN may come from THROTTLED_PRIMARY_DSN (getenv) so that its password
+// stays out of the process list.
+func parseSignalsFlags(args []string, getenv func(string) string, errOut io.Writer) (signalsOptions, error) {
+	var o signalsOptions
+	var replicaDSNs, replicas listFlag
+	fs := flag.NewFlagSet("signals", flag.ContinueOnError)
+	// The environment's DSN is not the flag's default, which -h would print
+	// with its password.
+	fs.StringVar(&o.cfg.PrimaryDSN, "primary-dsn", "", "primary connection URL, as a role with pg_monitor (default $THROTTLED_PRIMARY_DSN)")
+	fs.Var(&replicaDSNs, "replica-dsn", "replica connection URL, for replica-side signals (repeatable)")
+	fs.Var(&replicas, "replica", "replica name (slot or application_name) that must be present (repeatable)")
+	fs.Float64Var(&o.cfg.Cores, "cores", 0, "the primary's CPU cores (required; no SQL reveals it)")
+	fs.DurationVar(&o.interval, "interval", time.Second, "with --watch, how often to print; sampling runs every 250ms or this, if shorter")
+	fs.DurationVar(&o.cfg.Timeout, "timeout", signals.DefaultTimeout, "bound on every query and connection attempt")
+	fs.DurationVar(&o.cfg.MaxAge, "max-age", signals.DefaultMaxAge, "age past which a sample is stale")
+	fs.DurationVar(&o.cfg.Smoothing, "smoothing", signals.DefaultSmoothing, "EWMA time constant of primary_load and the wait signals")
+	fs.BoolVar(&o.cfg.AllowSuperuser, "allow-superuser", false, "allow sampling as a superuser (not recommended)")
+	fs.BoolVar(&o.watch, "watch", false, "keep printing until interrupted")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object per snapshot, one per line")
+	o.log.register(fs)
+	if err := parse(fs, args, errOut); err != nil {
+		return o, err
+	}
+	o.cfg.ReplicaDSNs, o.cfg.Replicas = replicaDSNs, replicas
+	if o.cfg.PrimaryDSN == "" {
+		o.cfg.PrimaryDSN = getenv("THROTTLED_PRIMARY_DSN")
+	}
+	var errs []error
+	if o.cfg.PrimaryDSN == "" {
+		errs = append(errs, errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN) is required"))
+	}
+	if !(o.cfg.Cores > 0) || math.IsInf(o.cfg.Cores, 0) {
+		errs = append(errs, fmt.Errorf("--cores must be a positive number of CPU cores, got %v", o.cfg.Cores))
+	}
+	if o.interval <= 0 {
+		errs = append(errs, fmt.Errorf("--interval must be positive, got %s", o.interval))
+	}
+	if o.cfg.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout must be positive, got %s", o.cfg.Timeout))
+	}
+	if o.cfg.MaxAge <= 0 {
+		errs = append(errs, fmt.Errorf("--max-age must be positive, got %s", o.cfg.MaxAge))
+	}
+	if o.cfg.Smoothing < 0 {
+		errs = append(errs, fmt.Errorf("--smoothing must not be negative, got %s", o.cfg.Smoothing))
+	}
+	if len(errs) > 0 {
+		return o, fmt.Errorf("%w: %w", errUsage, errors.Join(errs...))
+	}
+	o.cfg.Interval = min(signals.DefaultInterval, o.interval)
+	if o.cfg.Interval >= o.cfg.MaxAge {
+		return o, fmt.Errorf("%w: the sampling interval %s must be shorter than --max-age %s", errUsage, o.cfg.Interval, o.cfg.MaxAge)
+	}
+	return o, nil
+}
+
+func runSignals(ctx context.Context, args []string, out, errOut io.Writer) int {
+	o, err := parseSignalsFlags(args, os.Getenv, errOut)
+	if err != nil {
+		return fail(errOut, "signals", err)
+	}
+	log, err := o.log.logger(errOut)
+	if err != nil {
+		return fail(errOut, "signals", err)
+	}
+	o.cfg.Logger = log.Named("signals")
+	p, err := signals.New(o.cfg)
+	if err != nil {
+		return fail(errOut, "signals", fmt.Errorf("%w: %w", errUsage, err))
+	}
+	defer p.Close()
+	cctx, cancel := context.WithTimeout(ctx, 2*o.cfg.Timeout+time.Second)
+	err = p.Connect(cctx)
+	cancel()
+	if err != nil {
+		return fail(errOut, "signals", err)
+	}
+	print := func(snap signals.Snapshot) error {
+		if o.json {
+			return writeJSON(out, snap)
+		}
+		return writeTable(out, snap)
+	}
+	if !o.watch {
+		p.Tick(ctx)
+		snap := p.Snapshot()
+		if err := print(snap); err != nil {
+			return fail(errOut, "signals", err)
+		}
+		if unsafe(snap) {
+			return exitUnsafe
+		}
+		return exitOK
+	}
+	rctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = p.Run(rctx) })
+	defer func() { stop(); wg.Wait() }()
+	t := time.NewTicker(o.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return exitOK
+		case <-t.C:
+			if !o.json {
+				fmt.Fprintln(out)
+			}
+			if err := print(p.Snapshot()); err != nil {
+				return fail(errOut, "signals", err)
+			}
+		}
+	}
+}
+
+// unsafe reports whether any sample failed or is stale.
+func unsafe(snap signals.Snapshot) bool {
+	return slices.ContainsFunc(snap.Samples, func(s signals.Sample) bool { return s.Err != nil || snap.Stale(s) })
+}
+
+// jsonSample is one signal in `throttled signals --json`.
+type jsonSample struct {
+	Name       signals.Name      `json:"name"`
+	Labels     map[string]string `json:"labels"`
+	Value      *float64          `json:"value"` // null when the reading failed
+	Raw        *float64          `json:"raw"`
+	Unit       signals.Unit      `json:"unit"`
+	At         time.Time         `json:"at"`
+	AgeSeconds float64           `json:"age_seconds"`
+	Stale      bool              `json:"stale"`
+	Error      *string           `json:"error"`
+}
+
+type jsonSnapshot struct {
+	At      time.Time    `json:"at"`
+	Signals []jsonSample `json:"signals"`
+}
+
+func toJSON(snap signals.Snapshot) jsonSnapshot {
+	js := jsonSnapshot{At: snap.At.UTC(), Signals: []jsonSample{}}
+	for _, s := range snap.Samples {
+		j := jsonSample{
+			Name: s.Name, Labels: s.Labels, Unit: s.Unit, At: s.At.UTC(),
+			AgeSeconds: s.Age(snap.At).Seconds(), Stale: snap.Stale(s),
+		}
+		if j.Labels == nil {
+			j.Labels = map[string]string{}
+		}
+		if s.Err != nil {
+			msg := s.Err.Error()
+			j.Error = &msg
+		} else {
+			j.Value, j.Raw = &s.Value, &s.Raw
+		}
+		js.Signals = append(js.Signals, j)
+	}
+	return js
+}
+
+func writeJSON(w io.Writer, snap signals.Snapshot) error {
+	return json.NewEncoder(w).Encode(toJSON(snap))
+}
+
+func writeTable(w io.Writer, snap signals.Snapshot) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "SIGNAL\tLABELS\tVALUE\tRAW\tUNIT\tAGE\tSTATUS\n")
+	for _, s := range snap.Samples {
+		labels := "-"
+		if len(s.Labels) > 0 {
+			var kv []string
+			for _, k := range slices.Sorted(maps.Keys(s.Labels)) {
+				kv = append(kv, k+"="+s.Labels[k])
+			}
+			labels = strings.Join(kv, ",")
+		}
+		value, raw, status := formatValue(s.Value), formatValue(s.Raw), "ok"
+		switch {
+		case s.Err != nil:
+			value, raw, status = "-", "-", "error: "+s.Err.Error()
+		case snap.Stale(s):
+			status = "stale"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, labels, value, raw, s.Unit,
+			s.Age(snap.At).Round(time.Millisecond), status)
+	}
+	return tw.Flush()
+}
+
+func formatValue(v float64) string {
+	if v == float64(int64(v)) {
+		return fmt.Sprintf("%d", int64(v))
+	}
+	return fmt.Sprintf("%.3f", v)
+}

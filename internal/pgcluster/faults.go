@@ -1,0 +1,280 @@
+package pgcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// connectAs opens a connection to s as role with the given
+// application_name.
+func (s *Server) connectAs(ctx context.Context, role, appName string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(s.DSN(role))
+	if err != nil {
+		return nil, err
+	}
+	if appName != "" {
+		cfg.RuntimeParams["application_name"] = appName
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// waitActivity polls the primary until count(*) of pg_stat_activity rows
+// matching where (with args) reaches want.
+func (c *Cluster) waitActivity(ctx context.Context, want int, where string, args ...any) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return c.pollPrimary(ctx, where, func(conn *pgx.Conn) (bool, error) {
+		var n int
+		err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE "+where, args...).Scan(&n)
+		return n >= want, err
+	})
+}
+
+// Sessions is a set of fault sessions running on the primary. Stop ends
+// them and waits until they are gone.
+type Sessions struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  []*pgx.Conn
+	errs   []error
+	stop   func()
+}
+
+// Stop cancels every session's statement, closes the sessions and waits
+// for them. It returns the first unexpected error a session saw. It is
+// safe to call more than once.
+func (s *Sessions) Stop() error {
+	s.cancel()
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
+	}
+	for _, c := range s.conns {
+		c.Close(context.Background())
+	}
+	s.conns = nil
+	return errors.Join(s.errs...)
+}
+
+// Len is the number of sessions opened.
+func (s *Sessions) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+func (s *Sessions) add(c *pgx.Conn) {
+	s.mu.Lock()
+	s.conns = append(s.conns, c)
+	s.mu.Unlock()
+}
+
+// run runs query on conn in a goroutine; cancellation by Stop is expected
+// and not reported.
+func (s *Sessions) run(ctx context.Context, conn *pgx.Conn, query string) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_, err := conn.Exec(ctx, query)
+		if err != nil && ctx.Err() == nil {
+			s.mu.Lock()
+			s.errs = append(s.errs, err)
+			s.mu.Unlock()
+		}
+	}()
+}
+
+// CPUAppName is the application_name of CPULoad sessions unless the
+// caller gives another.
+const CPUAppName = "fault_cpu"
+
+// CPULoad starts n sessions on the primary, each spinning in a PL/pgSQL
+// busy loop (on CPU, no wait event) for d, as the plain role with the
+// given application_name (CPUAppName when empty). It returns once all n
+// are active. Stop ends them early.
+func (c *Cluster) CPULoad(ctx context.Context, n int, d time.Duration, appName string) (*Sessions, error) {
+	if appName == "" {
+		appName = CPUAppName
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s := &Sessions{cancel: cancel}
+	spin := fmt.Sprintf(`DO $$
+DECLARE stop_at timestamptz := clock_timestamp() + interval '%d milliseconds';
+BEGIN
+  WHILE clock_timestamp() < stop_at LOOP END LOOP;
+END $$`, d.Milliseconds())
+	for range n {
+		conn, err := c.Primary.connectAs(ctx, RolePlain, appName)
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("pgcluster: cpu load session: %w", err)
+		}
+		s.add(conn)
+		s.run(runCtx, conn, spin)
+	}
+	if err := c.waitActivity(ctx, n, "application_name = $1 AND state = 'active' AND wait_event IS NULL", appName); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("pgcluster: cpu load did not start: %w", err)
+	}
+	return s, nil
+}
+
+// LockWaits opens one session holding an ACCESS EXCLUSIVE lock on a table
+// and n sessions blocked reading it (state active, wait_event_type Lock).
+// It returns once all n wait. Stop releases the lock and ends them.
+func (c *Cluster) LockWaits(ctx context.Context, n int) (*Sessions, error) {
+	const appName = "fault_lock"
+	runCtx, cancel := context.WithCancel(context.Background())
+	s := &Sessions{cancel: cancel}
+	holder, err := c.Primary.connectAs(ctx, RolePlain, appName+"_holder")
+	if err != nil {
+		return nil, fmt.Errorf("pgcluster: lock holder: %w", err)
+	}
+	tx, err := holder.Begin(ctx)
+	if err == nil {
+		_, err = tx.Exec(ctx, "LOCK TABLE throttled_fault_lock IN ACCESS EXCLUSIVE MODE")
+	}
+	if err != nil {
+		holder.Close(context.Background())
+		return nil, fmt.Errorf("pgcluster: take lock: %w", err)
+	}
+	// The holder goes first in stop order: rolling back releases the
+	// waiters before their connections are closed.
+	s.stop = func() {
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		_ = tx.Rollback(rctx)
+		holder.Close(rctx)
+	}
+	for range n {
+		conn, err := c.Primary.connectAs(ctx, RolePlain, appName)
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("pgcluster: lock waiter: %w", err)
+		}
+		s.add(conn)
+		s.run(runCtx, conn, "SELECT count(*) FROM throttled_fault_lock")
+	}
+	if err := c.waitActivity(ctx, n, "application_name = $1 AND wait_event_type = 'Lock'", appName); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("pgcluster: lock waits did not start: %w", err)
+	}
+	return s, nil
+}
+
+// OpenConnections opens up to n idle connections to the primary as the
+// plain role. It stops early, without error, when the server refuses with
+// SQLSTATE 53300 (too many connections), so n larger than the limit
+// exhausts it. Any other failure is an error.
+func (c *Cluster) OpenConnections(ctx context.Context, n int) (*Sessions, error) {
+	s := &Sessions{cancel: func() {}}
+	for range n {
+		conn, err := c.Primary.connectAs(ctx, RolePlain, "fault_conn")
+		if err != nil {
+			if TooManyConnections(err) {
+				return s, nil
+			}
+			s.Stop()
+			return nil, fmt.Errorf("pgcluster: open connection %d: %w", s.Len()+1, err)
+		}
+		s.add(conn)
+	}
+	return s, nil
+}
+
+// TooManyConnections reports whether err is SQLSTATE 53300.
+func TooManyConnections(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "53300"
+}
+
+// PauseReplay pauses WAL replay on the replica. Lag then grows with every
+// write on the primary (see WriteWAL). ResumeReplay undoes it.
+func (c *Cluster) PauseReplay(ctx context.Context) error {
+	return c.onReplica(ctx, "SELECT pg_wal_replay_pause()")
+}
+
+// ResumeReplay resumes WAL replay on the replica.
+func (c *Cluster) ResumeReplay(ctx context.Context) error {
+	return c.onReplica(ctx, "SELECT pg_wal_replay_resume()")
+}
+
+func (c *Cluster) onReplica(ctx context.Context, q string) error {
+	conn, err := c.Replica.Connect(ctx, RoleAdmin)
+	if err != nil {
+		return fmt.Errorf("pgcluster: connect to replica: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("pgcluster: %s: %w", q, err)
+	}
+	return nil
+}
+
+// WriteWAL inserts rows on the primary totalling about n bytes of WAL.
+func (c *Cluster) WriteWAL(ctx context.Context, n int) error {
+	conn, err := c.Primary.Connect(ctx, RoleAdmin)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	rows := max(1, n/1100)
+	_, err = conn.Exec(ctx, "INSERT INTO throttled_fault_wal (pad) SELECT repeat('x', 1000) FROM generate_series(1, $1)", rows)
+	if err != nil {
+		return fmt.Errorf("pgcluster: write wal: %w", err)
+	}
+	return nil
+}
+
+// StopReplica shuts the replica down (fast mode) and waits until the
+// primary's walsender for it is gone.
+func (c *Cluster) StopReplica(ctx context.Context) error {
+	if err := c.Replica.stop(30 * time.Second); err != nil {
+		return err
+	}
+	return c.pollPrimary(ctx, "walsender gone", func(conn *pgx.Conn) (bool, error) {
+		var n int
+		err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE application_name = $1", ReplicaName).Scan(&n)
+		return n == 0, err
+	})
+}
+
+// StartReplica starts a stopped replica and waits until it streams.
+func (c *Cluster) StartReplica(ctx context.Context) error {
+	if c.Replica.Running() {
+		return nil
+	}
+	if err := c.Replica.start(ctx); err != nil {
+		return err
+	}
+	return c.WaitStreaming(ctx)
+}
+
+// HangPrimary stops the primary's postmaster and every process it forked
+// (backends, walsenders, auxiliary processes) with SIGSTOP: the server accepts TCP connections (the kernel does) but
+// answers nothing. ResumePrimary undoes it; Stop does too.
+func (c *Cluster) HangPrimary() error {
+	if !c.Primary.Running() {
+		return errors.New("pgcluster: primary is not running")
+	}
+	c.Primary.signalGroup(syscall.SIGSTOP)
+	return nil
+}
+
+// ResumePrimary sends SIGCONT to the primary's postmaster and children.
+func (c *Cluster) ResumePrimary() {
+	c.Primary.signalGroup(syscall.SIGCONT)
+}

@@ -1,0 +1,221 @@
+package signals
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// SamplerAppName is the application_name of the sampler's own sessions.
+// It does not start with [JobAppPrefix], so the sampler never counts as
+// background work.
+const SamplerAppName = "throttled-sampler"
+
+// Reconnect backoff: the first retry after a failure waits about
+// reconnectBase, each further one twice as long, up to reconnectMax, with
+// jitter so many samplers do not reconnect in step.
+const (
+	reconnectBase = 250 * time.Millisecond
+	reconnectMax  = 2 * time.Second
+)
+
+type serverKind int
+
+const (
+	kindPrimary serverKind = iota
+	kindReplica
+)
+
+func (k serverKind) String() string {
+	if k == kindPrimary {
+		return "primary"
+	}
+	return "replica"
+}
+
+// server is one long-lived sampling connection. It is owned by one
+// goroutine at a time.
+type server struct {
+	kind           serverKind
+	cfg            *pgx.ConnConfig
+	addr           string // host:port, safe to log (no credentials)
+	timeout        time.Duration
+	allowSuperuser bool
+	log            hclog.Logger
+
+	conn     *pgx.Conn
+	failures int
+	retryAt  time.Time
+	lastErr  error
+	// replicaName is, for a replica, its name as the primary knows it,
+	// learnt at connect.
+	replicaName string
+}
+
+func newServer(kind serverKind, dsn string, timeout time.Duration, allowSuperuser bool, log hclog.Logger) (*server, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		// pgconn redacts the password from parse errors.
+		return nil, err
+	}
+	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	cfg.ConnectTimeout = timeout
+	// The server cancels a statement at 3/4 of the timeout, keeping the
+	// connection; the client deadline at the full timeout catches a server
+	// that cannot even do that (hung), at the price of the connection.
+	cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(max(1, (timeout*3/4).Milliseconds()), 10)
+	cfg.RuntimeParams["lock_timeout"] = cfg.RuntimeParams["statement_timeout"]
+	cfg.RuntimeParams["application_name"] = SamplerAppName
+	cfg.RuntimeParams["default_transaction_read_only"] = "on"
+	return &server{
+		kind: kind, cfg: cfg, addr: addr, timeout: timeout, allowSuperuser: allowSuperuser,
+		log: log.With("server", kind.String(), "addr", addr),
+	}, nil
+}
+
+// ensure makes sure a checked connection is open, connecting when none is
+// and a reconnect is due. Reconnects are paced by a jittered exponential
+// backoff.
+func (s *server) ensure(ctx context.Context, now time.Time) error {
+	if s.conn != nil && !s.conn.IsClosed() {
+		return nil
+	}
+	s.conn = nil
+	if now.Before(s.retryAt) {
+		return fmt.Errorf("%w to %s %s (next attempt in %s): %w", ErrNotConnected, s.kind, s.addr,
+			s.retryAt.Sub(now).Round(time.Millisecond), s.lastErr)
+	}
+	conn, err := s.connect(ctx)
+	if err != nil {
+		s.failures++
+		d := min(reconnectMax, reconnectBase<<min(s.failures-1, 8))
+		s.retryAt = now.Add(d/2 + rand.N(d/2+1))
+		s.lastErr = err
+		return err
+	}
+	if s.failures > 0 {
+		s.log.Info("reconnected", "after_failures", s.failures)
+	} else {
+		s.log.Debug("connected")
+	}
+	s.conn, s.failures, s.lastErr = conn, 0, nil
+	return nil
+}
+
+// connect opens a connection and checks that it may sample: the role can
+// read other sessions, is not a superuser (unless allowed), and the
+// server is the kind expected.
+func (s *server) connect(ctx context.Context) (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, s.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s %s: %w", s.kind, s.addr, classify(err, s.timeout))
+	}
+	if err := s.check(ctx, conn); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+func (s *server) check(ctx context.Context, conn *pgx.Conn) error {
+	var role string
+	var super, readStats, inRecovery bool
+	err := conn.QueryRow(ctx, `SELECT current_user::text, r.rolsuper,
+		pg_has_role(current_user, 'pg_read_all_stats', 'USAGE'), pg_is_in_recovery()
+		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&role, &super, &readStats, &inRecovery)
+	if err != nil {
+		return fmt.Errorf("check role on %s %s: %w", s.kind, s.addr, classify(err, s.timeout))
+	}
+	switch {
+	case super && !s.allowSuperuser:
+		return fmt.Errorf("%s %s as %q: %w", s.kind, s.addr, role, ErrSuperuser)
+	case !readStats:
+		return &GrantError{Role: role}
+	case s.kind == kindPrimary && inRecovery:
+		return fmt.Errorf("%w: the primary DSN points at %s, which is in recovery (a replica)", ErrWrongServer, s.addr)
+	case s.kind == kindReplica && !inRecovery:
+		return fmt.Errorf("%w: a replica DSN points at %s, which is not in recovery (a primary)", ErrWrongServer, s.addr)
+	}
+	if s.kind == kindReplica {
+		s.replicaName = s.discoverReplicaName(ctx, conn)
+	}
+	return nil
+}
+
+// discoverReplicaName names a replica as the primary does: its slot name,
+// else the application_name it streams with, else cluster_name (the
+// walreceiver's default application_name), else its address. Reading the
+// settings needs pg_read_all_settings (part of pg_monitor); without it the
+// address is used.
+func (s *server) discoverReplicaName(ctx context.Context, conn *pgx.Conn) string {
+	var slot, conninfo, cluster string
+	err := conn.QueryRow(ctx, `SELECT current_setting('primary_slot_name'),
+		current_setting('primary_conninfo'), current_setting('cluster_name')`).Scan(&slot, &conninfo, &cluster)
+	if err != nil {
+		s.log.Warn("cannot read replica settings; naming the replica by address", "error", err)
+		return s.addr
+	}
+	if slot != "" {
+		return slot
+	}
+	if app, ok := conninfoValue(conninfo, "application_name"); ok && app != "" {
+		return app
+	}
+	if cluster != "" {
+		return cluster
+	}
+	return "walreceiver"
+}
+
+// do runs f on the connection under the query timeout. A failure that
+// closed the connection (a client deadline does) makes the next call
+// reconnect.
+func (s *server) do(ctx context.Context, now time.Time, f func(context.Context, *pgx.Conn) error) error {
+	if err := s.ensure(ctx, now); err != nil {
+		if !errors.Is(err, ErrNotConnected) {
+			s.log.Warn("connect failed", "error", err, "failures", s.failures)
+		}
+		return err
+	}
+	qctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err := f(qctx, s.conn)
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("sample %s %s: %w", s.kind, s.addr, classify(err, s.timeout))
+	if s.conn.IsClosed() {
+		s.log.Warn("connection lost", "error", err)
+		s.conn = nil
+	}
+	return err
+}
+
+func (s *server) close() {
+	if s.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		defer cancel()
+		_ = s.conn.Close(ctx)
+		s.conn = nil
+	}
+}
+
+// classify marks deadline and statement-timeout failures with ErrTimeout.
+func classify(err error, timeout time.Duration) error {
+	var pgErr *pgconn.PgError
+	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) ||
+		(errors.As(err, &pgErr) && pgErr.Code == "57014") {
+		return fmt.Errorf("%w after %s: %w", ErrTimeout, timeout, err)
+	}
+	return err
+}

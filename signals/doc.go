@@ -1,0 +1,41 @@
+// Package signals reads the health of a PostgreSQL primary and its
+// replicas, the inputs of throttled's pacing controller.
+//
+// Each signal has a stable [Name] (part of the product's contract: the
+// config, the HTTP API, the metrics and the dashboards use it) and is read
+// by one sampler file. A reading is a [Sample]: a value, a unit, labels,
+// the time it was measured and an error. A sample whose Err is set has no
+// usable value; a sample older than its max_age is stale. Both are unsafe,
+// never "fine": a signal the poller cannot read must slow the jobs down,
+// not let them run.
+//
+// The [Poller] keeps one long-lived connection per server (a sampler that
+// reconnects into a full server fails exactly when it is needed), runs
+// each query under a server-side statement_timeout and a client deadline,
+// and samples each server in its own goroutine, so a hung replica cannot
+// stall the primary's samples. At connect it checks that its role can see
+// other sessions (pg_read_all_stats, part of pg_monitor); without it
+// pg_stat_activity hides other users' rows and load reads a silent 0.
+//
+// The signals:
+//
+//   - primary_load: on-CPU active sessions (client backends and parallel
+//     workers with state 'active' and no wait event, the sampler excluded)
+//     per configured core, smoothed by an EWMA (time constant 5 s by
+//     default); the unsmoothed reading is Sample.Raw.
+//   - primary_io_wait, primary_lock_wait: active sessions waiting on IO and
+//     on heavyweight locks, smoothed the same way.
+//   - primary_job_sessions: active sessions whose application_name starts
+//     with "throttled:", the background work throttled paces itself.
+//   - connection_headroom: free client slots, max_connections minus
+//     superuser_reserved_connections (and reserved_connections where the
+//     server has it) minus client backends, clamped at 0;
+//     connection_used_fraction: client backends over the usable slots.
+//   - replica_lag_bytes, replica_lag_seconds: per replica (label
+//     "replica"), from the primary's pg_stat_replication joined with its
+//     physical slots, so a stopped replica is reported missing (an error),
+//     never as zero lag.
+//   - replica_replay_backlog_bytes, replica_replay_paused: per replica
+//     given by DSN, read on the replica itself (WAL received but not yet
+//     replayed; whether replay is paused).
+package signals

@@ -1,0 +1,350 @@
+package signals
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+)
+
+// Config configures a [Poller]. The zero value of every field but
+// PrimaryDSN and Cores means its default.
+type Config struct {
+	// PrimaryDSN is the primary's connection string (URL or keyword/value).
+	// Its role needs pg_monitor and should not be a superuser. Required.
+	PrimaryDSN string
+	// ReplicaDSNs are optional direct connections to replicas, for the
+	// replica-side signals. Each replica's lag is read on the primary
+	// whether or not it is listed here; a listed replica is also expected
+	// on the primary, so its absence is reported.
+	ReplicaDSNs []string
+	// Replicas names replicas (slot or application_name) expected on the
+	// primary: each one absent is reported missing rather than silently
+	// not reported. Physical slots and replicas seen earlier are always
+	// expected.
+	Replicas []string
+	// Cores is the primary's CPU core count. No SQL reveals it, so it is
+	// configuration; primary_load is on-CPU sessions divided by it.
+	// Required, positive.
+	Cores float64
+	// Interval is how often each server is sampled. Defaults to 250ms.
+	Interval time.Duration
+	// Timeout bounds every query and connection attempt. A hung server
+	// yields failed samples after it. Defaults to 1s.
+	Timeout time.Duration
+	// Smoothing is the EWMA time constant of primary_load,
+	// primary_io_wait and primary_lock_wait. Defaults to 5s.
+	Smoothing time.Duration
+	// MaxAge is the age past which a sample is stale. Must exceed
+	// Interval. Defaults to 3s.
+	MaxAge time.Duration
+	// AllowSuperuser lets the sampler connect as a superuser. Off by
+	// default: a superuser sampler hides a missing grant in production and
+	// can take the reserved slots meant for a person fixing an outage.
+	AllowSuperuser bool
+	// Logger receives connection events. Defaults to a null logger.
+	Logger hclog.Logger
+
+	// now is the clock; tests set it.
+	now func() time.Time
+}
+
+// Defaults.
+const (
+	DefaultInterval  = 250 * time.Millisecond
+	DefaultTimeout   = time.Second
+	DefaultSmoothing = 5 * time.Second
+	DefaultMaxAge    = 3 * time.Second
+)
+
+func (c *Config) fill() {
+	c.Interval = cmp.Or(c.Interval, DefaultInterval)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.Smoothing = cmp.Or(c.Smoothing, DefaultSmoothing)
+	c.MaxAge = cmp.Or(c.MaxAge, DefaultMaxAge)
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("signals: "+format, args...)) }
+	if c.PrimaryDSN == "" {
+		bad("PrimaryDSN is required")
+	}
+	if c.Cores <= 0 || math.IsNaN(c.Cores) || math.IsInf(c.Cores, 0) {
+		bad("Cores must be a positive number of CPU cores, got %v", c.Cores)
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"Interval", c.Interval}, {"Timeout", c.Timeout}, {"Smoothing", c.Smoothing}, {"MaxAge", c.MaxAge}} {
+		if f.d < 0 {
+			bad("%s must not be negative, got %s", f.name, f.d)
+		}
+	}
+	if c.Interval > 0 && c.MaxAge > 0 && c.Interval >= c.MaxAge {
+		bad("Interval %s must be shorter than MaxAge %s, or every sample is stale", c.Interval, c.MaxAge)
+	}
+	for i, r := range c.Replicas {
+		if r == "" {
+			bad("Replicas[%d] is empty", i)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Poller samples a primary and its replicas on an interval and keeps the
+// latest sample of every signal. Create it with [New]; call [Poller.Run]
+// to sample continuously, or [Poller.Tick] to sample once, never both at
+// once. [Poller.Snapshot] is safe to call from any goroutine at any time.
+type Poller struct {
+	cfg      Config
+	log      hclog.Logger
+	primary  *primarySampler
+	replicas []*replicaSampler
+
+	mu     sync.Mutex
+	latest map[string][]Sample // by sampler id
+	learnt map[string]bool     // replica names learnt from replica DSNs
+}
+
+// New validates cfg and returns a Poller. It does not connect.
+func New(cfg Config) (*Poller, error) {
+	cfg.fill()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	p := &Poller{cfg: cfg, log: cfg.Logger, latest: map[string][]Sample{}, learnt: map[string]bool{}}
+	ps, err := newServer(kindPrimary, cfg.PrimaryDSN, cfg.Timeout, cfg.AllowSuperuser, cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("signals: PrimaryDSN: %w", err)
+	}
+	p.primary = &primarySampler{srv: ps, cores: cfg.Cores, smooth: newLoadSmoother(cfg.Smoothing),
+		seen: map[string]bool{}, expected: p.expectedReplicas}
+	for i, dsn := range cfg.ReplicaDSNs {
+		rs, err := newServer(kindReplica, dsn, cfg.Timeout, cfg.AllowSuperuser, cfg.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("signals: ReplicaDSNs[%d]: %w", i, err)
+		}
+		p.replicas = append(p.replicas, &replicaSampler{srv: rs, sid: fmt.Sprintf("replica-%d", i), learn: p.learn})
+	}
+	return p, nil
+}
+
+// Connect connects to every server and checks each role and kind, so
+// that a bad DSN, an unreachable server or a missing grant fails at start
+// with a clear error rather than as failed samples. It is optional:
+// Run and Tick connect (and reconnect) as needed.
+func (p *Poller) Connect(ctx context.Context) error {
+	now := p.cfg.now()
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, s := range p.samplers() {
+		wg.Go(func() {
+			if err := s.server().ensure(ctx, now); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			if r, ok := s.(*replicaSampler); ok {
+				p.learn(r.srv.replicaName)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Tick samples every server once, concurrently, and returns when all
+// are done (each bounded by Config.Timeout).
+func (p *Poller) Tick(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, s := range p.samplers() {
+		wg.Go(func() { p.store(s.id(), s.sample(ctx, p.cfg.now)) })
+	}
+	wg.Wait()
+}
+
+// Run samples every server each Config.Interval, each in its own
+// goroutine, until ctx ends; then it closes the connections and returns
+// ctx's error.
+func (p *Poller) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, s := range p.samplers() {
+		wg.Go(func() {
+			t := time.NewTicker(p.cfg.Interval)
+			defer t.Stop()
+			for {
+				p.store(s.id(), s.sample(ctx, p.cfg.now))
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		})
+	}
+	wg.Wait()
+	p.Close()
+	return ctx.Err()
+}
+
+// Close closes every connection. Call it after Tick when not using Run.
+func (p *Poller) Close() {
+	for _, s := range p.samplers() {
+		s.server().close()
+	}
+}
+
+// Snapshot returns the latest sample of every signal, as of now.
+func (p *Poller) Snapshot() Snapshot {
+	p.mu.Lock()
+	var all []Sample
+	for _, id := range slices.Sorted(maps.Keys(p.latest)) {
+		all = append(all, p.latest[id]...)
+	}
+	p.mu.Unlock()
+	sortSamples(all)
+	return Snapshot{At: p.cfg.now(), MaxAge: p.cfg.MaxAge, Samples: all}
+}
+
+func (p *Poller) store(id string, samples []Sample) {
+	p.mu.Lock()
+	p.latest[id] = samples
+	p.mu.Unlock()
+}
+
+func (p *Poller) learn(name string) {
+	if name == "" {
+		return
+	}
+	p.mu.Lock()
+	p.learnt[name] = true
+	p.mu.Unlock()
+}
+
+func (p *Poller) expectedReplicas() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	names := slices.Clone(p.cfg.Replicas)
+	for n := range p.learnt {
+		names = append(names, n)
+	}
+	return names
+}
+
+func (p *Poller) samplers() []sampler {
+	out := []sampler{p.primary}
+	for _, r := range p.replicas {
+		out = append(out, r)
+	}
+	return out
+}
+
+// sampler samples one server.
+type sampler interface {
+	id() string
+	server() *server
+	sample(ctx context.Context, now func() time.Time) []Sample
+}
+
+// primarySampler reads the primary's load, connection headroom and the
+// lag of every replica in one round trip.
+type primarySampler struct {
+	srv      *server
+	cores    float64
+	smooth   *loadSmoother
+	seen     map[string]bool
+	expected func() []string
+}
+
+func (s *primarySampler) id() string      { return "primary" }
+func (s *primarySampler) server() *server { return s.srv }
+
+// QueriesPerTick is how many statements one primary sampling tick runs;
+// they go in a single round trip.
+const QueriesPerTick = 3
+
+func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sample {
+	var act activity
+	var hr headroom
+	var rows []walsenderRow
+	err := s.srv.do(ctx, now(), func(ctx context.Context, conn *pgx.Conn) error {
+		b := &pgx.Batch{}
+		b.Queue(activitySQL).QueryRow(func(r pgx.Row) error {
+			return r.Scan(&act.onCPU, &act.ioWait, &act.lockWait, &act.jobs)
+		})
+		b.Queue(headroomSQL).QueryRow(func(r pgx.Row) error {
+			return r.Scan(&hr.maxConns, &hr.superuserReserved, &hr.reserved, &hr.clients)
+		})
+		b.Queue(replicationSQL).Query(func(r pgx.Rows) error {
+			var err error
+			rows, err = pgx.CollectRows(r, func(row pgx.CollectableRow) (walsenderRow, error) {
+				var w walsenderRow
+				err := row.Scan(&w.PID, &w.AppName, &w.State, &w.LagBytes, &w.LagSeconds, &w.SlotName, &w.SlotType, &w.SlotTemp)
+				return w, err
+			})
+			return err
+		})
+		return conn.SendBatch(ctx, b).Close()
+	})
+	at := now()
+	known := s.expected()
+	for n := range s.seen {
+		known = append(known, n)
+	}
+	if err != nil {
+		out := append(activityFailed(at, err), headroomFailed(at, err)...)
+		return append(out, replicaLagFailed(dedupe(known), at, err)...)
+	}
+	out := append(act.samples(s.smooth, s.cores, at), hr.samples(at)...)
+	for _, l := range classifyReplicas(rows, known) {
+		s.seen[l.name] = true
+		out = append(out, l.samples(at)...)
+	}
+	return out
+}
+
+// replicaSampler reads replica-side signals on one replica.
+type replicaSampler struct {
+	srv   *server
+	sid   string
+	learn func(string)
+}
+
+func (s *replicaSampler) id() string      { return s.sid }
+func (s *replicaSampler) server() *server { return s.srv }
+
+func (s *replicaSampler) sample(ctx context.Context, now func() time.Time) []Sample {
+	var r replay
+	err := s.srv.do(ctx, now(), func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, replaySQL).Scan(&r.inRecovery, &r.backlog, &r.pauseState)
+	})
+	at := now()
+	name := cmp.Or(s.srv.replicaName, s.srv.addr)
+	s.learn(s.srv.replicaName)
+	if err != nil {
+		return replayFailed(name, at, err)
+	}
+	return r.samples(name, at)
+}
+
+func dedupe(names []string) []string {
+	slices.Sort(names)
+	return slices.Compact(names)
+}

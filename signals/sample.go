@@ -1,0 +1,146 @@
+package signals
+
+import (
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Name identifies a signal. Names are part of the product's contract.
+type Name string
+
+// The signals this package samples.
+const (
+	PrimaryLoad               Name = "primary_load"
+	PrimaryIOWait             Name = "primary_io_wait"
+	PrimaryLockWait           Name = "primary_lock_wait"
+	PrimaryJobSessions        Name = "primary_job_sessions"
+	ConnectionHeadroom        Name = "connection_headroom"
+	ConnectionUsedFraction    Name = "connection_used_fraction"
+	ReplicaLagBytes           Name = "replica_lag_bytes"
+	ReplicaLagSeconds         Name = "replica_lag_seconds"
+	ReplicaReplayBacklogBytes Name = "replica_replay_backlog_bytes"
+	ReplicaReplayPaused       Name = "replica_replay_paused"
+)
+
+// Names lists every signal this package can produce, in display order.
+var Names = []Name{
+	PrimaryLoad, PrimaryIOWait, PrimaryLockWait, PrimaryJobSessions,
+	ConnectionHeadroom, ConnectionUsedFraction,
+	ReplicaLagBytes, ReplicaLagSeconds,
+	ReplicaReplayBacklogBytes, ReplicaReplayPaused,
+}
+
+// Known reports whether n is one of [Names].
+func Known(n Name) bool { return slices.Contains(Names, n) }
+
+// Unit is the unit of a sample's value.
+type Unit string
+
+// Units of the signals.
+const (
+	UnitPerCore     Unit = "sessions_per_core"
+	UnitSessions    Unit = "sessions"
+	UnitConnections Unit = "connections"
+	UnitRatio       Unit = "ratio"
+	UnitBytes       Unit = "bytes"
+	UnitSeconds     Unit = "seconds"
+	UnitBool        Unit = "bool"
+)
+
+// LabelReplica is the label naming a replica: its physical slot name,
+// else its application_name, as the primary sees it.
+const LabelReplica = "replica"
+
+// Sample is one reading of one signal.
+//
+// When Err is non-nil the reading failed and Value and Raw carry nothing
+// (they are 0); consumers must treat the signal as unsafe. At is when the
+// reading was taken (or attempted, for a failed one); a sample older than
+// its max_age is stale and equally unsafe.
+type Sample struct {
+	Name Name
+	// Labels distinguish samples of one signal, such as {"replica":
+	// "replica1"}. Nil for signals of the primary as a whole.
+	Labels map[string]string
+	// Value is the reading, smoothed for the smoothed signals.
+	Value float64
+	// Raw is the unsmoothed reading; equal to Value for signals that are
+	// not smoothed.
+	Raw  float64
+	Unit Unit
+	At   time.Time
+	Err  error
+}
+
+// Age is how long before now the sample was taken.
+func (s Sample) Age(now time.Time) time.Duration { return now.Sub(s.At) }
+
+// Stale reports whether the sample is older than maxAge at now.
+func (s Sample) Stale(now time.Time, maxAge time.Duration) bool { return s.Age(now) > maxAge }
+
+// Key is a stable identity for the sample's series: the name, then the
+// labels sorted by key, as in `replica_lag_bytes{replica="r1"}`.
+func (s Sample) Key() string {
+	if len(s.Labels) == 0 {
+		return string(s.Name)
+	}
+	var b strings.Builder
+	b.WriteString(string(s.Name))
+	b.WriteByte('{')
+	for i, k := range slices.Sorted(maps.Keys(s.Labels)) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + `="` + s.Labels[k] + `"`)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Snapshot is every latest sample at one instant.
+type Snapshot struct {
+	// At is when the snapshot was taken.
+	At time.Time
+	// MaxAge is the age past which a sample is stale.
+	MaxAge time.Duration
+	// Samples are sorted by signal order ([Names]), then by Key.
+	Samples []Sample
+}
+
+// Get returns the sample of name whose labels equal labels (nil for a
+// signal of the primary as a whole).
+func (s Snapshot) Get(name Name, labels map[string]string) (Sample, bool) {
+	for _, x := range s.Samples {
+		if x.Name == name && maps.Equal(x.Labels, labels) {
+			return x, true
+		}
+	}
+	return Sample{}, false
+}
+
+// Stale reports whether x is stale at the snapshot's time.
+func (s Snapshot) Stale(x Sample) bool { return x.Stale(s.At, s.MaxAge) }
+
+func sortSamples(samples []Sample) {
+	order := make(map[Name]int, len(Names))
+	for i, n := range Names {
+		order[n] = i
+	}
+	sort.SliceStable(samples, func(i, j int) bool {
+		a, b := samples[i], samples[j]
+		if order[a.Name] != order[b.Name] {
+			return order[a.Name] < order[b.Name]
+		}
+		return a.Key() < b.Key()
+	})
+}
+
+func replicaLabels(name string) map[string]string { return map[string]string{LabelReplica: name} }
+
+// failed returns a sample of name that failed with err at at.
+func failed(name Name, labels map[string]string, unit Unit, at time.Time, err error) Sample {
+	return Sample{Name: name, Labels: labels, Unit: unit, At: at, Err: err}
+}
