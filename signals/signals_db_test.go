@@ -162,6 +162,25 @@ func TestLockWaitsRaiseLockWaitNotLoad(t *testing.T) {
 			t.Fatalf("primary_lock_wait raw = %v; want 3", lock.Raw)
 		}
 	}
+	// pg_sleep waits on a timeout (wait event PgSleep): not load either.
+	sleeper := pgtest.Connect(t, c.Primary, pgcluster.RolePlain)
+	sctx, stopSleep := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { sleeper.Exec(sctx, "SELECT pg_sleep(60)") })
+	defer func() { stopSleep(); wg.Wait() }()
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		var n int
+		if err := admin.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'").Scan(&n); err != nil || n != 1 {
+			return fmt.Errorf("pg_sleep sessions: %d, %v", n, err)
+		}
+		return nil
+	})
+	if s := tick(t, p, PrimaryLoad, ""); s.Err != nil || s.Raw != 0 {
+		t.Fatalf("primary_load raw = %v, %v with a pg_sleep session and 3 lock waits; want 0", s.Raw, s.Err)
+	}
+	stopSleep()
+	wg.Wait()
 	if err := waits.Stop(); err != nil {
 		t.Fatal(err)
 	}
