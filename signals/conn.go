@@ -118,7 +118,7 @@ func (s *server) connect(ctx context.Context) (*pgx.Conn, error) {
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, s.cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s %s: %w", s.kind, s.addr, classify(err, s.timeout))
+		return nil, fmt.Errorf("%w: connect to %s %s: %w", ErrUnreachable, s.kind, s.addr, classify(err, s.timeout))
 	}
 	if err := s.check(ctx, conn); err != nil {
 		conn.Close(context.Background())

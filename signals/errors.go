@@ -21,8 +21,12 @@ var (
 	// ErrWrongServer reports a primary DSN that points at a server in
 	// recovery, or a replica DSN that points at one that is not.
 	ErrWrongServer = errors.New("signals: wrong kind of server")
+	// ErrUnreachable marks a sample (or a Connect) that failed because no
+	// connection to the server could be opened.
+	ErrUnreachable = errors.New("signals: server unreachable")
 	// ErrNotConnected marks a sample taken while the server's connection
-	// is down and the next reconnect is not due yet.
+	// is down and the next reconnect is not due yet. Such errors also wrap
+	// the last connection failure (and so ErrUnreachable).
 	ErrNotConnected = errors.New("signals: not connected")
 )
 

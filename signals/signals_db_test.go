@@ -84,6 +84,19 @@ func value(t *testing.T, p *Poller, name Name, replica string, smoothed bool) (f
 	return s.Raw, nil
 }
 
+// waitValue polls until the sample of name (raw, or smoothed) compares
+// to w by op, or fails the test after timeout.
+func waitValue(t *testing.T, p *Poller, timeout time.Duration, name Name, replica string, smoothed bool, op string, w float64) {
+	t.Helper()
+	pgtest.Eventually(t, timeout, func() error {
+		v, err := value(t, p, name, replica, smoothed)
+		if err != nil {
+			return err
+		}
+		return want(name, v, w, op)
+	})
+}
+
 func want(name Name, got, want float64, cmp string) error {
 	ok := map[string]bool{
 		"==": got == want,
@@ -111,13 +124,7 @@ func TestPrimaryLoadCountsOnCPUSessionsPerCore(t *testing.T) {
 	defer load.Stop()
 	// Two busy sessions on two configured cores: exactly 1.0 raw, and the
 	// smoothed value climbs to it.
-	pgtest.Eventually(t, 10*time.Second, func() error {
-		v, err := value(t, p, PrimaryLoad, "", false)
-		if err != nil {
-			return err
-		}
-		return want(PrimaryLoad, v, 1.0, "==")
-	})
+	waitValue(t, p, 10*time.Second, PrimaryLoad, "", false, "==", 1.0)
 	pgtest.Eventually(t, 15*time.Second, func() error {
 		v, err := value(t, p, PrimaryLoad, "", true)
 		if err != nil {
@@ -132,13 +139,7 @@ func TestPrimaryLoadCountsOnCPUSessionsPerCore(t *testing.T) {
 	if err := load.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	pgtest.Eventually(t, 10*time.Second, func() error {
-		v, err := value(t, p, PrimaryLoad, "", false)
-		if err != nil {
-			return err
-		}
-		return want(PrimaryLoad, v, 0, "==")
-	})
+	waitValue(t, p, 10*time.Second, PrimaryLoad, "", false, "==", 0)
 }
 
 func TestLockWaitsRaiseLockWaitNotLoad(t *testing.T) {
@@ -184,13 +185,7 @@ func TestLockWaitsRaiseLockWaitNotLoad(t *testing.T) {
 	if err := waits.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	pgtest.Eventually(t, 10*time.Second, func() error {
-		v, err := value(t, p, PrimaryLockWait, "", false)
-		if err != nil {
-			return err
-		}
-		return want(PrimaryLockWait, v, 0, "==")
-	})
+	waitValue(t, p, 10*time.Second, PrimaryLockWait, "", false, "==", 0)
 }
 
 func TestJobSessionsCountThrottledApplicationNames(t *testing.T) {
@@ -271,13 +266,7 @@ func TestReplicaLagGrowsWhileReplayPausedAndReturnsToZero(t *testing.T) {
 	c := pgtest.Cluster(t)
 	p := newPoller(t, c, nil)
 	ctx := context.Background()
-	pgtest.Eventually(t, 10*time.Second, func() error {
-		v, err := value(t, p, ReplicaLagBytes, pgcluster.ReplicaName, false)
-		if err != nil {
-			return err
-		}
-		return want(ReplicaLagBytes, v, 0, "==")
-	})
+	waitValue(t, p, 10*time.Second, ReplicaLagBytes, pgcluster.ReplicaName, false, "==", 0)
 	if err := c.PauseReplay(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -289,13 +278,7 @@ func TestReplicaLagGrowsWhileReplayPausedAndReturnsToZero(t *testing.T) {
 		}
 		// Lag grows with each write (the replica reports its replay
 		// position every second).
-		pgtest.Eventually(t, 10*time.Second, func() error {
-			v, err := value(t, p, ReplicaLagBytes, pgcluster.ReplicaName, false)
-			if err != nil {
-				return err
-			}
-			return want(ReplicaLagBytes, v, prev+200<<10, ">=")
-		})
+		waitValue(t, p, 10*time.Second, ReplicaLagBytes, pgcluster.ReplicaName, false, ">=", prev+200<<10)
 		prev = get(t, p.Snapshot(), ReplicaLagBytes, pgcluster.ReplicaName).Raw
 		t.Logf("write %d: lag %v bytes", i+1, prev)
 	}
@@ -304,13 +287,7 @@ func TestReplicaLagGrowsWhileReplayPausedAndReturnsToZero(t *testing.T) {
 		t.Fatalf("replica_replay_paused = %v, %v; want 1", paused.Raw, paused.Err)
 	}
 	// The replica receives what it cannot replay.
-	pgtest.Eventually(t, 10*time.Second, func() error {
-		b, err := value(t, p, ReplicaReplayBacklogBytes, pgcluster.ReplicaName, false)
-		if err != nil {
-			return err
-		}
-		return want(ReplicaReplayBacklogBytes, b, 500<<10, ">=")
-	})
+	waitValue(t, p, 10*time.Second, ReplicaReplayBacklogBytes, pgcluster.ReplicaName, false, ">=", 500<<10)
 	if err := c.ResumeReplay(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +496,7 @@ func TestUnreachableServerFailsFast(t *testing.T) {
 	}
 	start := time.Now()
 	err = p.Connect(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "connect to primary 127.0.0.1:1") {
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "connect to primary 127.0.0.1:1") {
 		t.Fatalf("Connect to a closed port: %v", err)
 	}
 	if strings.Contains(err.Error(), "secret") {
@@ -531,8 +508,8 @@ func TestUnreachableServerFailsFast(t *testing.T) {
 	// A second sample inside the backoff does not hammer the server: it
 	// fails as not connected.
 	p.Tick(context.Background())
-	if s := get(t, p.Snapshot(), PrimaryLoad, ""); !errors.Is(s.Err, ErrNotConnected) {
-		t.Fatalf("sample during backoff: %v; want ErrNotConnected", s.Err)
+	if s := get(t, p.Snapshot(), PrimaryLoad, ""); !errors.Is(s.Err, ErrNotConnected) || !errors.Is(s.Err, ErrUnreachable) {
+		t.Fatalf("sample during backoff: %v; want ErrNotConnected wrapping ErrUnreachable", s.Err)
 	}
 }
 

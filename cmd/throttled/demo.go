@@ -237,7 +237,7 @@ func shortErr(err error) string {
 		return "MISSING"
 	case errors.Is(err, signals.ErrTimeout):
 		return "TIMEOUT"
-	case errors.Is(err, signals.ErrNotConnected):
+	case errors.Is(err, signals.ErrUnreachable), errors.Is(err, signals.ErrNotConnected):
 		return "DOWN"
 	}
 	return "ERROR"
