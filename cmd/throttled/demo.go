@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
 )
 
 // scene is one step of the demo: a fault held for a while.
@@ -125,7 +126,14 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) e
 	if err := p.Connect(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Sampling as %s (pg_monitor, not superuser) every %s; %d cores configured.\n\n", pgcluster.RoleMonitor, signals.DefaultInterval, cores)
+	fmt.Fprintf(out, "Sampling as %s (pg_monitor, not superuser) every %s; %d cores configured.\n", pgcluster.RoleMonitor, signals.DefaultInterval, cores)
+	ctl, err := demoController()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Deciding every second for job %q, which here only reports using its whole allocation.\n", demoJob)
+	fmt.Fprintln(out, "Rules: primary_load target 0.7, critical 1.0 (3 samples), connection headroom 10%, replica1 required (lag target 2 s); quiet period shortened to 8 s for the demo.")
+	fmt.Fprintln(out)
 
 	rctx, stopPoller := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -142,6 +150,7 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) e
 	pctx, stopPrinter := context.WithCancel(ctx)
 	var pwg sync.WaitGroup
 	pwg.Go(func() {
+		lastReason, carry := "", 0.0
 		fmt.Fprintln(out, demoHeader)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -152,11 +161,29 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) e
 			case <-t.C:
 			}
 			snap := p.Snapshot()
+			d := ctl.Step(snap.At, snap)
+			// The job uses everything it is given, a fraction of a batch
+			// carried to the next second.
+			carry += d.Jobs[demoJob].Rate
+			for ; carry >= 1; carry-- {
+				ctl.Report(demoJob, throttle.Feedback{Rows: 1000, Duration: 100 * time.Millisecond})
+			}
 			mu.Lock()
 			i := current
-			stats[i].add(snap)
+			stats[i].add(snap, d)
 			mu.Unlock()
-			fmt.Fprintln(out, demoRow(time.Since(start), scenes[i].name, snap))
+			fmt.Fprintln(out, demoRow(time.Since(start), scenes[i].name, snap, d))
+			for _, e := range d.Events {
+				tag := "event"
+				if e.Page() {
+					tag = "PAGE "
+				}
+				fmt.Fprintf(out, "         %s %s\n", tag, e.Message)
+			}
+			if d.Reason != lastReason && d.Mode != throttle.ModeRunning {
+				fmt.Fprintf(out, "         why: %s\n", d.Reason)
+			}
+			lastReason = d.Reason
 		}
 	})
 	var sceneErr error
@@ -190,9 +217,25 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) e
 	return sceneErr
 }
 
-const demoHeader = "  time  scene                      load  (raw)  io  lock  free  used  replica1 lag              replay"
+const demoHeader = "  time  scene                      load  (raw)  io  lock  free  used  replica1 lag        replay   | mode       budget  binding"
 
-func demoRow(elapsed time.Duration, scene string, snap signals.Snapshot) string {
+// demoJob is the job the demo's controller paces.
+const demoJob throttle.Job = "purge"
+
+func demoController() (*throttle.Controller, error) {
+	c, err := throttle.New(throttle.Config{
+		Replicas:      map[string]throttle.ReplicaPolicy{pgcluster.ReplicaName: throttle.ReplicaRequired},
+		MaxBudget:     100,
+		InitialBudget: 10,
+		QuietPeriod:   8 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, c.Register(throttle.JobConfig{Name: demoJob})
+}
+
+func demoRow(elapsed time.Duration, scene string, snap signals.Snapshot, d throttle.Decision) string {
 	cell := func(name signals.Name, replica string, f func(signals.Sample) string) string {
 		var labels map[string]string
 		if replica != "" {
@@ -226,8 +269,12 @@ func demoRow(elapsed time.Duration, scene string, snap signals.Snapshot) string 
 		}
 		return "running"
 	})
-	return fmt.Sprintf("%5.0fs  %-25s  %-11s  %-2s  %-4s  %-4s  %-4s  %-24s  %s",
-		elapsed.Seconds(), scene, load, io, lock, free, used, lag, paused)
+	binding := d.Binding
+	if binding == "" {
+		binding = "-"
+	}
+	return fmt.Sprintf("%5.0fs  %-25s  %-11s  %-2s  %-4s  %-4s  %-4s  %-18s  %-7s  | %-9s  %6.1f  %s",
+		elapsed.Seconds(), scene, load, io, lock, free, used, lag, paused, d.Mode, d.Budget, binding)
 }
 
 // shortErr is a table cell for a failed sample.
@@ -260,15 +307,18 @@ type sceneStats struct {
 	maxLoad, maxRaw, maxLock float64
 	minFree                  float64
 	maxLag                   float64
+	modes                    map[throttle.Mode]int
 	errors                   map[string]error // signal key -> first error seen
 }
 
-func (st *sceneStats) add(snap signals.Snapshot) {
+func (st *sceneStats) add(snap signals.Snapshot, d throttle.Decision) {
 	if st.rows == 0 {
 		st.minFree = -1
 		st.errors = map[string]error{}
+		st.modes = map[throttle.Mode]int{}
 	}
 	st.rows++
+	st.modes[d.Mode]++
 	for _, s := range snap.Samples {
 		if s.Err != nil {
 			if _, ok := st.errors[s.Key()]; !ok {
@@ -294,7 +344,7 @@ func (st *sceneStats) add(snap signals.Snapshot) {
 func writeSummary(w io.Writer, stats []sceneStats) {
 	fmt.Fprintln(w, "\nSummary (per scene: the highest load and lag, the lowest headroom, and what could not be read):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENE\tMAX LOAD\tMAX RAW\tMAX LOCK WAIT\tMIN FREE CONNS\tMAX REPLICA LAG\tUNREADABLE")
+	fmt.Fprintln(tw, "SCENE\tMAX LOAD\tMAX RAW\tMAX LOCK WAIT\tMIN FREE CONNS\tMAX REPLICA LAG\tMODES (seconds)\tUNREADABLE")
 	var messages []string
 	for _, st := range stats {
 		if st.rows == 0 {
@@ -309,7 +359,13 @@ func writeSummary(w io.Writer, stats []sceneStats) {
 		if len(bad) > 0 {
 			unreadable = strings.Join(bad, ", ")
 		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.0f\t%.0f\t%s\t%s\n", st.name, st.maxLoad, st.maxRaw, st.maxLock, st.minFree, formatBytes(st.maxLag), unreadable)
+		var modes []string
+		for _, m := range []throttle.Mode{throttle.ModeRunning, throttle.ModeThrottled, throttle.ModePaused, throttle.ModeCritical, throttle.ModeStale} {
+			if n := st.modes[m]; n > 0 {
+				modes = append(modes, fmt.Sprintf("%s %d", m, n))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.0f\t%.0f\t%s\t%s\t%s\n", st.name, st.maxLoad, st.maxRaw, st.maxLock, st.minFree, formatBytes(st.maxLag), strings.Join(modes, ", "), unreadable)
 	}
 	tw.Flush()
 	if len(messages) > 0 {

@@ -36,6 +36,7 @@ func commands() []command {
 	return []command{
 		{"signals", "sample the primary's and replicas' health once, or --watch", runSignals},
 		{"demo", "run the signals live against a throwaway primary and replica", runDemo},
+		{"sim", "compare pacing policies on simulated scenarios", runSim},
 	}
 }
 

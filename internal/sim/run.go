@@ -1,0 +1,264 @@
+package sim
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
+)
+
+// epoch is the simulated wall clock at t = 0.
+var epoch = time.Date(2026, 9, 13, 7, 33, 0, 0, time.UTC)
+
+// Point is the state of one tick of a run.
+type Point struct {
+	T        float64 // seconds since the start
+	Load     float64 // true primary_load
+	Measured float64 // smoothed primary_load as sampled
+	Rate     float64 // background batches per second allowed
+	Done     float64 // background batches per second that succeeded
+	Oracle   float64 // the oracle's rate
+	Lag      float64 // true replica lag, seconds
+	Mode     string
+}
+
+// Result measures one policy on one scenario.
+type Result struct {
+	Scenario string `json:"scenario"`
+	Policy   string `json:"policy"`
+	Seed     uint64 `json:"seed"`
+	// TimeAboveTarget and TimeAboveCritical are seconds with the true
+	// primary_load over target (0.7) and at or over critical (1.0).
+	TimeAboveTarget   float64 `json:"time_above_target_s"`
+	TimeAboveCritical float64 `json:"time_above_critical_s"`
+	// FirstCut is seconds from the scenario's disturbance to the first
+	// cut in the rate; nil where the scenario has none or no cut came.
+	FirstCut *float64 `json:"first_cut_s"`
+	// Efficiency is the background work done over the oracle's.
+	Efficiency float64 `json:"efficiency"`
+	// ReversalsPer10Min counts changes of direction of the rate.
+	ReversalsPer10Min float64 `json:"reversals_per_10min"`
+	// WorkWhilePaused is the batches done while a hold applied or the
+	// primary's samples were older than their max_age.
+	WorkWhilePaused float64 `json:"work_while_paused"`
+	// Work and OracleWork are total successful batches.
+	Work       float64 `json:"work"`
+	OracleWork float64 `json:"oracle_work"`
+	// JobWork is each job's successful batches.
+	JobWork map[throttle.Job]float64 `json:"job_work"`
+	// FixedRate is the rate the fixed policy ran at (the best in
+	// hindsight); 0 for other policies.
+	FixedRate float64 `json:"fixed_rate,omitempty"`
+	Series    []Point `json:"-"`
+}
+
+// Run simulates policy on scenario with seed. The run is deterministic:
+// the same arguments give the same Result.
+func Run(sc Scenario, policy string, seed uint64) (Result, error) {
+	if policy == "fixed" {
+		rate := bestFixedRate(sc, seed)
+		r, err := run(sc, policy, rate, seed)
+		r.FixedRate = rate
+		return r, err
+	}
+	return run(sc, policy, 0, seed)
+}
+
+// bestFixedRate is the highest constant rate that adds no time over
+// target, and none at or over critical, to what the foreground alone
+// causes: the best a person could have picked knowing the whole scenario
+// in advance.
+func bestFixedRate(sc Scenario, seed uint64) float64 {
+	measure := func(rate float64) (float64, float64) {
+		r, _ := run(sc, "fixed", rate, seed)
+		return r.TimeAboveTarget, r.TimeAboveCritical
+	}
+	floorTarget, floorCritical := measure(0)
+	ok := func(rate float64) bool {
+		t, c := measure(rate)
+		return t <= floorTarget && c <= floorCritical
+	}
+	lo, hi := 0.0, maxBudget
+	if ok(hi) {
+		return hi
+	}
+	for range 20 {
+		mid := (lo + hi) / 2
+		if ok(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// state is the plant over one tick.
+type state struct {
+	load, used, lagBytes, lagSeconds, jobSessions float64
+}
+
+func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result, error) {
+	held := func(now time.Time) bool { return sc.Held(now.Sub(epoch).Seconds()) }
+	p, err := newPolicy(policyName, sc, fixedRate, held)
+	if err != nil {
+		return Result{}, err
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x7468726f74746c65))
+	res := Result{Scenario: sc.Name, Policy: policyName, Seed: seed, JobWork: map[throttle.Job]float64{}}
+	var (
+		history  []state
+		lagBytes float64
+		smoothed float64
+		smoothOK bool
+		last     []signals.Sample             // the latest samples
+		lastAt   time.Time                    // when they were taken
+		carry    = map[throttle.Job]float64{} // fractional batches carried to the next tick
+		rates    []float64
+		cutFound bool
+	)
+	const maxAge = signals.DefaultMaxAge
+	for tick := 0; tick < sc.Duration; tick++ {
+		t := float64(tick) * tickSeconds
+		now := epoch.Add(time.Duration(t * float64(time.Second)))
+		cores := sc.Cores(t)
+
+		// What the sampler sees: the plant over the last tick, Delay
+		// ticks late, with noise. While samples drop out, the last ones
+		// stay and age.
+		if !sc.Dropout(t) {
+			// Before the first tick the primary carried its foreground alone.
+			seen := state{load: load(sc.Foreground(0)/sc.Cores(0), sc.Cores(0)), used: 0.4}
+			if k := tick - 1 - sc.Delay; k >= 0 {
+				seen = history[k]
+			}
+			raw := max(0, seen.load*(1+noiseSigma*rng.NormFloat64()))
+			if !smoothOK {
+				smoothed, smoothOK = raw, true
+			} else {
+				smoothed += (1 - math.Exp(-tickSeconds/smoothingTau)) * (raw - smoothed)
+			}
+			replica := map[string]string{signals.LabelReplica: "replica1"}
+			last = []signals.Sample{
+				{Name: signals.PrimaryLoad, Value: smoothed, Raw: raw, Unit: signals.UnitPerCore, At: now},
+				{Name: signals.ConnectionUsedFraction, Value: seen.used, Raw: seen.used, Unit: signals.UnitRatio, At: now},
+				{Name: signals.PrimaryJobSessions, Value: seen.jobSessions, Raw: seen.jobSessions, Unit: signals.UnitSessions, At: now},
+				{Name: signals.ReplicaLagBytes, Labels: replica, Value: seen.lagBytes, Raw: seen.lagBytes, Unit: signals.UnitBytes, At: now},
+				{Name: signals.ReplicaLagSeconds, Labels: replica, Value: seen.lagSeconds, Raw: seen.lagSeconds, Unit: signals.UnitSeconds, At: now},
+			}
+			lastAt = now
+		}
+		snap := signals.Snapshot{At: now, MaxAge: maxAge, Samples: last}
+		mustStop := held(now) || now.Sub(lastAt) > maxAge
+
+		jobRates, mode := p.Decide(now, snap)
+		if !p.HonoursHolds() && held(now) {
+			jobRates, mode = map[throttle.Job]float64{}, "paused"
+		}
+
+		// The plant over [t, t+1): background at min(allowed, wanted).
+		errRate := sc.ErrorRate(t)
+		var total, done float64
+		perJob := map[throttle.Job]float64{}
+		for _, j := range sc.Jobs {
+			r := min(jobRates[j.Name], j.Demand(t))
+			perJob[j.Name] = r
+			total += r
+		}
+		fg := sc.Foreground(t)
+		u := (fg + total*cpuPerBatch) / cores
+		l := load(u, cores)
+		dur := batchDuration(u, cores)
+		for _, j := range sc.Jobs {
+			r := perJob[j.Name]
+			n := r*tickSeconds + carry[j.Name]
+			whole := math.Floor(n)
+			carry[j.Name] = n - whole
+			fails := math.Round(whole * errRate)
+			for i := 0; i < int(whole); i++ {
+				var err error
+				if i < int(fails) {
+					err = errBatch
+				}
+				p.Report(j.Name, throttle.Feedback{Rows: 1000, Duration: time.Duration(dur * float64(time.Second)), Err: err})
+			}
+			res.JobWork[j.Name] += r * (1 - errRate) * tickSeconds
+			done += r * (1 - errRate)
+		}
+		apply := sc.Apply(t)
+		wal := fg*fgWALPerCore + total*walPerBatch
+		lagBytes = max(0, lagBytes+(wal-apply)*tickSeconds)
+		st := state{
+			load:        l,
+			used:        min(1.5, (40+total*dur)/usableConns),
+			lagBytes:    lagBytes,
+			lagSeconds:  lagBytes / apply,
+			jobSessions: total * dur,
+		}
+		history = append(history, st)
+
+		oracle := 0.0
+		if !held(now) {
+			uStar := utilisationAt(target, cores)
+			byLoad := max(0, (uStar*cores-fg)/cpuPerBatch)
+			byLag := max(0, (apply-fg*fgWALPerCore)/walPerBatch)
+			var demand float64
+			for _, j := range sc.Jobs {
+				demand += j.Demand(t)
+			}
+			oracle = min(byLoad, byLag, demand) * (1 - errRate)
+		}
+
+		if l > target {
+			res.TimeAboveTarget += tickSeconds
+		}
+		if l >= critical {
+			res.TimeAboveCritical += tickSeconds
+		}
+		if mustStop {
+			res.WorkWhilePaused += done * tickSeconds
+		}
+		res.Work += done * tickSeconds
+		res.OracleWork += oracle * tickSeconds
+		if sc.SpikeAt >= 0 && !cutFound && t > sc.SpikeAt && len(rates) > 0 {
+			prevRate := rates[int(sc.SpikeAt/tickSeconds)]
+			if total < prevRate*0.999 {
+				first := t - sc.SpikeAt
+				res.FirstCut, cutFound = &first, true
+			}
+		}
+		rates = append(rates, total)
+		res.Series = append(res.Series, Point{T: t, Load: l, Measured: smoothed, Rate: total, Done: done, Oracle: oracle, Lag: st.lagSeconds, Mode: mode})
+	}
+	if res.OracleWork > 0 {
+		res.Efficiency = res.Work / res.OracleWork
+	}
+	res.ReversalsPer10Min = float64(reversals(rates)) * 600 / float64(sc.Duration)
+	return res, nil
+}
+
+var errBatch = errors.New("sim: batch failed")
+
+// reversals counts changes of direction of a series, ignoring moves
+// under 1 %.
+func reversals(xs []float64) int {
+	n, dir := 0, 0
+	for i := 1; i < len(xs); i++ {
+		d := xs[i] - xs[i-1]
+		if math.Abs(d) <= 0.01*max(xs[i-1], 1e-9) {
+			continue
+		}
+		s := 1
+		if d < 0 {
+			s = -1
+		}
+		if dir != 0 && s != dir {
+			n++
+		}
+		dir = s
+	}
+	return n
+}

@@ -1,0 +1,338 @@
+package throttle
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/throttled/throttled/signals"
+)
+
+// Rule is what the controller does with one signal.
+//
+// For a signal where higher is worse (load, lag), the pressure is
+// value/Target: above 1 the background budget is cut. For
+// connection_headroom (lower is worse) the rule is on the free fraction of
+// client slots, and the pressure is Target/free. Critical, when set, is
+// the level at or past which, held for Config.CriticalWindow samples in a
+// row, every job is paused and a page is raised.
+type Rule struct {
+	// Target is the level to keep the signal at or under (at or over, for
+	// connection_headroom). Must be positive.
+	Target float64
+	// Critical is the auto-pause level; 0 means none. It must be past
+	// Target: above it, or below it for connection_headroom.
+	Critical float64
+	// MaxAge is the age past which a sample is stale. Defaults to 3s.
+	MaxAge time.Duration
+	// Required makes a stale or unreadable sample stop all work (mode
+	// stale, budget 0). Not required, it only stops growth while unknown.
+	Required bool
+}
+
+// ReplicaPolicy says how a replica's lag counts.
+type ReplicaPolicy string
+
+// Replica policies.
+const (
+	// ReplicaRequired: the replica's lag binds, and a missing or stale
+	// replica stops all work.
+	ReplicaRequired ReplicaPolicy = "required"
+	// ReplicaOptional: the replica's lag binds while it is readable; while
+	// it is not, the budget does not grow. The default.
+	ReplicaOptional ReplicaPolicy = "optional"
+	// ReplicaIgnored: the replica's lag is shown, never acted on.
+	ReplicaIgnored ReplicaPolicy = "ignored"
+)
+
+// JobConfig registers a job with the controller.
+type JobConfig struct {
+	// Name identifies the job. Required.
+	Name Job
+	// Weight is the job's share of the budget relative to the others.
+	// Defaults to 1.
+	Weight float64
+	// MinRate is a floor the job keeps while the budget allows (tokens per
+	// second); 0 means none. A pause, a critical or a stale signal still
+	// stops it.
+	MinRate float64
+	// MaxRate caps the job's rate (tokens per second); 0 means none.
+	MaxRate float64
+}
+
+// Config configures a [Controller]. The zero value of every field means
+// its default.
+type Config struct {
+	// Rules maps a signal name to its rule. Entries replace the defaults
+	// of the same name; the defaults are primary_load (target 0.7,
+	// critical 1.0, required), connection_headroom (keep 10 % free,
+	// critical 5 %, required) and replica_lag_seconds (target 2s, no
+	// critical). Signals without a rule only inform.
+	Rules map[signals.Name]Rule
+	// Replicas sets each replica's policy, by name. Replicas not listed are
+	// ReplicaOptional.
+	Replicas map[string]ReplicaPolicy
+	// Tick is the decision interval. Defaults to 1s.
+	Tick time.Duration
+
+	// MaxBudget is the most the jobs together may do, in tokens (batches)
+	// per second. Defaults to 100.
+	MaxBudget float64
+	// MinBudget is the least budget while work is allowed: cuts stop
+	// there. Defaults to MaxBudget/1000.
+	MinBudget float64
+	// InitialBudget is the budget at start. Defaults to MaxBudget/10.
+	InitialBudget float64
+
+	// GrowBelow is the pressure under which the budget may grow; between
+	// it and 1 is the deadband where it holds. Defaults to 0.95.
+	GrowBelow float64
+	// GrowEvery is how many ticks must pass after any change before the
+	// budget grows. Defaults to 3.
+	GrowEvery int
+	// MaxGrowth is the largest growth factor of one step. Defaults to 1.25.
+	MaxGrowth float64
+	// ProbeGrowth is the largest growth factor of one step above the
+	// budget at which the last breach happened. Defaults to 1.02.
+	ProbeGrowth float64
+	// MinUtilization is the share of the budget the jobs must use for it to
+	// grow: a budget nobody uses proves nothing. Defaults to 0.8.
+	MinUtilization float64
+	// MaxCut is the largest share one ordinary cut removes. Defaults to
+	// 0.5.
+	MaxCut float64
+	// EmergencyPressure is the pressure at which one sample cuts at once
+	// by EmergencyCut. Defaults to 1.5.
+	EmergencyPressure float64
+	// EmergencyCut is the share an emergency cut removes. Defaults to
+	// 0.75.
+	EmergencyCut float64
+
+	// CriticalWindow is how many consecutive samples at or past a
+	// critical level pause everything. Defaults to 3.
+	CriticalWindow int
+	// ResumeLevel is the fraction of the critical level the signal must
+	// stay under to resume (for connection_headroom, the free fraction
+	// must stay over critical divided by it). Defaults to 0.5.
+	ResumeLevel float64
+	// QuietPeriod is how long a signal must stay under its resume level
+	// before a critical pause ends. It doubles with each earlier critical
+	// pause in the last LatchWindow. Defaults to 30s.
+	QuietPeriod time.Duration
+	// LatchAfter is the number of critical pauses within LatchWindow that
+	// latches: the last one lasts until a person resumes. Defaults to 3.
+	LatchAfter int
+	// LatchWindow defaults to 1h.
+	LatchWindow time.Duration
+	// SlowStart is the fraction of the budget before a pause (critical,
+	// stale, or a hold) that work restarts at. Defaults to 0.25.
+	SlowStart float64
+
+	// MaxErrorFraction is the share of failed batches over ErrorWindow
+	// above which the budget is cut. Defaults to 0.05.
+	MaxErrorFraction float64
+	// ErrorWindow defaults to 10s.
+	ErrorWindow time.Duration
+	// MinErrorBatches is how many batches ErrorWindow must hold before
+	// their error fraction counts. Defaults to 20.
+	MinErrorBatches int
+	// BreachMemory is how long the budget at which a breach happened caps
+	// growth to ProbeGrowth. Defaults to 10m.
+	BreachMemory time.Duration
+
+	// Holds, when set, is asked every tick which holds apply to each job.
+	Holds HoldSource
+}
+
+// HoldSource reports the holds that apply to a job at an instant.
+// [Holds] is one; a later durable store is another.
+type HoldSource interface {
+	Applying(now time.Time, j Job) []Hold
+}
+
+var _ HoldSource = (*Holds)(nil)
+
+// Default rules.
+var defaultRules = map[signals.Name]Rule{
+	signals.PrimaryLoad:        {Target: 0.7, Critical: 1.0, Required: true},
+	signals.ConnectionHeadroom: {Target: 0.10, Critical: 0.05, Required: true},
+	signals.ReplicaLagSeconds:  {Target: 2},
+}
+
+// DefaultRules returns a copy of the default rules.
+func DefaultRules() map[signals.Name]Rule { return maps.Clone(defaultRules) }
+
+// ruleSignals are the signals a rule may name.
+var ruleSignals = []signals.Name{
+	signals.PrimaryLoad, signals.PrimaryIOWait, signals.PrimaryLockWait,
+	signals.ConnectionHeadroom, signals.ReplicaLagBytes, signals.ReplicaLagSeconds,
+	signals.ReplicaReplayBacklogBytes,
+}
+
+// lowerIsWorse reports whether a rule on name is on a level to stay over.
+func lowerIsWorse(name signals.Name) bool { return name == signals.ConnectionHeadroom }
+
+// perReplica reports whether name has one sample per replica.
+func perReplica(name signals.Name) bool {
+	return name == signals.ReplicaLagBytes || name == signals.ReplicaLagSeconds || name == signals.ReplicaReplayBacklogBytes
+}
+
+func (c *Config) fill() {
+	rules := DefaultRules()
+	maps.Copy(rules, c.Rules)
+	c.Rules = rules
+	for n, r := range c.Rules {
+		r.MaxAge = cmp.Or(r.MaxAge, signals.DefaultMaxAge)
+		c.Rules[n] = r
+	}
+	c.Tick = cmp.Or(c.Tick, time.Second)
+	c.MaxBudget = cmp.Or(c.MaxBudget, 100)
+	c.MinBudget = cmp.Or(c.MinBudget, c.MaxBudget/1000)
+	c.InitialBudget = cmp.Or(c.InitialBudget, c.MaxBudget/10)
+	c.GrowBelow = cmp.Or(c.GrowBelow, 0.95)
+	c.GrowEvery = cmp.Or(c.GrowEvery, 3)
+	c.MaxGrowth = cmp.Or(c.MaxGrowth, 1.25)
+	c.ProbeGrowth = cmp.Or(c.ProbeGrowth, 1.02)
+	c.MinUtilization = cmp.Or(c.MinUtilization, 0.8)
+	c.MaxCut = cmp.Or(c.MaxCut, 0.5)
+	c.EmergencyPressure = cmp.Or(c.EmergencyPressure, 1.5)
+	c.EmergencyCut = cmp.Or(c.EmergencyCut, 0.75)
+	c.CriticalWindow = cmp.Or(c.CriticalWindow, 3)
+	c.ResumeLevel = cmp.Or(c.ResumeLevel, 0.5)
+	c.QuietPeriod = cmp.Or(c.QuietPeriod, 30*time.Second)
+	c.LatchAfter = cmp.Or(c.LatchAfter, 3)
+	c.LatchWindow = cmp.Or(c.LatchWindow, time.Hour)
+	c.SlowStart = cmp.Or(c.SlowStart, 0.25)
+	c.MaxErrorFraction = cmp.Or(c.MaxErrorFraction, 0.05)
+	c.ErrorWindow = cmp.Or(c.ErrorWindow, 10*time.Second)
+	c.MinErrorBatches = cmp.Or(c.MinErrorBatches, 20)
+	c.BreachMemory = cmp.Or(c.BreachMemory, 10*time.Minute)
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("throttle: "+format, args...)) }
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	for _, name := range slices.Sorted(maps.Keys(c.Rules)) {
+		r := c.Rules[name]
+		if !slices.Contains(ruleSignals, name) {
+			bad("Rules[%q]: unknown signal; rules may name %v", name, ruleSignals)
+			continue
+		}
+		if !(r.Target > 0) || !finite(r.Target) {
+			bad("Rules[%q].Target must be positive, got %v", name, r.Target)
+		}
+		if r.Critical < 0 || !finite(r.Critical) {
+			bad("Rules[%q].Critical must not be negative, got %v", name, r.Critical)
+		}
+		if r.Critical > 0 {
+			if lowerIsWorse(name) && r.Critical >= r.Target {
+				bad("Rules[%q]: Critical %v must be below Target %v (it is a level to stay over)", name, r.Critical, r.Target)
+			}
+			if !lowerIsWorse(name) && r.Critical <= r.Target {
+				bad("Rules[%q]: Target %v must be below Critical %v", name, r.Target, r.Critical)
+			}
+		}
+		if lowerIsWorse(name) && r.Target >= 1 {
+			bad("Rules[%q].Target is a free fraction of client slots and must be under 1, got %v", name, r.Target)
+		}
+		if r.MaxAge < 0 {
+			bad("Rules[%q].MaxAge must not be negative, got %s", name, r.MaxAge)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Replicas)) {
+		switch p := c.Replicas[name]; p {
+		case ReplicaRequired, ReplicaOptional, ReplicaIgnored:
+		default:
+			bad("Replicas[%q]: policy %q; want required, optional or ignored", name, p)
+		}
+	}
+	positive := []struct {
+		name string
+		v    float64
+	}{
+		{"MaxBudget", c.MaxBudget}, {"MinBudget", c.MinBudget}, {"InitialBudget", c.InitialBudget},
+		{"GrowBelow", c.GrowBelow}, {"MaxGrowth", c.MaxGrowth}, {"ProbeGrowth", c.ProbeGrowth},
+		{"MinUtilization", c.MinUtilization}, {"MaxCut", c.MaxCut}, {"EmergencyPressure", c.EmergencyPressure},
+		{"EmergencyCut", c.EmergencyCut}, {"ResumeLevel", c.ResumeLevel}, {"SlowStart", c.SlowStart},
+		{"MaxErrorFraction", c.MaxErrorFraction},
+	}
+	for _, f := range positive {
+		if !(f.v > 0) || !finite(f.v) {
+			bad("%s must be positive, got %v", f.name, f.v)
+		}
+	}
+	switch {
+	case c.MinBudget > c.MaxBudget:
+		bad("MinBudget %v must not exceed MaxBudget %v", c.MinBudget, c.MaxBudget)
+	case c.InitialBudget < c.MinBudget || c.InitialBudget > c.MaxBudget:
+		bad("InitialBudget %v must lie within MinBudget %v and MaxBudget %v", c.InitialBudget, c.MinBudget, c.MaxBudget)
+	}
+	// Fractions: at most 1 where 1 makes sense, else under 1.
+	for _, f := range []struct {
+		name      string
+		v         float64
+		inclusive bool
+	}{
+		{"GrowBelow", c.GrowBelow, false}, {"MaxCut", c.MaxCut, false}, {"EmergencyCut", c.EmergencyCut, false},
+		{"ResumeLevel", c.ResumeLevel, false}, {"MaxErrorFraction", c.MaxErrorFraction, false},
+		{"SlowStart", c.SlowStart, true}, {"MinUtilization", c.MinUtilization, true},
+	} {
+		if f.v > 1 || (f.v == 1 && !f.inclusive) {
+			bad("%s is a fraction and must be under 1, got %v", f.name, f.v)
+		}
+	}
+	if c.MaxGrowth <= 1 || c.ProbeGrowth <= 1 {
+		bad("MaxGrowth %v and ProbeGrowth %v must be above 1", c.MaxGrowth, c.ProbeGrowth)
+	}
+	if c.ProbeGrowth > c.MaxGrowth {
+		bad("ProbeGrowth %v must not exceed MaxGrowth %v", c.ProbeGrowth, c.MaxGrowth)
+	}
+	if c.EmergencyPressure <= 1 {
+		bad("EmergencyPressure must be above 1, got %v", c.EmergencyPressure)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"GrowEvery", c.GrowEvery}, {"CriticalWindow", c.CriticalWindow}, {"LatchAfter", c.LatchAfter}, {"MinErrorBatches", c.MinErrorBatches}} {
+		if f.v < 1 {
+			bad("%s must be at least 1, got %d", f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"Tick", c.Tick}, {"QuietPeriod", c.QuietPeriod}, {"LatchWindow", c.LatchWindow}, {"ErrorWindow", c.ErrorWindow}, {"BreachMemory", c.BreachMemory}} {
+		if f.v <= 0 {
+			bad("%s must be positive, got %s", f.name, f.v)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (j JobConfig) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("throttle: job %q: "+format, append([]any{j.Name}, args...)...))
+	}
+	if err := j.Name.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if j.Weight < 0 || math.IsNaN(j.Weight) || math.IsInf(j.Weight, 0) {
+		bad("Weight must be positive, got %v", j.Weight)
+	}
+	if j.MinRate < 0 || math.IsNaN(j.MinRate) || math.IsInf(j.MinRate, 0) {
+		bad("MinRate must not be negative, got %v", j.MinRate)
+	}
+	if j.MaxRate < 0 || math.IsNaN(j.MaxRate) || math.IsInf(j.MaxRate, 0) {
+		bad("MaxRate must not be negative, got %v", j.MaxRate)
+	}
+	if j.MaxRate > 0 && j.MinRate > j.MaxRate {
+		bad("MinRate %v must not exceed MaxRate %v", j.MinRate, j.MaxRate)
+	}
+	return errors.Join(errs...)
+}

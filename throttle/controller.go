@@ -1,0 +1,809 @@
+package throttle
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/throttled/throttled/signals"
+)
+
+// Controller turns snapshots of signals into a background budget and a
+// per-job allocation. It is pure logic: [Controller.Step] takes the time
+// and a snapshot and returns a [Decision]; it does no I/O and reads no
+// clock, so the same code runs in production and in the simulator.
+//
+// The rules, in order of precedence:
+//
+//   - Critical: a signal at or past its critical level for CriticalWindow
+//     consecutive samples pauses every job (budget 0) and raises a page.
+//     Work resumes only after the signal has stayed under its resume level
+//     for a quiet period that doubles with each critical pause in the last
+//     LatchWindow; the LatchAfter-th such pause latches until a person
+//     calls Resume.
+//   - Stale: a required signal older than its MaxAge, or unreadable, sets
+//     the budget to 0. Unknown is unsafe, never "fine".
+//   - Paused: a hold applies to every job.
+//   - Otherwise the worst pressure (value over target) binds. Above 1 the
+//     budget is cut at once, by at most MaxCut a step, or by EmergencyCut
+//     when one sample reaches EmergencyPressure. Under GrowBelow, with every
+//     signal fresh and the jobs using most of their budget, it grows at
+//     most every GrowEvery ticks by at most MaxGrowth, tapering as pressure
+//     nears GrowBelow, and only by ProbeGrowth past 90 % of the lowest
+//     budget at which a breach happened in the last BreachMemory, after a
+//     calm tenth of it. Between GrowBelow and 1 it holds. Over target means
+//     the smoothed pressure over 1, or two raw samples in a row over 1.
+//   - After any pause (critical, stale, a hold) work restarts at SlowStart
+//     of the budget before it, never at the old rate.
+//
+// A Controller is safe for concurrent use: jobs Report while a loop Steps.
+type Controller struct {
+	cfg Config
+
+	mu    sync.Mutex
+	jobs  map[Job]*jobState
+	order []Job
+
+	budget       float64 // kept through pauses; the output is 0 while paused
+	lastStep     time.Time
+	sinceChange  int // ticks since the budget last changed
+	sinceCut     int
+	cutPressure  float64 // pressure at the last cut
+	overTarget   bool    // the last tick was over target
+	rawOver      int     // consecutive ticks with a raw sample over target
+	ceiling      float64 // budget at which the last breach began
+	ceilingAt    time.Time
+	lastAt       map[string]time.Time // last sample time seen, per rule key
+	overCritical map[string]*overCount
+	critical     *criticalPause
+	criticals    []time.Time // starts of critical pauses, for the latch
+	pause        *pauseEpisode
+	errWindow    []errTick
+	errorFloor   float64 // while errors bind: the least their cuts leave
+	prev         Decision
+}
+
+type jobState struct {
+	cfg      JobConfig
+	batches  int // since the last step
+	errors   int
+	duration time.Duration
+	usage    float64       // tokens per second, smoothed
+	avgDur   time.Duration // smoothed batch duration
+	seen     bool          // any report ever
+	rate     float64       // last allocated rate
+	held     bool
+	heldRate float64 // rate when the hold began
+	rampCap  float64 // after a hold: the rate cap while ramping back; 0 for none
+}
+
+type overCount struct {
+	n           int
+	lastAt      time.Time
+	firstBudget float64 // budget when the run of samples began
+}
+
+type criticalPause struct {
+	since      time.Time
+	signal     string
+	value      float64
+	threshold  float64
+	resumeAt   float64 // the level to stay past (under, or over when lowerIsWorse)
+	lowerWorse bool
+	quiet      time.Duration
+	quietSince time.Time // zero while not quiet
+	latched    bool
+}
+
+type pauseEpisode struct {
+	mode   Mode
+	budget float64 // budget before the pause, for slow start
+}
+
+type errTick struct {
+	at              time.Time
+	batches, errors int
+}
+
+// New validates cfg, fills its defaults and returns a Controller at
+// cfg.InitialBudget with no jobs.
+func New(cfg Config) (*Controller, error) {
+	cfg.fill()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Controller{
+		cfg:          cfg,
+		jobs:         map[Job]*jobState{},
+		budget:       cfg.InitialBudget,
+		lastAt:       map[string]time.Time{},
+		overCritical: map[string]*overCount{},
+	}, nil
+}
+
+// Config returns the controller's configuration with defaults filled in.
+func (c *Controller) Config() Config { return c.cfg }
+
+// Register adds a job, or updates the weight and rates of one already
+// registered.
+func (c *Controller) Register(j JobConfig) error {
+	if err := j.validate(); err != nil {
+		return err
+	}
+	if j.Weight == 0 {
+		j.Weight = 1
+	}
+	if j.MaxRate == 0 {
+		j.MaxRate = math.Inf(1)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.jobs[j.Name]; ok {
+		s.cfg = j
+		return nil
+	}
+	c.jobs[j.Name] = &jobState{cfg: j}
+	c.order = append(c.order, j.Name)
+	return nil
+}
+
+// Unregister removes a job; unknown names are ignored.
+func (c *Controller) Unregister(j Job) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.jobs, j)
+	c.order = slices.DeleteFunc(c.order, func(x Job) bool { return x == j })
+}
+
+// Report records one batch attempt of job j (a retry is an attempt like
+// any other). Reports for unknown jobs are ignored.
+func (c *Controller) Report(j Job, f Feedback) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.jobs[j]
+	if !ok {
+		return
+	}
+	s.batches++
+	s.duration += f.Duration
+	if f.Err != nil {
+		s.errors++
+	}
+}
+
+// Resume ends a latched critical pause on a person's word. Work then
+// resumes as soon as the signal is under its resume level, without the
+// quiet period, at SlowStart of the budget before the pause. It reports
+// whether there was a latch to end.
+func (c *Controller) Resume(now time.Time, actor string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.critical == nil || !c.critical.latched {
+		return false
+	}
+	c.critical.latched = false
+	c.critical.quiet = 0
+	c.prev.Events = append(c.prev.Events, Event{Kind: EventResumed, At: now, Signal: c.critical.signal,
+		Message: fmt.Sprintf("latched critical pause on %s resumed by %s", c.critical.signal, actor)})
+	return true
+}
+
+// ruleEval is one rule applied to one sample.
+type ruleEval struct {
+	key        string
+	name       signals.Name
+	rule       Rule
+	required   bool
+	value, raw float64 // as the rule reads it: the free fraction for headroom
+	pressure   float64 // smoothed value over target
+	rawPress   float64
+	unknown    string // why the sample is unusable; "" when usable
+	at         time.Time
+}
+
+func (e ruleEval) lowerWorse() bool { return lowerIsWorse(e.name) }
+
+// evaluate applies every rule to the snapshot.
+func (c *Controller) evaluate(now time.Time, snap signals.Snapshot) []ruleEval {
+	var out []ruleEval
+	for _, name := range ruleSignals {
+		rule, ok := c.cfg.Rules[name]
+		if !ok {
+			continue
+		}
+		if perReplica(name) {
+			out = append(out, c.evaluateReplicas(now, snap, name, rule)...)
+			continue
+		}
+		sampleName := name
+		if name == signals.ConnectionHeadroom {
+			sampleName = signals.ConnectionUsedFraction
+		}
+		s, ok := snap.Get(sampleName, nil)
+		e := ruleEval{key: string(name), name: name, rule: rule, required: rule.Required}
+		if !ok {
+			e.unknown = "not sampled"
+		} else {
+			c.read(now, &e, s)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func (c *Controller) evaluateReplicas(now time.Time, snap signals.Snapshot, name signals.Name, rule Rule) []ruleEval {
+	var out []ruleEval
+	seen := map[string]bool{}
+	for _, s := range snap.Samples {
+		if s.Name != name {
+			continue
+		}
+		replica := s.Labels[signals.LabelReplica]
+		seen[replica] = true
+		policy := c.replicaPolicy(replica)
+		if policy == ReplicaIgnored {
+			continue
+		}
+		e := ruleEval{key: s.Key(), name: name, rule: rule, required: policy == ReplicaRequired}
+		c.read(now, &e, s)
+		out = append(out, e)
+	}
+	// A required replica that is not even in the snapshot is unknown.
+	for replica, p := range c.cfg.Replicas {
+		if p == ReplicaRequired && !seen[replica] {
+			key := signals.Sample{Name: name, Labels: map[string]string{signals.LabelReplica: replica}}.Key()
+			out = append(out, ruleEval{key: key, name: name, rule: rule, required: true, unknown: "not sampled"})
+		}
+	}
+	slices.SortFunc(out, func(a, b ruleEval) int { return strings.Compare(a.key, b.key) })
+	return out
+}
+
+func (c *Controller) replicaPolicy(name string) ReplicaPolicy {
+	if p, ok := c.cfg.Replicas[name]; ok {
+		return p
+	}
+	return ReplicaOptional
+}
+
+// read fills e from sample s: usable, or why not.
+func (c *Controller) read(now time.Time, e *ruleEval, s signals.Sample) {
+	e.at = s.At
+	switch age := s.Age(now); {
+	case s.Err != nil:
+		e.unknown = "error: " + s.Err.Error()
+		return
+	case age > e.rule.MaxAge:
+		e.unknown = fmt.Sprintf("age %s over max_age %s", age.Round(time.Millisecond), e.rule.MaxAge)
+		return
+	}
+	e.value, e.raw = s.Value, s.Raw
+	if e.name == signals.ConnectionHeadroom {
+		e.value, e.raw = max(0, 1-s.Value), max(0, 1-s.Raw)
+	}
+	e.pressure, e.rawPress = pressure(e.value, e.rule.Target, e.lowerWorse()), pressure(e.raw, e.rule.Target, e.lowerWorse())
+}
+
+func pressure(v, target float64, lowerWorse bool) float64 {
+	if lowerWorse {
+		return target / max(v, 1e-9)
+	}
+	return v / target
+}
+
+// Step decides the budget and allocations at now from snap.
+func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dt := c.cfg.Tick
+	if !c.lastStep.IsZero() && now.After(c.lastStep) {
+		dt = now.Sub(c.lastStep)
+	}
+	c.lastStep = now
+	d := Decision{At: now, Events: c.prev.Events}
+	c.prev.Events = nil
+	batches, errs := c.updateUsage(now, dt)
+	evals := c.evaluate(now, snap)
+
+	// Which samples are new since the last step, and which are unknown.
+	var staleReq, unknownOpt []ruleEval
+	missed := false
+	for _, e := range evals {
+		switch {
+		case e.unknown != "" && e.required:
+			staleReq = append(staleReq, e)
+		case e.unknown != "":
+			unknownOpt = append(unknownOpt, e)
+		case e.required && !c.lastAt[e.key].IsZero() && !e.at.After(c.lastAt[e.key]):
+			missed = true // no new sample this tick: freeze growth
+		}
+		if e.unknown == "" {
+			c.lastAt[e.key] = e.at
+		}
+	}
+	worst := ruleEval{pressure: 0}
+	for _, e := range evals {
+		if e.unknown == "" && (worst.key == "" || e.pressure > worst.pressure) {
+			worst = e
+		}
+	}
+	maxRaw := 0.0
+	for _, e := range evals {
+		if e.unknown == "" {
+			maxRaw = max(maxRaw, e.rawPress)
+		}
+	}
+
+	c.trackCritical(now, evals, &d)
+	holds, allHeld := c.holds(now)
+
+	switch {
+	case c.critical != nil:
+		c.enterPause(ModeCritical)
+		d.Mode, d.Latched = ModeCritical, c.critical.latched
+		d.Binding = c.critical.signal
+		d.Reason = c.criticalReason(now)
+	case len(staleReq) > 0:
+		if c.enterPause(ModeStale) {
+			d.Events = append(d.Events, Event{Kind: EventStale, At: now, Signal: staleReq[0].key, Jobs: c.runningJobs(),
+				Message: fmt.Sprintf("stale: %s (%s); all work stopped", staleReq[0].key, staleReq[0].unknown)})
+		}
+		d.Mode, d.Binding = ModeStale, staleReq[0].key
+		var parts []string
+		for _, e := range staleReq {
+			parts = append(parts, fmt.Sprintf("%s (%s)", e.key, e.unknown))
+		}
+		d.Reason = "stale: " + strings.Join(parts, ", ")
+	case allHeld:
+		if c.enterPause(ModePaused) {
+			d.Events = append(d.Events, Event{Kind: EventPaused, At: now, Jobs: c.runningJobs(), Message: "every job is held"})
+		}
+		d.Mode = ModePaused
+		d.Reason = "paused: " + describeHolds(holds[c.anyJob()])
+	default:
+		if c.pause != nil {
+			c.leavePause(now, &d)
+		}
+		errFrac := 0.0
+		if batches >= c.cfg.MinErrorBatches {
+			errFrac = float64(errs) / float64(batches)
+		}
+		c.control(now, worst, maxRaw, errFrac, len(unknownOpt) > 0 || missed, &d)
+		if len(unknownOpt) > 0 {
+			d.Reason += fmt.Sprintf("; not growing: %s unknown (%s)", unknownOpt[0].key, unknownOpt[0].unknown)
+		} else if missed {
+			d.Reason += "; not growing: a required signal has no new sample"
+		}
+	}
+	if d.Mode == ModeRunning || d.Mode == ModeThrottled {
+		d.Budget = c.budget
+	}
+	d.Jobs = c.allocate(now, d.Budget, d.Mode, d.Reason, holds)
+	c.prev = d
+	c.prev.Events = nil
+	return d
+}
+
+// updateUsage folds the reports since the last step into each job's usage
+// and the error window, and returns the batches and errors in the window.
+func (c *Controller) updateUsage(now time.Time, dt time.Duration) (batches, errs int) {
+	alpha := 1 - math.Exp(-float64(dt)/float64(5*time.Second))
+	tick := errTick{at: now}
+	for _, s := range c.jobs {
+		inst := float64(s.batches) / dt.Seconds()
+		if !s.seen && s.batches > 0 {
+			s.usage = inst
+		} else {
+			s.usage += alpha * (inst - s.usage)
+		}
+		if s.batches > 0 {
+			avg := s.duration / time.Duration(s.batches)
+			if !s.seen {
+				s.avgDur = avg
+			} else {
+				s.avgDur += time.Duration(alpha * float64(avg-s.avgDur))
+			}
+			s.seen = true
+		}
+		tick.batches += s.batches
+		tick.errors += s.errors
+		s.batches, s.errors, s.duration = 0, 0, 0
+	}
+	c.errWindow = append(c.errWindow, tick)
+	cut := 0
+	for cut < len(c.errWindow) && now.Sub(c.errWindow[cut].at) >= c.cfg.ErrorWindow {
+		cut++
+	}
+	c.errWindow = c.errWindow[cut:]
+	for _, t := range c.errWindow {
+		batches += t.batches
+		errs += t.errors
+	}
+	return batches, errs
+}
+
+// trackCritical counts consecutive new samples at or past each critical
+// level, starts a critical pause when a count reaches the window, and
+// ends one after its quiet period.
+func (c *Controller) trackCritical(now time.Time, evals []ruleEval, d *Decision) {
+	for _, e := range evals {
+		if e.rule.Critical == 0 || e.unknown != "" {
+			continue
+		}
+		oc := c.overCritical[e.key]
+		if oc == nil {
+			oc = &overCount{}
+			c.overCritical[e.key] = oc
+		}
+		if !e.at.After(oc.lastAt) {
+			continue // the same sample again counts once
+		}
+		oc.lastAt = e.at
+		over := e.raw >= e.rule.Critical
+		if e.lowerWorse() {
+			over = e.raw <= e.rule.Critical
+		}
+		if !over {
+			oc.n = 0
+			continue
+		}
+		if oc.n == 0 {
+			oc.firstBudget = c.budget
+		}
+		oc.n++
+		if oc.n >= c.cfg.CriticalWindow && c.critical == nil {
+			c.startCritical(now, e, oc.firstBudget, d)
+		}
+	}
+	if c.critical != nil {
+		c.checkQuiet(now, evals, d)
+	}
+}
+
+func (c *Controller) startCritical(now time.Time, e ruleEval, budgetBefore float64, d *Decision) {
+	kept := c.criticals[:0]
+	for _, t := range c.criticals {
+		if now.Sub(t) < c.cfg.LatchWindow {
+			kept = append(kept, t)
+		}
+	}
+	c.criticals = append(kept, now)
+	earlier := len(c.criticals) - 1
+	resumeAt := e.rule.Critical * c.cfg.ResumeLevel
+	if e.lowerWorse() {
+		resumeAt = e.rule.Critical / c.cfg.ResumeLevel
+	}
+	c.critical = &criticalPause{
+		since: now, signal: e.key, value: e.raw, threshold: e.rule.Critical, resumeAt: resumeAt,
+		lowerWorse: e.lowerWorse(), quiet: c.cfg.QuietPeriod << min(earlier, 20),
+		latched: len(c.criticals) >= c.cfg.LatchAfter,
+	}
+	// Slow start restarts from the budget before the breach began, not
+	// from what the cuts on the way left.
+	if c.pause == nil || c.pause.mode != ModeCritical {
+		c.pause = &pauseEpisode{mode: ModeCritical, budget: budgetBefore}
+	}
+	kind, msg := EventCritical, fmt.Sprintf("critical: %s at %.3g, at or past %.3g for %d samples; all jobs paused",
+		e.key, e.raw, e.rule.Critical, c.cfg.CriticalWindow)
+	if c.critical.latched {
+		kind = EventLatched
+		msg += fmt.Sprintf("; %d critical pauses within %s: latched until a person resumes", len(c.criticals), c.cfg.LatchWindow)
+	}
+	d.Events = append(d.Events, Event{Kind: kind, At: now, Signal: e.key, Value: e.raw, Threshold: e.rule.Critical,
+		Jobs: c.runningJobs(), Message: msg})
+}
+
+func (c *Controller) checkQuiet(now time.Time, evals []ruleEval, d *Decision) {
+	cp := c.critical
+	quiet := false
+	for _, e := range evals {
+		if e.key != cp.signal || e.unknown != "" {
+			continue
+		}
+		quiet = e.raw < cp.resumeAt && e.value < cp.resumeAt
+		if cp.lowerWorse {
+			quiet = e.raw > cp.resumeAt && e.value > cp.resumeAt
+		}
+	}
+	if !quiet {
+		cp.quietSince = time.Time{}
+		return
+	}
+	if cp.quietSince.IsZero() {
+		cp.quietSince = now
+	}
+	if cp.latched || now.Sub(cp.quietSince) < cp.quiet {
+		return
+	}
+	d.Events = append(d.Events, Event{Kind: EventRecovered, At: now, Signal: cp.signal, Threshold: cp.resumeAt,
+		Message: fmt.Sprintf("recovered: %s under %.3g for %s; work resumes at %.0f%% of the rate before the pause",
+			cp.signal, cp.resumeAt, now.Sub(cp.quietSince).Round(time.Second), 100*c.cfg.SlowStart)})
+	c.critical = nil
+	for _, oc := range c.overCritical {
+		oc.n = 0
+	}
+}
+
+func (c *Controller) criticalReason(now time.Time) string {
+	cp := c.critical
+	rel := "under"
+	if cp.lowerWorse {
+		rel = "over"
+	}
+	if cp.latched {
+		return fmt.Sprintf("critical: %s reached %.3g (critical %.3g); latched after %d critical pauses within %s: resume by hand",
+			cp.signal, cp.value, cp.threshold, len(c.criticals), c.cfg.LatchWindow)
+	}
+	wait := "waiting for it to go " + rel + fmt.Sprintf(" %.3g", cp.resumeAt)
+	if !cp.quietSince.IsZero() {
+		wait = fmt.Sprintf("%s %.3g for %s, %s to go", rel, cp.resumeAt, now.Sub(cp.quietSince).Round(time.Second), (cp.quiet - now.Sub(cp.quietSince)).Round(time.Second))
+	}
+	return fmt.Sprintf("critical: %s reached %.3g (critical %.3g); all jobs paused; %s", cp.signal, cp.value, cp.threshold, wait)
+}
+
+// enterPause records the start of a pause episode and reports whether
+// this mode is new.
+func (c *Controller) enterPause(m Mode) bool {
+	if c.pause == nil {
+		c.pause = &pauseEpisode{mode: m, budget: c.budget}
+		return true
+	}
+	if c.pause.mode != m {
+		c.pause.mode = m
+		return true
+	}
+	return false
+}
+
+// leavePause ends a pause episode: slow start from the budget before it,
+// which also becomes the ceiling that growth approaches carefully.
+func (c *Controller) leavePause(now time.Time, d *Decision) {
+	before := c.pause.budget
+	switch c.pause.mode {
+	case ModeStale:
+		d.Events = append(d.Events, Event{Kind: EventFresh, At: now, Message: "every required signal is fresh again"})
+	case ModePaused:
+		d.Events = append(d.Events, Event{Kind: EventUnpaused, At: now, Message: "holds released"})
+	}
+	c.pause = nil
+	c.budget = c.clamp(before * c.cfg.SlowStart)
+	c.ceiling, c.ceilingAt = before, now
+	c.sinceChange, c.sinceCut = 0, 0
+	c.overTarget = false
+}
+
+// control is the ordinary step: cut over target, hold in the deadband,
+// grow under it.
+func (c *Controller) control(now time.Time, worst ruleEval, maxRaw, errFrac float64, frozen bool, d *Decision) {
+	c.sinceChange++
+	c.sinceCut++
+	p, binding := worst.pressure, worst.key
+	// Failing batches cut like an ordinary breach, never an emergency one,
+	// and never below a quarter of the budget the errors began at: when
+	// errors do not depend on the rate, cutting further buys nothing.
+	errPressure := errFrac / c.cfg.MaxErrorFraction
+	errorsBind := errPressure > 1 && errPressure > p
+	if errorsBind {
+		p, binding = min(errPressure, c.cfg.EmergencyPressure*0.99), "job_error_fraction"
+		if c.errorFloor == 0 {
+			c.errorFloor = c.budget * c.cfg.SlowStart
+		}
+	} else {
+		c.errorFloor = 0
+	}
+	d.Binding, d.Pressure = binding, p
+	if binding == "" {
+		d.Mode, d.Reason = ModeThrottled, "throttled: no rule has a usable signal; not growing"
+		return
+	}
+	// Over target: the smoothed pressure says so, or two raw samples in a
+	// row do (the smoothing would otherwise delay the cut by seconds).
+	if maxRaw > 1 {
+		c.rawOver++
+	} else {
+		c.rawOver = 0
+	}
+	over := p > 1 || (c.rawOver >= 2 && !errorsBind)
+	if over && !c.overTarget {
+		// A new breach: remember the budget it began at. A recent, lower
+		// breach budget is kept: the lowest bad rate is the one to trust.
+		if c.ceiling == 0 || now.Sub(c.ceilingAt) >= c.cfg.BreachMemory || c.budget < c.ceiling {
+			c.ceiling = c.budget
+		}
+		c.ceilingAt = now
+	}
+	c.overTarget = over
+	describe := fmt.Sprintf("%s at %.2f of target", binding, p)
+	if errorsBind {
+		describe = fmt.Sprintf("%.0f%% of batches failed over %s (limit %.0f%%)", 100*errFrac, c.cfg.ErrorWindow, 100*c.cfg.MaxErrorFraction)
+	}
+	switch {
+	case !errorsBind && (maxRaw >= c.cfg.EmergencyPressure || p >= c.cfg.EmergencyPressure):
+		c.cut(1-c.cfg.EmergencyCut, p, 0)
+		d.Mode, d.Reason = ModeThrottled, fmt.Sprintf("throttled: emergency cut by %.0f%%: %s (a sample at %.2f)", 100*c.cfg.EmergencyCut, describe, maxRaw)
+	case over && (c.sinceCut >= 2 || p > c.cutPressure):
+		f := max(1-c.cfg.MaxCut, min(0.95, 1/max(p, maxRaw)))
+		c.cut(f, p, c.errorFloor)
+		d.Mode, d.Reason = ModeThrottled, fmt.Sprintf("throttled: cut by %.0f%%: %s", 100*(1-f), describe)
+	case over:
+		d.Mode, d.Reason = ModeThrottled, "throttled: "+describe+"; letting the last cut take effect"
+	case max(p, maxRaw) >= c.cfg.GrowBelow || over:
+		d.Mode, d.Reason = ModeThrottled, "throttled: "+describe+"; holding"
+	default:
+		d.Mode, d.Reason = ModeRunning, "running: "+describe
+		c.grow(now, max(p, maxRaw), frozen, d)
+	}
+}
+
+// cut multiplies the budget by factor, not below floor.
+func (c *Controller) cut(factor, p, floor float64) {
+	c.budget = c.clamp(max(c.budget*factor, min(floor, c.budget)))
+	c.sinceChange, c.sinceCut, c.cutPressure = 0, 0, p
+}
+
+// grow raises the budget toward the pressure at which it would reach
+// GrowBelow. Near the budget of the last breach it only probes, and only
+// with clear room: twice the deadband below GrowBelow.
+func (c *Controller) grow(now time.Time, p float64, frozen bool, d *Decision) {
+	if frozen || c.sinceChange < c.cfg.GrowEvery || c.budget >= c.cfg.MaxBudget {
+		return
+	}
+	if u := c.utilization(); u < c.cfg.MinUtilization {
+		d.Reason += fmt.Sprintf("; not growing: jobs use %.0f%% of the budget", 100*u)
+		return
+	}
+	f := min(c.cfg.MaxGrowth, c.cfg.GrowBelow/max(p, 1e-3))
+	if now.Sub(c.ceilingAt) < c.cfg.BreachMemory && c.ceiling > 0 {
+		safe := 0.9 * c.ceiling
+		switch {
+		case c.budget < safe:
+			f = min(f, safe/c.budget)
+		case p < c.cfg.GrowBelow-(1-c.cfg.GrowBelow) && now.Sub(c.ceilingAt) >= c.cfg.BreachMemory/10:
+			f = min(f, c.cfg.ProbeGrowth)
+		default:
+			return
+		}
+	}
+	if f <= 1 {
+		return
+	}
+	c.budget = c.clamp(c.budget * f)
+	c.sinceChange = 0
+}
+
+func (c *Controller) utilization() float64 {
+	var used float64
+	for _, s := range c.jobs {
+		used += s.usage
+	}
+	return used / c.budget
+}
+
+func (c *Controller) clamp(b float64) float64 {
+	return min(c.cfg.MaxBudget, max(c.cfg.MinBudget, b))
+}
+
+// holds asks the hold source which holds apply to each job, and whether
+// every job (or, with none registered, all jobs) is held.
+func (c *Controller) holds(now time.Time) (map[Job][]Hold, bool) {
+	out := map[Job][]Hold{}
+	if c.cfg.Holds == nil {
+		return out, false
+	}
+	all := true
+	for _, j := range c.order {
+		if h := c.cfg.Holds.Applying(now, j); len(h) > 0 {
+			out[j] = h
+		} else {
+			all = false
+		}
+	}
+	if len(c.order) == 0 {
+		h := c.cfg.Holds.Applying(now, "")
+		out[""] = h
+		all = len(h) > 0
+	}
+	return out, all
+}
+
+func (c *Controller) anyJob() Job {
+	if len(c.order) == 0 {
+		return ""
+	}
+	return c.order[0]
+}
+
+func describeHolds(hs []Hold) string {
+	var parts []string
+	for _, h := range hs {
+		parts = append(parts, fmt.Sprintf("hold %s on %s by %s (%s): %s, until %s", h.ID, h.Scope, h.Actor, h.Source, h.Reason, h.Expires.UTC().Format(time.RFC3339)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// runningJobs lists the jobs that had a positive rate at the last step.
+func (c *Controller) runningJobs() []JobRate {
+	var out []JobRate
+	for _, j := range c.order {
+		if r := c.jobs[j].rate; r > 0 {
+			out = append(out, JobRate{Job: j, Rate: r})
+		}
+	}
+	return out
+}
+
+// allocate shares budget between the jobs that no hold applies to.
+func (c *Controller) allocate(now time.Time, budget float64, mode Mode, reason string, holds map[Job][]Hold) map[Job]JobDecision {
+	out := make(map[Job]JobDecision, len(c.order))
+	var free []Job
+	var claims []claim
+	for _, j := range c.order {
+		s := c.jobs[j]
+		if hs := holds[j]; len(hs) > 0 {
+			if !s.held {
+				s.held, s.heldRate = true, s.rate
+			}
+			out[j] = JobDecision{State: JobPaused, Reason: "paused: " + describeHolds(hs), Holds: hs}
+			continue
+		}
+		if s.held {
+			// Released: ramp back from a fraction of the rate before.
+			s.held = false
+			s.rampCap = max(c.cfg.MinBudget, s.heldRate*c.cfg.SlowStart)
+		}
+		want := math.Inf(1)
+		if s.seen && s.rate > 0 && s.usage < 0.8*s.rate {
+			want = s.usage*1.5 + c.cfg.MinBudget // idle: lend the rest
+		}
+		cl := claim{weight: s.cfg.Weight, floor: s.cfg.MinRate, cap: min(s.cfg.MaxRate, want)}
+		if s.rampCap > 0 {
+			cl.cap = min(cl.cap, s.rampCap)
+		}
+		free = append(free, j)
+		claims = append(claims, cl)
+	}
+	rates := share(budget, claims)
+	for i, j := range free {
+		s := c.jobs[j]
+		r := rates[i]
+		if s.rampCap > 0 && budget > 0 {
+			if r < s.rampCap*0.99 {
+				s.rampCap = 0 // the ramp no longer binds
+			} else {
+				s.rampCap *= c.cfg.MaxGrowth
+			}
+		}
+		s.rate = r
+		jd := JobDecision{Allocation: allocation(r, s.avgDur, c.cfg.Tick), State: JobRunning}
+		switch {
+		case r == 0:
+			jd.State, jd.Reason = JobPaused, reason
+		case mode == ModeThrottled:
+			jd.State, jd.Reason = JobThrottled, reason
+		}
+		out[j] = jd
+	}
+	for j := range holds {
+		if s, ok := c.jobs[j]; ok {
+			s.rate = 0
+		}
+	}
+	return out
+}
+
+// allocation turns a rate into a token bucket: a burst of one tick's
+// tokens (at least 1) and an in-flight cap by Little's law with 50 %
+// headroom (at least 1).
+func allocation(rate float64, avgDur, tick time.Duration) Allocation {
+	if rate <= 0 {
+		return Allocation{}
+	}
+	inflight := 1
+	if avgDur > 0 {
+		inflight = max(1, int(math.Ceil(rate*avgDur.Seconds()*1.5)))
+	}
+	return Allocation{Rate: rate, Burst: max(1, int(math.Ceil(rate*tick.Seconds()))), MaxInFlight: inflight}
+}

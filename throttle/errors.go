@@ -1,0 +1,23 @@
+package throttle
+
+import "errors"
+
+var (
+	// ErrInvalidJob is the class of errors for a job name that
+	// [Job.Validate] refuses.
+	ErrInvalidJob = errors.New("throttle: invalid job name")
+	// ErrInvalidScope is the class of errors for a hold scope that
+	// [Scope.Validate] refuses.
+	ErrInvalidScope = errors.New("throttle: invalid scope")
+	// ErrInvalidHold is the class of errors for a [HoldRequest] that
+	// [Holds.Add] refuses: a bad scope or source, an empty reason, or a
+	// TTL that is negative or over the maximum.
+	ErrInvalidHold = errors.New("throttle: invalid hold")
+	// ErrUnknownHold reports a hold ID that names no active hold: never
+	// added, already released, or expired.
+	ErrUnknownHold = errors.New("throttle: unknown hold")
+	// ErrClosed marks a wait that ended (its context done) while the gate
+	// was closed. Such errors also wrap the context's error and carry the
+	// close reason in their text.
+	ErrClosed = errors.New("throttle: gate closed")
+)

@@ -1,0 +1,353 @@
+package throttle
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ScopeKind says which jobs a hold stops.
+type ScopeKind string
+
+// The scope kinds.
+const (
+	// ScopeAllJobs stops every job.
+	ScopeAllJobs ScopeKind = "all"
+	// ScopeOneJob stops the job named by Scope.Value.
+	ScopeOneJob ScopeKind = "job"
+	// ScopeGroup stops every job whose name starts with Scope.Value.
+	ScopeGroup ScopeKind = "group"
+)
+
+// Scope is the set of jobs a hold stops. Build one with [AllJobs],
+// [OneJob] or [Group]; check user input with [Scope.Validate].
+type Scope struct {
+	Kind ScopeKind
+	// Value is the job name for ScopeOneJob, the name prefix for
+	// ScopeGroup, and empty for ScopeAllJobs.
+	Value string
+}
+
+// AllJobs returns the scope of every job.
+func AllJobs() Scope { return Scope{Kind: ScopeAllJobs} }
+
+// OneJob returns the scope of job j alone.
+func OneJob(j Job) Scope { return Scope{Kind: ScopeOneJob, Value: string(j)} }
+
+// Group returns the scope of every job whose name starts with prefix, e.g.
+// "purge_".
+func Group(prefix string) Scope { return Scope{Kind: ScopeGroup, Value: prefix} }
+
+// Matches reports whether s covers job j. It is meaningful only for a
+// valid scope: an unknown kind matches nothing (and [Holds] never stores
+// one).
+func (s Scope) Matches(j Job) bool {
+	switch s.Kind {
+	case ScopeAllJobs:
+		return true
+	case ScopeOneJob:
+		return string(j) == s.Value
+	case ScopeGroup:
+		return strings.HasPrefix(string(j), s.Value)
+	}
+	return false
+}
+
+// Validate reports whether s is a usable scope: a known kind, no value for
+// ScopeAllJobs, a valid job name for ScopeOneJob, and a non-empty prefix
+// of one for ScopeGroup. The error wraps [ErrInvalidScope] and names the
+// scope.
+func (s Scope) Validate() error {
+	if p := s.problem(); p != "" {
+		return fmt.Errorf("%w %q: %s", ErrInvalidScope, s.String(), p)
+	}
+	return nil
+}
+
+func (s Scope) problem() string {
+	switch s.Kind {
+	case ScopeAllJobs:
+		if s.Value != "" {
+			return "scope all takes no value"
+		}
+	case ScopeOneJob:
+		if p := namePrefixProblem(s.Value); p != "" {
+			return "job name " + p
+		}
+	case ScopeGroup:
+		if p := namePrefixProblem(s.Value); p != "" {
+			return "group prefix " + p
+		}
+	default:
+		return fmt.Sprintf("kind %q is not one of all, job, group", string(s.Kind))
+	}
+	return ""
+}
+
+// String returns "all", "job:<name>" or "group:<prefix>".
+func (s Scope) String() string {
+	if s.Kind == ScopeAllJobs && s.Value == "" {
+		return string(s.Kind)
+	}
+	return string(s.Kind) + ":" + s.Value
+}
+
+// Source says who or what placed a hold. Automation must release only the
+// holds it placed, by ID, never a person's; [Holds.Release] removes exactly
+// one hold, so clearing one never clears another.
+type Source string
+
+// The hold sources.
+const (
+	// SourceManual is a person, through the dashboard or the HTTP API.
+	SourceManual Source = "manual"
+	// SourceAuto is throttled's controller (an auto-pause).
+	SourceAuto Source = "auto"
+	// SourceGrafanaAlert is a Grafana alert's webhook.
+	SourceGrafanaAlert Source = "grafana-alert"
+	// SourceCLI is a person running the throttled CLI.
+	SourceCLI Source = "cli"
+)
+
+func (s Source) known() bool {
+	switch s {
+	case SourceManual, SourceAuto, SourceGrafanaAlert, SourceCLI:
+		return true
+	}
+	return false
+}
+
+// Hold is one pause: while it is active (before Expires), no job in its
+// Scope may start work.
+type Hold struct {
+	// ID identifies the hold for Release: "h1", "h2", … in order of
+	// creation, unique within one Holds.
+	ID      string
+	Scope   Scope
+	Source  Source
+	Reason  string // why, as given by the actor; never empty
+	Actor   string // who: a user, a token's name or a component; may be empty
+	Created time.Time
+	// Expires is when the hold stops applying. Every hold expires.
+	Expires time.Time
+}
+
+// active reports whether h applies at now.
+func (h Hold) active(now time.Time) bool { return now.Before(h.Expires) }
+
+// HoldRequest asks [Holds.Add] for a hold.
+type HoldRequest struct {
+	Scope  Scope
+	Source Source
+	Reason string // required
+	Actor  string
+	// TTL is how long the hold lasts. 0 means HoldsConfig.DefaultTTL; it
+	// may not be negative or exceed HoldsConfig.MaxTTL.
+	TTL time.Duration
+}
+
+// Defaults of [HoldsConfig].
+const (
+	DefaultHoldTTL    = time.Hour
+	DefaultMaxHoldTTL = 24 * time.Hour
+)
+
+// HoldsConfig configures [NewHolds]. The zero value means defaults.
+type HoldsConfig struct {
+	// DefaultTTL is the life of a hold whose request gives no TTL. Short
+	// enough that a forgotten pause ends by itself, long enough to cover
+	// an incident. Defaults to DefaultHoldTTL (1h), or MaxTTL if shorter.
+	DefaultTTL time.Duration
+	// MaxTTL caps every hold's life, so no pause outlives everyone's
+	// memory of it; a longer pause is renewed by a person. Defaults to
+	// DefaultMaxHoldTTL (24h).
+	MaxTTL time.Duration
+
+	now func() time.Time // tests set a fake clock; nil means time.Now
+}
+
+func (c *HoldsConfig) fill() {
+	c.MaxTTL = cmp.Or(c.MaxTTL, DefaultMaxHoldTTL)
+	if c.DefaultTTL == 0 {
+		c.DefaultTTL = DefaultHoldTTL
+		if c.MaxTTL > 0 && c.MaxTTL < c.DefaultTTL {
+			c.DefaultTTL = c.MaxTTL
+		}
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+}
+
+func (c *HoldsConfig) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("throttle: "+format, args...)) }
+	if c.DefaultTTL < 0 {
+		bad("HoldsConfig.DefaultTTL must not be negative, got %s", c.DefaultTTL)
+	}
+	if c.MaxTTL < 0 {
+		bad("HoldsConfig.MaxTTL must not be negative, got %s", c.MaxTTL)
+	}
+	if c.DefaultTTL > 0 && c.MaxTTL > 0 && c.DefaultTTL > c.MaxTTL {
+		bad("HoldsConfig.DefaultTTL %s exceeds MaxTTL %s", c.DefaultTTL, c.MaxTTL)
+	}
+	return errors.Join(errs...)
+}
+
+// Holds is the set of active pause holds of one process. Work may start
+// only while no hold applies to its job. Every hold expires; expired holds
+// are forgotten the next time Holds is used at or after their expiry, so
+// times given to Holds should not go backwards.
+//
+// Expiry is time-driven and does not signal [Holds.Changed]: a waiter
+// re-checks at [Holds.NextExpiry].
+//
+// Create Holds with [NewHolds]. It is safe for concurrent use.
+type Holds struct {
+	cfg HoldsConfig
+
+	mu      sync.Mutex
+	holds   []Hold // active or not yet pruned, oldest first
+	seq     uint64
+	changed chan struct{}
+}
+
+// NewHolds fills cfg's defaults, validates it and returns an empty Holds.
+// Errors name the field and its value.
+func NewHolds(cfg HoldsConfig) (*Holds, error) {
+	cfg.fill()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Holds{cfg: cfg, changed: make(chan struct{})}, nil
+}
+
+// Add is shorthand for AddAt(now(), req).
+func (h *Holds) Add(req HoldRequest) (Hold, error) { return h.AddAt(h.cfg.now(), req) }
+
+// AddAt places a hold created at now and expiring TTL later (DefaultTTL if
+// req.TTL is 0). It refuses, with an error wrapping [ErrInvalidHold] that
+// names the field and value, an invalid scope, an unknown source, an
+// empty reason, and a TTL that is negative or over MaxTTL. Holds on the
+// same scope coexist: each is released on its own.
+func (h *Holds) AddAt(now time.Time, req HoldRequest) (Hold, error) {
+	ttl := cmp.Or(req.TTL, h.cfg.DefaultTTL)
+	switch scope := req.Scope.problem(); {
+	case scope != "":
+		return Hold{}, fmt.Errorf("%w: scope %q: %s", ErrInvalidHold, req.Scope.String(), scope)
+	case !req.Source.known():
+		return Hold{}, fmt.Errorf("%w: source %q is not one of %s, %s, %s, %s",
+			ErrInvalidHold, string(req.Source), SourceManual, SourceAuto, SourceGrafanaAlert, SourceCLI)
+	case strings.TrimSpace(req.Reason) == "":
+		return Hold{}, fmt.Errorf("%w: a reason is required", ErrInvalidHold)
+	case ttl < 0:
+		return Hold{}, fmt.Errorf("%w: TTL %s is negative; every hold must expire in the future", ErrInvalidHold, ttl)
+	case ttl > h.cfg.MaxTTL:
+		return Hold{}, fmt.Errorf("%w: TTL %s exceeds MaxTTL %s; ask for at most %s and renew the hold if it must last longer",
+			ErrInvalidHold, ttl, h.cfg.MaxTTL, h.cfg.MaxTTL)
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pruneLocked(now)
+	h.seq++
+	hold := Hold{
+		ID:      "h" + strconv.FormatUint(h.seq, 10),
+		Scope:   req.Scope,
+		Source:  req.Source,
+		Reason:  req.Reason,
+		Actor:   req.Actor,
+		Created: now,
+		Expires: now.Add(ttl),
+	}
+	// Keep oldest first even if callers pass instants out of order; ties
+	// keep insertion order.
+	i := len(h.holds)
+	for i > 0 && h.holds[i-1].Created.After(now) {
+		i--
+	}
+	h.holds = slices.Insert(h.holds, i, hold)
+	h.notifyLocked()
+	return hold, nil
+}
+
+// Release is shorthand for ReleaseAt(now(), id).
+func (h *Holds) Release(id string) (Hold, error) { return h.ReleaseAt(h.cfg.now(), id) }
+
+// ReleaseAt removes the hold with the given id, active at now, and returns
+// it. Only that hold goes: other holds on the same scope, a person's or
+// automation's, stay. An id that names no active hold gives an error
+// wrapping [ErrUnknownHold] and naming the id.
+func (h *Holds) ReleaseAt(now time.Time, id string) (Hold, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pruneLocked(now)
+	i := slices.IndexFunc(h.holds, func(x Hold) bool { return x.ID == id })
+	if i < 0 {
+		return Hold{}, fmt.Errorf("%w %q: never added, already released, or expired", ErrUnknownHold, id)
+	}
+	hold := h.holds[i]
+	h.holds = slices.Delete(h.holds, i, i+1)
+	h.notifyLocked()
+	return hold, nil
+}
+
+// Applying returns the holds active at now whose scope matches j, oldest
+// first; work on j may start only if it is empty.
+func (h *Holds) Applying(now time.Time, j Job) []Hold {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pruneLocked(now)
+	var out []Hold
+	for _, x := range h.holds {
+		if x.Scope.Matches(j) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// Active returns every hold active at now, oldest first.
+func (h *Holds) Active(now time.Time) []Hold {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pruneLocked(now)
+	return slices.Clone(h.holds)
+}
+
+// Changed returns a channel that is closed at the next Add or Release.
+// Call it before reading the holds, then wait on it and read again. Expiry
+// does not close it; see [Holds.NextExpiry].
+func (h *Holds) Changed() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.changed
+}
+
+// NextExpiry returns the earliest expiry of the holds active at now, and
+// false if there are none.
+func (h *Holds) NextExpiry(now time.Time) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pruneLocked(now)
+	if len(h.holds) == 0 {
+		return time.Time{}, false
+	}
+	return slices.MinFunc(h.holds, func(a, b Hold) int { return a.Expires.Compare(b.Expires) }).Expires, true
+}
+
+// pruneLocked forgets the holds expired at now. h.mu must be held.
+func (h *Holds) pruneLocked(now time.Time) {
+	h.holds = slices.DeleteFunc(h.holds, func(x Hold) bool { return !x.active(now) })
+}
+
+// notifyLocked wakes everyone waiting on Changed. h.mu must be held.
+func (h *Holds) notifyLocked() {
+	close(h.changed)
+	h.changed = make(chan struct{})
+}

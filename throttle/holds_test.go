@@ -1,0 +1,427 @@
+package throttle
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	t0 = time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	t1 = t0.Add(time.Minute)
+	t2 = t0.Add(time.Hour)
+	t3 = t0.Add(2 * time.Hour)
+)
+
+// newHolds returns Holds whose clock reads *clock.
+func newHolds(t *testing.T, cfg HoldsConfig, clock *time.Time) *Holds {
+	t.Helper()
+	cfg.now = func() time.Time { return *clock }
+	h, err := NewHolds(cfg)
+	if err != nil {
+		t.Fatalf("NewHolds(%+v): %v", cfg, err)
+	}
+	return h
+}
+
+func manual(s Scope, reason string) HoldRequest {
+	return HoldRequest{Scope: s, Source: SourceManual, Reason: reason, Actor: "alice"}
+}
+
+func ids(hs []Hold) string {
+	var b []string
+	for _, h := range hs {
+		b = append(b, h.ID)
+	}
+	return strings.Join(b, ",")
+}
+
+func TestJobValidate(t *testing.T) {
+	for _, tc := range []struct {
+		job  Job
+		want string // "" means valid
+	}{
+		{"purge", ""},
+		{"purge_sessions.v2-a", ""},
+		{"9lives", ""},
+		{Job(strings.Repeat("a", 63)), ""},
+		{"", "must not be empty"},
+		{Job(strings.Repeat("a", 64)), "64 characters"},
+		{"Bad Name", `throttle: invalid job name "Bad Name": has 'B'`},
+		{"purge sessions", `has ' '`},
+		{"_purge", "must start with a lowercase letter or digit"},
+		{"purge/x", `has '/'`},
+		{"pürge", `has 'ü'`},
+	} {
+		err := tc.job.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("Job(%q).Validate() = %v; want nil", tc.job, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("Job(%q).Validate() = %v; want error containing %q", tc.job, err, tc.want)
+		case tc.want != "" && !errors.Is(err, ErrInvalidJob):
+			t.Errorf("Job(%q).Validate() = %v; want errors.Is ErrInvalidJob", tc.job, err)
+		}
+	}
+}
+
+func TestNewHoldsConfig(t *testing.T) {
+	for _, tc := range []struct {
+		cfg             HoldsConfig
+		want            string // error substring; "" means valid
+		wantDef, wantMx time.Duration
+	}{
+		{HoldsConfig{}, "", time.Hour, 24 * time.Hour},
+		{HoldsConfig{MaxTTL: 30 * time.Minute}, "", 30 * time.Minute, 30 * time.Minute},
+		{HoldsConfig{DefaultTTL: 5 * time.Minute}, "", 5 * time.Minute, 24 * time.Hour},
+		{HoldsConfig{DefaultTTL: -time.Second}, "HoldsConfig.DefaultTTL must not be negative, got -1s", 0, 0},
+		{HoldsConfig{MaxTTL: -time.Minute}, "HoldsConfig.MaxTTL must not be negative, got -1m0s", 0, 0},
+		{HoldsConfig{DefaultTTL: 2 * time.Hour, MaxTTL: time.Hour}, "HoldsConfig.DefaultTTL 2h0m0s exceeds MaxTTL 1h0m0s", 0, 0},
+	} {
+		h, err := NewHolds(tc.cfg)
+		if tc.want != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewHolds(%+v) = %v; want error containing %q", tc.cfg, err, tc.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("NewHolds(%+v): %v", tc.cfg, err)
+			continue
+		}
+		if h.cfg.DefaultTTL != tc.wantDef || h.cfg.MaxTTL != tc.wantMx {
+			t.Errorf("NewHolds(%+v): DefaultTTL %s, MaxTTL %s; want %s, %s", tc.cfg, h.cfg.DefaultTTL, h.cfg.MaxTTL, tc.wantDef, tc.wantMx)
+		}
+	}
+}
+
+func TestHoldsAdd(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		req         HoldRequest
+		want        string // error substring; "" means accepted
+		wantExpires time.Time
+	}{
+		{"default TTL", manual(AllJobs(), "deploy"), "", t0.Add(time.Hour)},
+		{"explicit TTL", HoldRequest{Scope: OneJob("purge"), Source: SourceAuto, Reason: "primary load 1.4", TTL: 10 * time.Minute}, "", t0.Add(10 * time.Minute)},
+		{"TTL at max", HoldRequest{Scope: Group("purge_"), Source: SourceCLI, Reason: "x", TTL: 24 * time.Hour}, "", t0.Add(24 * time.Hour)},
+		{"grafana", HoldRequest{Scope: AllJobs(), Source: SourceGrafanaAlert, Reason: "alert firing"}, "", t0.Add(time.Hour)},
+		{"TTL over max", HoldRequest{Scope: AllJobs(), Source: SourceManual, Reason: "x", TTL: 48 * time.Hour}, "TTL 48h0m0s exceeds MaxTTL 24h0m0s", time.Time{}},
+		{"negative TTL", HoldRequest{Scope: AllJobs(), Source: SourceManual, Reason: "x", TTL: -time.Minute}, "TTL -1m0s is negative", time.Time{}},
+		{"empty reason", manual(AllJobs(), ""), "a reason is required", time.Time{}},
+		{"blank reason", manual(AllJobs(), "  \t"), "a reason is required", time.Time{}},
+		{"unknown source", HoldRequest{Scope: AllJobs(), Source: "cron", Reason: "x"}, `source "cron" is not one of`, time.Time{}},
+		{"empty source", HoldRequest{Scope: AllJobs(), Reason: "x"}, `source "" is not one of`, time.Time{}},
+		{"bad job scope", manual(OneJob("Purge"), "x"), `scope "job:Purge": job name has 'P'`, time.Time{}},
+		{"empty job scope", manual(OneJob(""), "x"), `scope "job:": job name must not be empty`, time.Time{}},
+		{"empty group", manual(Group(""), "x"), `scope "group:": group prefix must not be empty`, time.Time{}},
+		{"all with value", manual(Scope{Kind: ScopeAllJobs, Value: "purge"}, "x"), "scope all takes no value", time.Time{}},
+		{"unknown kind", manual(Scope{Kind: "table", Value: "users"}, "x"), `kind "table" is not one of`, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := t0
+			h := newHolds(t, HoldsConfig{}, &clock)
+			got, err := h.Add(tc.req)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalidHold) {
+					t.Fatalf("Add(%+v) = %+v, %v; want ErrInvalidHold containing %q", tc.req, got, err, tc.want)
+				}
+				if a := h.Active(t0); len(a) != 0 {
+					t.Errorf("refused hold stored: %+v", a)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Add(%+v): %v", tc.req, err)
+			}
+			want := Hold{ID: "h1", Scope: tc.req.Scope, Source: tc.req.Source, Reason: tc.req.Reason,
+				Actor: tc.req.Actor, Created: t0, Expires: tc.wantExpires}
+			if got != want {
+				t.Errorf("Add = %+v; want %+v", got, want)
+			}
+			if a := h.Active(t0); len(a) != 1 || a[0] != want {
+				t.Errorf("Active(t0) = %+v; want [%+v]", a, want)
+			}
+		})
+	}
+}
+
+func TestScope(t *testing.T) {
+	for _, tc := range []struct {
+		scope Scope
+		str   string
+		match []Job
+		miss  []Job
+	}{
+		{AllJobs(), "all", []Job{"purge", "vacuum"}, nil},
+		{OneJob("purge"), "job:purge", []Job{"purge"}, []Job{"purge_sessions", "purg", "vacuum"}},
+		{Group("purge_"), "group:purge_", []Job{"purge_sessions", "purge_events"}, []Job{"purge", "vacuum_purge_x"}},
+	} {
+		if err := tc.scope.Validate(); err != nil {
+			t.Errorf("%v.Validate() = %v", tc.scope, err)
+		}
+		if s := tc.scope.String(); s != tc.str {
+			t.Errorf("String() = %q; want %q", s, tc.str)
+		}
+		for _, j := range tc.match {
+			if !tc.scope.Matches(j) {
+				t.Errorf("%s does not match %q", tc.scope, j)
+			}
+		}
+		for _, j := range tc.miss {
+			if tc.scope.Matches(j) {
+				t.Errorf("%s matches %q", tc.scope, j)
+			}
+		}
+	}
+	if err := OneJob("Bad Name").Validate(); !errors.Is(err, ErrInvalidScope) || !strings.Contains(err.Error(), `"job:Bad Name"`) {
+		t.Errorf("OneJob(Bad Name).Validate() = %v; want ErrInvalidScope naming the scope", err)
+	}
+	if (Scope{Kind: "table", Value: "purge"}).Matches("purge") {
+		t.Error("an unknown scope kind matches")
+	}
+}
+
+func TestHoldsApplying(t *testing.T) {
+	clock := t0
+	h := newHolds(t, HoldsConfig{}, &clock)
+	mustAdd := func(now time.Time, req HoldRequest) {
+		t.Helper()
+		if _, err := h.AddAt(now, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustAdd(t0, HoldRequest{Scope: AllJobs(), Source: SourceAuto, Reason: "load", TTL: 10 * time.Minute})     // h1, to t0+10m
+	mustAdd(t1, HoldRequest{Scope: OneJob("purge"), Source: SourceManual, Reason: "deploy"})                  // h2, to t1+1h
+	mustAdd(t1, HoldRequest{Scope: Group("vacuum_"), Source: SourceCLI, Reason: "bloat", TTL: 3 * time.Hour}) // h3, to t1+3h
+
+	for _, tc := range []struct {
+		now  time.Time
+		job  Job
+		want string
+	}{
+		{t1, "purge", "h1,h2"},
+		{t1, "vacuum_users", "h1,h3"},
+		{t1, "other", "h1"},
+		{t2, "purge", "h2"}, // h1 expired at t0+10m
+		{t2, "other", ""},
+		{t3, "purge", ""}, // h2 expired at t1+1h
+		{t3, "vacuum_users", "h3"},
+	} {
+		if got := ids(h.Applying(tc.now, tc.job)); got != tc.want {
+			t.Errorf("Applying(%s, %q) = [%s]; want [%s]", tc.now.Format(time.TimeOnly), tc.job, got, tc.want)
+		}
+	}
+	// Expired holds are pruned, not kept.
+	h.mu.Lock()
+	n := len(h.holds)
+	h.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d holds stored after two expired; want 1", n)
+	}
+}
+
+func TestHoldsActiveOldestFirst(t *testing.T) {
+	clock := t0
+	h := newHolds(t, HoldsConfig{}, &clock)
+	// Out of order instants: the list is still oldest first.
+	for _, at := range []time.Time{t1, t0, t1.Add(time.Second)} {
+		if _, err := h.AddAt(at, manual(AllJobs(), "x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ids(h.Active(t1)); got != "h2,h1,h3" {
+		t.Errorf("Active = [%s]; want [h2,h1,h3]", got)
+	}
+}
+
+func TestHoldsReleaseOnlyItsOwn(t *testing.T) {
+	clock := t0
+	h := newHolds(t, HoldsConfig{}, &clock)
+	person, err := h.Add(manual(OneJob("purge"), "deploy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	auto, err := h.Add(HoldRequest{Scope: OneJob("purge"), Source: SourceAuto, Reason: "primary load critical"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.Release(person.ID)
+	if err != nil || got != person {
+		t.Fatalf("Release(%s) = %+v, %v; want %+v", person.ID, got, err, person)
+	}
+	if a := h.Applying(t0, "purge"); len(a) != 1 || a[0] != auto {
+		t.Errorf("after releasing the person's hold, Applying = %+v; want the automatic one %+v", a, auto)
+	}
+	// And the other way round.
+	if _, err := h.Release(auto.ID); err != nil {
+		t.Fatal(err)
+	}
+	if a := h.Applying(t0, "purge"); len(a) != 0 {
+		t.Errorf("Applying = %+v; want none", a)
+	}
+}
+
+func TestHoldsReleaseUnknown(t *testing.T) {
+	clock := t0
+	h := newHolds(t, HoldsConfig{}, &clock)
+	x, err := h.Add(manual(AllJobs(), "deploy")) // expires t0+1h
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+		id   string
+	}{
+		{"never added", t0, "h9"},
+		{"empty", t0, ""},
+		{"expired", t0.Add(time.Hour), x.ID},
+	} {
+		clock = tc.now
+		_, err := h.Release(tc.id)
+		if !errors.Is(err, ErrUnknownHold) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.id)) {
+			t.Errorf("%s: Release(%q) = %v; want ErrUnknownHold naming the id", tc.name, tc.id, err)
+		}
+	}
+	// Released twice.
+	clock = t0
+	h2 := newHolds(t, HoldsConfig{}, &clock)
+	y, _ := h2.Add(manual(AllJobs(), "deploy"))
+	if _, err := h2.Release(y.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h2.Release(y.ID); !errors.Is(err, ErrUnknownHold) {
+		t.Errorf("second Release = %v; want ErrUnknownHold", err)
+	}
+}
+
+func TestHoldsChanged(t *testing.T) {
+	clock := t0
+	h := newHolds(t, HoldsConfig{}, &clock)
+	closed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	c := h.Changed()
+	if closed(c) {
+		t.Fatal("Changed closed before any change")
+	}
+	long, err := h.Add(HoldRequest{Scope: AllJobs(), Source: SourceManual, Reason: "deploy", TTL: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !closed(c) {
+		t.Error("Changed not closed by Add")
+	}
+	c = h.Changed()
+	if closed(c) {
+		t.Fatal("new Changed channel already closed")
+	}
+	if _, err := h.Add(HoldRequest{Scope: AllJobs(), Source: SourceAuto, Reason: "load", TTL: 10 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	c = h.Changed()
+	if _, err := h.Add(manual(AllJobs(), "")); err == nil {
+		t.Fatal("Add with no reason accepted")
+	}
+	if _, err := h.Release("h99"); err == nil {
+		t.Fatal("Release of an unknown hold succeeded")
+	}
+	if got := ids(h.Applying(t0.Add(30*time.Minute), "purge")); got != long.ID {
+		t.Fatalf("Applying after the short hold expired = [%s]; want [%s]", got, long.ID)
+	}
+	if closed(c) {
+		t.Error("Changed closed by a refused Add, a failed Release, a read or an expiry")
+	}
+	if _, err := h.Release(long.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(c) {
+		t.Error("Changed not closed by Release")
+	}
+}
+
+func TestHoldsNextExpiry(t *testing.T) {
+	clock := t0
+	h := newHolds(t, HoldsConfig{}, &clock)
+	if at, ok := h.NextExpiry(t0); ok {
+		t.Errorf("NextExpiry with no holds = %s, true", at)
+	}
+	for _, ttl := range []time.Duration{time.Hour, 10 * time.Minute, 2 * time.Hour} {
+		if _, err := h.AddAt(t0, HoldRequest{Scope: AllJobs(), Source: SourceAuto, Reason: "x", TTL: ttl}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		now  time.Time
+		want time.Time
+		ok   bool
+	}{
+		{t0, t0.Add(10 * time.Minute), true},
+		{t0.Add(10 * time.Minute), t0.Add(time.Hour), true}, // a hold has expired at its Expires
+		{t2.Add(-time.Nanosecond), t0.Add(time.Hour), true},
+		{t2, t3, true},
+		{t3, time.Time{}, false},
+	} {
+		at, ok := h.NextExpiry(tc.now)
+		if !at.Equal(tc.want) || ok != tc.ok {
+			t.Errorf("NextExpiry(t0+%s) = %s, %v; want %s, %v", tc.now.Sub(t0), at, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestHoldsConcurrent(t *testing.T) {
+	clock := t0
+	h := newHolds(t, HoldsConfig{}, &clock)
+	const workers, each = 8, 50
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				c := h.Changed()
+				x, err := h.AddAt(t0, manual(OneJob(Job(fmt.Sprintf("job%d", w))), "x"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				select {
+				case <-c:
+				default:
+					t.Error("Changed not closed by a concurrent Add")
+				}
+				h.Applying(t0, "job0")
+				h.Active(t0)
+				h.NextExpiry(t0)
+				if i%2 == 0 {
+					if _, err := h.ReleaseAt(t0, x.ID); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	active := h.Active(t0)
+	if want := workers * each / 2; len(active) != want {
+		t.Errorf("%d holds active; want %d", len(active), want)
+	}
+	seen := map[string]bool{}
+	for _, x := range active {
+		if seen[x.ID] {
+			t.Errorf("duplicate ID %s", x.ID)
+		}
+		seen[x.ID] = true
+	}
+	if n := len(h.Applying(t0, "job3")); n != each/2 {
+		t.Errorf("%d holds apply to job3; want %d", n, each/2)
+	}
+}

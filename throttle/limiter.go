@@ -1,0 +1,365 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// ReasonNoAllocation is the reason a [Limiter]'s gate is closed when its
+// [Allocation] grants no work (Rate or MaxInFlight 0) and it is not paused.
+const ReasonNoAllocation = "no allocation"
+
+// reasonPaused stands in for an empty pause reason.
+const reasonPaused = "paused"
+
+// Limiter paces one job's batches: before a batch starts, the job takes a
+// token from a token bucket (Allocation.Rate per second, Allocation.Burst
+// deep) and an in-flight slot (at most Allocation.MaxInFlight batches run
+// at once), and both only while the Limiter's [Gate] is open. The gate is
+// closed while the Limiter is paused or its allocation grants no work; it
+// is checked before and after every token wait, so a pause stops waiters
+// that were already sleeping for a token.
+//
+// Use [Limiter.Wait] in a batch loop: it blocks until the batch may start
+// and returns a release func to call when the batch ends. Use
+// [Limiter.Allow] to skip work rather than wait. The controller calls
+// [Limiter.Apply] on every tick and [Limiter.Pause] and [Limiter.Resume]
+// when holds come and go.
+//
+// A new Limiter fails closed: it lets no work start until Apply grants a
+// positive allocation. Its bucket starts empty, so the first token comes
+// 1/Rate after that. While the gate is closed the bucket keeps filling at
+// the last positive rate, up to Burst: after a pause, up to Burst batches
+// may start back to back (bounded by MaxInFlight); to ramp up slowly,
+// Apply a small Burst before Resume.
+//
+// Tokens are handed out one waiter at a time, and a waiter sleeping for its
+// token wakes when Apply, Pause or Resume changes anything: it gives the
+// reservation back and takes a new one at the new rate (or stops at the
+// closed gate). So raising the rate takes effect at once, even for a
+// waiter that reserved at a tiny rate, and a rate of 0 never strands a
+// waiter (the bucket's rate is never set to 0; the gate closes instead).
+//
+// The zero value is not usable; create a Limiter with [NewLimiter]. A
+// Limiter is safe for concurrent use.
+type Limiter struct {
+	job    Job
+	now    func() time.Time
+	bucket *rate.Limiter
+	gate   Gate
+	// turn, of capacity 1, is held by the one waiter allowed to hold a
+	// reservation. With a single reservation outstanding, cancelling it
+	// restores the bucket exactly; with many, rate.Limiter restores only
+	// the latest, and waiters that re-reserve on every change would leak
+	// tokens into debt and starve the job.
+	turn chan struct{}
+
+	mu       sync.Mutex
+	alloc    Allocation // normalized
+	paused   bool
+	reason   string        // pause reason
+	inFlight int           // batches between a grant and its release
+	changed  chan struct{} // closed and replaced by Apply, Pause and Resume
+	freed    chan struct{} // closed and replaced when an in-flight slot frees
+}
+
+// NewLimiter returns a Limiter for job with Allocation{}: no work until
+// [Limiter.Apply] grants some. now is the clock; nil means time.Now. Wait
+// sets timers on the runtime clock, so now must agree with it (a fake now
+// is for the explicit-time methods, AllowAt and ApplyAt; test waits in a
+// testing/synctest bubble instead). job is not validated here; see
+// [Job.Validate].
+func NewLimiter(job Job, now func() time.Time) *Limiter {
+	if now == nil {
+		now = time.Now
+	}
+	l := &Limiter{
+		job: job,
+		now: now,
+		// A zero limit is safe here: nothing reserves while the gate is
+		// closed, and Apply sets a positive limit before opening it.
+		bucket:  rate.NewLimiter(0, 0),
+		turn:    make(chan struct{}, 1),
+		changed: make(chan struct{}),
+		freed:   make(chan struct{}),
+	}
+	l.gate.Close(ReasonNoAllocation)
+	return l
+}
+
+// Job returns the job this Limiter paces.
+func (l *Limiter) Job() Job { return l.job }
+
+// Apply is shorthand for ApplyAt(now(), a).
+func (l *Limiter) Apply(a Allocation) { l.ApplyAt(l.now(), a) }
+
+// ApplyAt sets the job's allocation as of time t: the bucket's rate and
+// depth change at t (tokens earned before t at the old rate are kept), and
+// a raised MaxInFlight admits waiters at once. An allocation that grants
+// no work (Rate or MaxInFlight 0) closes the gate with
+// [ReasonNoAllocation]; a positive one opens it unless the Limiter is
+// paused. Applying the allocation already in effect does nothing, so the
+// controller may call it on every tick.
+func (l *Limiter) ApplyAt(t time.Time, a Allocation) {
+	a = a.normalized()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a == l.alloc {
+		return
+	}
+	if a.runs() {
+		// Never SetLimit(0): a rate.Limiter waiter at limit 0 never wakes.
+		l.bucket.SetLimitAt(t, a.limit())
+		l.bucket.SetBurstAt(t, a.Burst)
+	}
+	l.alloc = a
+	l.changedLocked()
+}
+
+// Allocation returns the allocation in effect, with out-of-range fields
+// clamped as described on [Allocation].
+func (l *Limiter) Allocation() Allocation {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.alloc
+}
+
+// Pause closes the gate with reason (empty means "paused"): waiters block,
+// including those sleeping for a token, and Allow refuses. Batches already
+// running are not interrupted. Pausing a paused Limiter replaces the
+// reason.
+func (l *Limiter) Pause(reason string) {
+	if reason == "" {
+		reason = reasonPaused
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.paused, l.reason = true, reason
+	l.changedLocked()
+}
+
+// Resume lifts the pause. The gate opens if the allocation grants work;
+// else it stays closed with [ReasonNoAllocation].
+func (l *Limiter) Resume() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.paused {
+		return
+	}
+	l.paused, l.reason = false, ""
+	l.changedLocked()
+}
+
+// State reports whether the gate is open and, if not, why: the pause
+// reason, or [ReasonNoAllocation].
+func (l *Limiter) State() (open bool, reason string) { return l.gate.State() }
+
+// InFlight returns how many batches hold a slot: granted by Wait or Allow
+// and not yet released.
+func (l *Limiter) InFlight() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inFlight
+}
+
+// Allow is shorthand for AllowAt(now()).
+func (l *Limiter) Allow() (release func(), ok bool) { return l.AllowAt(l.now()) }
+
+// AllowAt reports whether a batch may start at time t without waiting: the
+// gate is open, a token is available at t and a slot is free. If so it
+// takes both and returns the release func to call when the batch ends (as
+// for [Limiter.Wait]); if not it takes nothing. A token reserved by a
+// sleeping Wait is not available to AllowAt, so Allow never jumps the
+// queue.
+func (l *Limiter) AllowAt(t time.Time) (release func(), ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.openLocked() || l.inFlight >= l.alloc.MaxInFlight || !l.bucket.AllowN(t, 1) {
+		return nil, false
+	}
+	l.inFlight++
+	return l.releaser(), true
+}
+
+// Wait blocks until a batch may start: the gate is open, a token is
+// available and fewer than MaxInFlight batches run. It takes the slot
+// first and the token last, so tokens are not spent by waiters that then
+// queue for a slot, and batch starts never exceed the rate. It returns a
+// release func to call when the batch ends; release frees the slot and is
+// safe to call more than once.
+//
+// A waiter sleeping for its token wakes when the allocation changes or the
+// Limiter is paused, gives its reservation back and starts over: at the
+// new rate, or blocked at the closed gate until Resume. The gate is checked
+// once more after the token wait, so a pause that lands as the token falls
+// due also stops the batch. Either way the paused waiter spends no token
+// and holds no slot.
+//
+// Wait never outlives ctx: when ctx is done (or already is) it returns a
+// nil release and an error that wraps ctx.Err() and says what the waiter
+// was waiting for (the gate and its reason, a slot, or a token). It does
+// not fail early when the token is due after ctx's deadline, because the
+// rate may be raised before then.
+func (l *Limiter) Wait(ctx context.Context) (release func(), err error) {
+	for {
+		// Gate.Wait also refuses a done ctx, even at an open gate.
+		if err := l.gate.Wait(ctx); err != nil {
+			return nil, l.waitErr("", err) // err names the gate's reason
+		}
+		ok, err := l.takeSlot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue // the gate closed again
+		}
+		ok, err = l.takeToken(ctx)
+		if ok {
+			return l.releaser(), nil
+		}
+		l.freeSlot()
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// takeSlot takes an in-flight slot, waiting for one to free. It reports
+// false, having taken nothing, if the gate is closed.
+func (l *Limiter) takeSlot(ctx context.Context) (bool, error) {
+	for {
+		l.mu.Lock()
+		if !l.openLocked() {
+			l.mu.Unlock()
+			return false, nil
+		}
+		if l.inFlight < l.alloc.MaxInFlight {
+			l.inFlight++
+			l.mu.Unlock()
+			return true, nil
+		}
+		running, limit := l.inFlight, l.alloc.MaxInFlight
+		changed, freed := l.changed, l.freed
+		l.mu.Unlock()
+		select {
+		case <-changed:
+		case <-freed:
+		case <-ctx.Done():
+			return false, l.waitErr(fmt.Sprintf("an in-flight slot (%d of %d running)", running, limit), ctx.Err())
+		}
+	}
+}
+
+// takeToken takes a token, waiting for its turn and then for the bucket.
+// It reports false, having given the token back, if the gate is closed
+// before or after the wait.
+func (l *Limiter) takeToken(ctx context.Context) (bool, error) {
+	select {
+	case l.turn <- struct{}{}:
+	case <-ctx.Done():
+		return false, l.waitErr("a token (queued behind another waiter)", ctx.Err())
+	}
+	defer func() { <-l.turn }()
+
+	for {
+		l.mu.Lock()
+		if !l.openLocked() {
+			l.mu.Unlock()
+			return false, nil
+		}
+		now := l.now()
+		r := l.bucket.ReserveN(now, 1)
+		changed, limit := l.changed, l.alloc.Rate
+		l.mu.Unlock()
+		// ApplyAt keeps Burst >= 1 while the gate is open, so r is OK and
+		// its delay finite.
+		due := now.Add(r.DelayFrom(now))
+
+		if wait := due.Sub(now); wait > 0 {
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+			case <-changed:
+				timer.Stop()
+				if now := l.now(); now.Before(due) {
+					r.CancelAt(now)
+					continue // re-check the gate, re-reserve at the new rate
+				}
+				// The token fell due as the change came: keep it, and
+				// let the gate check below decide.
+			case <-ctx.Done():
+				timer.Stop()
+				r.CancelAt(earliest(l.now(), due))
+				return false, l.waitErr(fmt.Sprintf("a token at %g/s", limit), ctx.Err())
+			}
+		}
+
+		l.mu.Lock()
+		open := l.openLocked()
+		if !open {
+			// CancelAt restores nothing once the reservation is due, so
+			// give it back as of its due time; as the only reservation
+			// outstanding, it is restored in full.
+			r.CancelAt(earliest(l.now(), due))
+		}
+		l.mu.Unlock()
+		return open, nil
+	}
+}
+
+// openLocked reports whether work may start now. l.mu must be held.
+func (l *Limiter) openLocked() bool { return !l.paused && l.alloc.runs() }
+
+// changedLocked brings the gate in line with the pause and the allocation
+// and wakes every waiter to re-check. l.mu must be held.
+func (l *Limiter) changedLocked() {
+	switch {
+	case l.paused:
+		l.gate.Close(l.reason)
+	case !l.alloc.runs():
+		l.gate.Close(ReasonNoAllocation)
+	default:
+		l.gate.Open()
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// releaser returns an idempotent func that frees one in-flight slot.
+func (l *Limiter) releaser() func() {
+	var done atomic.Bool
+	return func() {
+		if !done.Swap(true) {
+			l.freeSlot()
+		}
+	}
+}
+
+func (l *Limiter) freeSlot() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inFlight--
+	close(l.freed)
+	l.freed = make(chan struct{})
+}
+
+// waitErr wraps err, which wraps a context error, with the job and what
+// the waiter was waiting for, if anything.
+func (l *Limiter) waitErr(what string, err error) error {
+	if what == "" {
+		return fmt.Errorf("job %q: wait: %w", l.job, err)
+	}
+	return fmt.Errorf("job %q: wait for %s: %w", l.job, what, err)
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,96 @@
+package throttle
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/throttled/throttled/signals"
+)
+
+// TestDecisionsDriveLimiters runs the controller, real holds and the
+// limiters together on the fake clock: a worker paced by its limiter
+// works, stops the moment a hold is taken (even mid-wait), and resumes
+// slowly after it is released.
+func TestDecisionsDriveLimiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		holds, err := NewHolds(HoldsConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := New(Config{MaxBudget: 20, InitialBudget: 10, Holds: holds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Register(JobConfig{Name: "purge"}); err != nil {
+			t.Fatal(err)
+		}
+		ls := NewLimiters(nil)
+		healthy := func() signals.Snapshot {
+			now := time.Now()
+			return signals.Snapshot{At: now, MaxAge: 3 * time.Second, Samples: []signals.Sample{
+				{Name: signals.PrimaryLoad, Value: 0.3, Raw: 0.3, At: now},
+				{Name: signals.ConnectionUsedFraction, Value: 0.2, Raw: 0.2, At: now},
+			}}
+		}
+		var batches atomic.Int64
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for {
+				release, err := ls.Get("purge").Wait(ctx)
+				if err != nil {
+					return
+				}
+				batches.Add(1)
+				c.Report("purge", Feedback{Rows: 10, Duration: 10 * time.Millisecond})
+				release()
+			}
+		})
+		var last Decision
+		tick := func(n int) int64 {
+			before := batches.Load()
+			for range n {
+				last = c.Step(time.Now(), healthy())
+				ls.Apply(last)
+				time.Sleep(time.Second)
+			}
+			synctest.Wait()
+			return batches.Load() - before
+		}
+		if n := tick(10); n < 80 {
+			t.Fatalf("%d batches in 10 s at a budget of at least 10/s", n)
+		}
+		budgetBefore := last.Budget
+		h, err := holds.Add(HoldRequest{Scope: AllJobs(), Source: SourceManual, Reason: "incident", Actor: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := tick(10); n > 1 {
+			t.Fatalf("%d batches in 10 s while every job was held", n)
+		}
+		if open, reason := ls.Get("purge").State(); open || !strings.Contains(reason, "incident") {
+			t.Fatalf("held limiter open=%v reason %q", open, reason)
+		}
+		if last.Mode != ModePaused || last.Budget != 0 {
+			t.Fatalf("while held: %s, budget %v", last.Mode, last.Budget)
+		}
+		if _, err := holds.Release(h.ID); err != nil {
+			t.Fatal(err)
+		}
+		d := c.Step(time.Now(), healthy())
+		ls.Apply(d)
+		if d.Budget == 0 || d.Budget > 0.25*budgetBefore+1e-9 {
+			t.Fatalf("after release the budget is %v (before the hold %v); want a slow start", d.Budget, budgetBefore)
+		}
+		if n := tick(10); n == 0 {
+			t.Fatal("no work after the hold was released")
+		}
+		cancel()
+		wg.Wait()
+	})
+}
