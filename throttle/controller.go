@@ -72,6 +72,7 @@ type jobState struct {
 	errors   int
 	duration time.Duration
 	usage    float64       // tokens per second, smoothed
+	idle     int           // consecutive ticks using under half its rate
 	avgDur   time.Duration // smoothed batch duration
 	seen     bool          // any report ever
 	rate     float64       // last allocated rate
@@ -394,6 +395,13 @@ func (c *Controller) updateUsage(now time.Time, dt time.Duration) (batches, errs
 	tick := errTick{at: now}
 	for _, s := range c.jobs {
 		inst := float64(s.batches) / dt.Seconds()
+		// Idle means using under half of a positive rate for several
+		// ticks, not the quiet right after a pause.
+		if s.rate > 0 && inst < 0.5*s.rate {
+			s.idle++
+		} else {
+			s.idle = 0
+		}
 		if !s.seen && s.batches > 0 {
 			s.usage = inst
 		} else {
@@ -735,6 +743,10 @@ func (c *Controller) runningJobs() []JobRate {
 	return out
 }
 
+// idleTicks is how many ticks of under-use make a job idle, its unused
+// share lent to the others.
+const idleTicks = 3
+
 // allocate shares budget between the jobs that no hold applies to.
 func (c *Controller) allocate(now time.Time, budget float64, mode Mode, reason string, holds map[Job][]Hold) map[Job]JobDecision {
 	out := make(map[Job]JobDecision, len(c.order))
@@ -755,7 +767,7 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, reason s
 			s.rampCap = max(c.cfg.MinBudget, s.heldRate*c.cfg.SlowStart)
 		}
 		want := math.Inf(1)
-		if s.seen && s.rate > 0 && s.usage < 0.8*s.rate {
+		if s.idle >= idleTicks {
 			want = s.usage*1.5 + c.cfg.MinBudget // idle: lend the rest
 		}
 		cl := claim{weight: s.cfg.Weight, floor: s.cfg.MinRate, cap: min(s.cfg.MaxRate, want)}

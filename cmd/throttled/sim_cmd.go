@@ -16,12 +16,13 @@ import (
 func runSim(ctx context.Context, args []string, out, errOut io.Writer) int {
 	var scenario, policy, plotDir string
 	var seed uint64
-	var asJSON bool
+	var asJSON, asMarkdown bool
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.StringVar(&scenario, "scenario", "all", "scenario to run, or all")
 	fs.StringVar(&policy, "policy", "all", "policy to run ("+strings.Join(sim.PolicyNames, ", ")+"), or all")
 	fs.Uint64Var(&seed, "seed", 1, "random seed; the same seed gives the same results")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON array of results")
+	fs.BoolVar(&asMarkdown, "markdown", false, "print the table as Markdown (as in docs/SIMULATION.md)")
 	fs.StringVar(&plotDir, "plot", "", "write one PNG per scenario (load, rate and oracle over time) into this directory")
 	if err := parse(fs, args, errOut); err != nil {
 		return fail(errOut, "sim", err)
@@ -76,8 +77,30 @@ func runSim(ctx context.Context, args []string, out, errOut io.Writer) int {
 		}
 		return exitOK
 	}
+	if asMarkdown {
+		writeSimMarkdown(out, results)
+		return exitOK
+	}
 	writeSimTable(out, results)
 	return exitOK
+}
+
+// writeSimMarkdown writes results as a Markdown table.
+func writeSimMarkdown(w io.Writer, results []sim.Result) {
+	fmt.Fprintln(w, "| scenario | policy | above target s | above critical s | first cut s | efficiency | reversals/10 min | work while paused |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|")
+	for _, r := range results {
+		cut := "-"
+		if r.FirstCut != nil {
+			cut = fmt.Sprintf("%.0f", *r.FirstCut)
+		}
+		policy := r.Policy
+		if policy == "adaptive" {
+			policy = "**adaptive**"
+		}
+		fmt.Fprintf(w, "| %s | %s | %.0f | %.0f | %s | %.2f | %.1f | %.0f |\n", r.Scenario, policy, r.TimeAboveTarget,
+			r.TimeAboveCritical, cut, r.Efficiency, r.ReversalsPer10Min, r.WorkWhilePaused)
+	}
 }
 
 func writeSimTable(w io.Writer, results []sim.Result) {
