@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/throttled/throttled/internal/jobname"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,11 +77,11 @@ func (s Scope) problem() string {
 			return "scope all takes no value"
 		}
 	case ScopeOneJob:
-		if p := namePrefixProblem(s.Value); p != "" {
+		if p := jobname.Problem(s.Value); p != "" {
 			return "job name " + p
 		}
 	case ScopeGroup:
-		if p := namePrefixProblem(s.Value); p != "" {
+		if p := jobname.Problem(s.Value); p != "" {
 			return "group prefix " + p
 		}
 	default:

@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -15,9 +16,10 @@ const ReasonNotRegistered = "job not registered with the controller"
 // A limiter handed out before its job's first decision lets no work start.
 // Limiters is safe for concurrent use.
 type Limiters struct {
-	now func() time.Time
-	mu  sync.Mutex
-	m   map[Job]*Limiter
+	now  func() time.Time
+	mu   sync.Mutex
+	m    map[Job]*Limiter
+	last Decision // the decision applied last
 }
 
 // NewLimiters returns an empty set. now nil means time.Now.
@@ -42,6 +44,7 @@ func (ls *Limiters) Get(j Job) *Limiter {
 func (ls *Limiters) Apply(d Decision) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	ls.last = d
 	for j, jd := range d.Jobs {
 		l, ok := ls.m[j]
 		if !ok {
@@ -60,4 +63,75 @@ func (ls *Limiters) Apply(d Decision) {
 			l.Pause(ReasonNotRegistered)
 		}
 	}
+}
+
+// PauseAll pauses every limiter with reason, until the next Apply.
+func (ls *Limiters) PauseAll(reason string) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, l := range ls.m {
+		l.Pause(reason)
+	}
+}
+
+// explain returns j's part of the last decision.
+func (ls *Limiters) explain(j Job) (JobDecision, Decision, bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	jd, ok := ls.last.Jobs[j]
+	return jd, ls.last, ok
+}
+
+// Pacer is one job's pacer: permission from its [Limiter], feedback to the
+// [Controller]. It satisfies the jobs package's Pacer, Allower and
+// Explainer interfaces.
+type Pacer struct {
+	job Job
+	l   *Limiter
+	ls  *Limiters
+	c   *Controller
+}
+
+// Pacer returns job j's pacer, reporting to c.
+func (ls *Limiters) Pacer(c *Controller, j Job) *Pacer {
+	return &Pacer{job: j, l: ls.Get(j), ls: ls, c: c}
+}
+
+// Wait waits until j may start one batch (see [Limiter.Wait]) and returns
+// the function to call when the batch ends.
+func (p *Pacer) Wait(ctx context.Context) (func(rows int64, took time.Duration, err error), error) {
+	release, err := p.l.Wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.done(release), nil
+}
+
+// Allow is Wait's non-blocking twin.
+func (p *Pacer) Allow() (func(rows int64, took time.Duration, err error), bool) {
+	release, ok := p.l.Allow()
+	if !ok {
+		return nil, false
+	}
+	return p.done(release), true
+}
+
+func (p *Pacer) done(release func()) func(rows int64, took time.Duration, err error) {
+	var once sync.Once
+	return func(rows int64, took time.Duration, err error) {
+		once.Do(func() {
+			release()
+			p.c.Report(p.job, Feedback{Rows: rows, Duration: took, Err: err})
+		})
+	}
+}
+
+// Explain says why the job is held back: its state, the reason, the
+// decision's binding signal and its rate.
+func (p *Pacer) Explain() (state, reason, binding string, rate float64) {
+	jd, d, ok := p.ls.explain(p.job)
+	if !ok {
+		return string(JobPaused), "waiting for the controller's first decision", "", 0
+	}
+	return string(jd.State), jd.Reason, d.Binding, jd.Rate
 }

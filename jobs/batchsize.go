@@ -1,0 +1,51 @@
+package jobs
+
+import (
+	"math"
+	"time"
+)
+
+// sizer adapts the batch size toward a target batch duration:
+//
+//   - A batch slower than 1.2x the target shrinks the next one at once, in
+//     proportion (a batch twice too slow halves the size).
+//   - A batch faster than the target divided by 1.2 grows the next one
+//     gently: by the ratio, but at most 20 % per batch.
+//   - Between the two the size holds, so noise does not make it wander.
+//   - A statement timeout halves it: the batch did not even finish.
+//   - The size always stays within [min, max].
+//
+// Durations include waiting for locks and I/O, which is what matters to
+// the primary: a batch that holds locks for 5 s is too big whatever its
+// row count.
+type sizer struct {
+	size, min, max int
+	target         time.Duration
+}
+
+const sizeDeadband = 1.2
+
+// observe records a successful batch of took and returns the next size.
+func (s *sizer) observe(took time.Duration) int {
+	if took <= 0 {
+		took = time.Microsecond
+	}
+	r := float64(s.target) / float64(took)
+	switch {
+	case r < 1/sizeDeadband:
+		s.size = int(math.Floor(float64(s.size) * r))
+	case r > sizeDeadband:
+		s.size = int(math.Ceil(float64(s.size) * min(r, 1.2)))
+	}
+	s.clamp()
+	return s.size
+}
+
+// timedOut halves the size after a statement timeout.
+func (s *sizer) timedOut() int {
+	s.size /= 2
+	s.clamp()
+	return s.size
+}
+
+func (s *sizer) clamp() { s.size = max(s.min, min(s.max, s.size)) }

@@ -1,0 +1,417 @@
+package jobs
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/internal/jobname"
+	"github.com/throttled/throttled/internal/schema"
+)
+
+// Pacer hands out permission to start one batch attempt. The throttle
+// side's per-job pacer satisfies it; so does anything with the same
+// method. done must be called once when the attempt ends, with its rows,
+// duration and error: that feedback is how the controller learns what a
+// batch costs.
+type Pacer interface {
+	Wait(ctx context.Context) (done func(rows int64, took time.Duration, err error), err error)
+}
+
+// Allower is a Pacer that can also grant without waiting.
+type Allower interface {
+	Allow() (done func(rows int64, took time.Duration, err error), ok bool)
+}
+
+// Explainer is a Pacer that can say why its job is held back: its state
+// ("running", "throttled" or "paused"), the reason in words, the binding
+// signal and its current rate (batches per second).
+type Explainer interface {
+	Explain() (state, reason, binding string, rate float64)
+}
+
+// DB starts transactions: *pgxpool.Pool, *pgx.Conn and pgx.Tx all do.
+type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Batch is what a batch function is asked to do.
+type Batch struct {
+	// Size is the most rows the batch should touch.
+	Size int
+	// Position is the checkpoint the last committed batch left ("" at
+	// the start): for example the last key processed.
+	Position string
+	// Attempt is 1 for a first attempt, 2 for the first retry, ...
+	Attempt int
+}
+
+// Result is what one batch did.
+type Result struct {
+	// Rows the batch processed.
+	Rows int64
+	// Position is the new checkpoint; "" keeps the previous one.
+	Position string
+	// Done ends the job after this batch commits.
+	Done bool
+}
+
+// BatchFunc processes one batch inside tx, which runs under the job's
+// statement timeout and carries its application_name. It must not commit
+// or roll back tx.
+type BatchFunc func(ctx context.Context, tx pgx.Tx, b Batch) (Result, error)
+
+// Config configures a [Job]. The zero value of every field but Name means
+// its default.
+type Config struct {
+	// Name identifies the job: 1 to 53 characters of a-z, 0-9, '_', '.'
+	// and '-'. Its sessions carry application_name "throttled:<Name>", so
+	// throttled can see them on the primary. Required.
+	Name string
+	// Weight is the job's share of the budget relative to other jobs.
+	// Defaults to 1. MinRate and MaxRate (batches per second, 0 for none)
+	// bound its rate. The code that registers the job with the controller
+	// passes them on.
+	Weight, MinRate, MaxRate float64
+	// TargetBatchDuration is the duration the batch size adapts toward.
+	// Defaults to 1s.
+	TargetBatchDuration time.Duration
+	// MinBatchSize and MaxBatchSize bound the batch size. Default 1 and
+	// 10000.
+	MinBatchSize, MaxBatchSize int
+	// InitialBatchSize is the first batch's size. Defaults to 100, within
+	// the bounds.
+	InitialBatchSize int
+	// StatementTimeout bounds every statement of a batch (SET LOCAL
+	// statement_timeout). Defaults to 5s.
+	StatementTimeout time.Duration
+	// MaxAttempts is how many times one batch is tried before the job
+	// fails. Defaults to 5.
+	MaxAttempts int
+	// RetryBackoff and MaxRetryBackoff shape the full-jitter exponential
+	// backoff between attempts. Default 100ms and 10s.
+	RetryBackoff, MaxRetryBackoff time.Duration
+	// Checkpoint persists the job's position, batches and rows in
+	// throttled.checkpoints in the same transaction as each batch, so a
+	// restarted job resumes exactly after the last committed batch. Run
+	// creates the table (migrations) when it is missing.
+	Checkpoint bool
+	// Total is the number of rows the job expects to process, for the ETA;
+	// 0 when unknown.
+	Total int64
+	// Logger receives the job's events. Defaults to a null logger.
+	Logger hclog.Logger
+}
+
+// Job runs a batch function under a pacer. Create it with [New]; call
+// [Job.Run] once. [Job.Status] is safe to call at any time from any
+// goroutine.
+type Job struct {
+	cfg   Config
+	db    DB
+	pacer Pacer
+	fn    BatchFunc
+	log   hclog.Logger
+	rnd   func(int64) int64
+
+	mu     sync.Mutex
+	status Status
+	sizer  sizer
+	rowsPS float64 // smoothed rows per second, for the ETA
+	ran    bool
+}
+
+// New validates cfg and returns a Job. db may be nil for a job driven
+// only through [Job.Acquire].
+func New(cfg Config, db DB, pacer Pacer, fn BatchFunc) (*Job, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("jobs: job %q: "+format, append([]any{cfg.Name}, args...)...))
+	}
+	if p := jobname.Problem(cfg.Name); p != "" {
+		bad("Name %s", p)
+	}
+	if pacer == nil {
+		bad("a Pacer is required")
+	}
+	cfg.TargetBatchDuration = cmp.Or(cfg.TargetBatchDuration, time.Second)
+	cfg.MinBatchSize = cmp.Or(cfg.MinBatchSize, 1)
+	cfg.MaxBatchSize = cmp.Or(cfg.MaxBatchSize, 10000)
+	cfg.InitialBatchSize = cmp.Or(cfg.InitialBatchSize, max(cfg.MinBatchSize, min(cfg.MaxBatchSize, 100)))
+	cfg.StatementTimeout = cmp.Or(cfg.StatementTimeout, 5*time.Second)
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 5)
+	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, 100*time.Millisecond)
+	cfg.MaxRetryBackoff = cmp.Or(cfg.MaxRetryBackoff, 10*time.Second)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"TargetBatchDuration", cfg.TargetBatchDuration}, {"StatementTimeout", cfg.StatementTimeout},
+		{"RetryBackoff", cfg.RetryBackoff}, {"MaxRetryBackoff", cfg.MaxRetryBackoff}} {
+		if d.v < 0 {
+			bad("%s must not be negative, got %s", d.name, d.v)
+		}
+	}
+	switch {
+	case cfg.MinBatchSize < 1:
+		bad("MinBatchSize must be at least 1, got %d", cfg.MinBatchSize)
+	case cfg.MaxBatchSize < cfg.MinBatchSize:
+		bad("MaxBatchSize %d must not be below MinBatchSize %d", cfg.MaxBatchSize, cfg.MinBatchSize)
+	case cfg.InitialBatchSize < cfg.MinBatchSize || cfg.InitialBatchSize > cfg.MaxBatchSize:
+		bad("InitialBatchSize %d must lie within MinBatchSize %d and MaxBatchSize %d", cfg.InitialBatchSize, cfg.MinBatchSize, cfg.MaxBatchSize)
+	}
+	if cfg.MaxAttempts < 1 {
+		bad("MaxAttempts must be at least 1, got %d", cfg.MaxAttempts)
+	}
+	if cfg.Weight < 0 || cfg.MinRate < 0 || cfg.MaxRate < 0 || (cfg.MaxRate > 0 && cfg.MinRate > cfg.MaxRate) {
+		bad("Weight %v, MinRate %v and MaxRate %v must not be negative, and MinRate not above MaxRate", cfg.Weight, cfg.MinRate, cfg.MaxRate)
+	}
+	if cfg.Total < 0 {
+		bad("Total must not be negative, got %d", cfg.Total)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	j := &Job{cfg: cfg, db: db, pacer: pacer, fn: fn, log: cfg.Logger.With("job", cfg.Name), rnd: randInt64N}
+	j.sizer = sizer{size: cfg.InitialBatchSize, min: cfg.MinBatchSize, max: cfg.MaxBatchSize, target: cfg.TargetBatchDuration}
+	j.status = Status{Job: cfg.Name, State: StateRunning, BatchSize: cfg.InitialBatchSize, Total: cfg.Total}
+	return j, nil
+}
+
+// Name is the job's name.
+func (j *Job) Name() string { return j.cfg.Name }
+
+// Config returns the job's configuration with defaults filled in.
+func (j *Job) Config() Config { return j.cfg }
+
+// AppName is the application_name the job's sessions carry.
+func AppName(job string) string { return jobname.AppPrefix + job }
+
+// Run processes batches until the batch function reports Done, a batch
+// fails for good, or ctx ends. Each batch waits for the pacer, runs in
+// its own transaction under the statement timeout, and reports back.
+// Retryable errors are retried with full-jitter backoff, at most
+// MaxAttempts times a batch and only while the retry budget allows; every
+// attempt waits for the pacer like a first one, so retries never exceed
+// the job's allocation. Run returns nil when done, ctx's error when ctx
+// ends (the batch in flight rolled back), or the batch's error.
+func (j *Job) Run(ctx context.Context) error {
+	j.mu.Lock()
+	if j.ran {
+		j.mu.Unlock()
+		return fmt.Errorf("jobs: job %q: Run called twice", j.cfg.Name)
+	}
+	j.ran = true
+	j.mu.Unlock()
+	if j.db == nil || j.fn == nil {
+		return j.finish(fmt.Errorf("jobs: job %q: Run needs a DB and a BatchFunc", j.cfg.Name))
+	}
+	position := ""
+	if j.cfg.Checkpoint {
+		var err error
+		if position, err = j.loadCheckpoint(ctx); err != nil {
+			return j.finish(err)
+		}
+	}
+	budget := newRetryBudget()
+	attempt := 1
+	for {
+		done, err := j.pacer.Wait(ctx)
+		if err != nil {
+			return j.finish(err)
+		}
+		size := j.batchSize()
+		start := time.Now()
+		res, err := j.runBatch(ctx, Batch{Size: size, Position: position, Attempt: attempt})
+		took := time.Since(start)
+		done(res.Rows, took, err)
+		if err == nil {
+			budget.success()
+			attempt = 1
+			if res.Position != "" {
+				position = res.Position
+			}
+			j.succeeded(res, took)
+			if res.Done {
+				j.log.Info("job done", "rows", j.Status().Rows, "batches", j.Status().Batches)
+				return j.finish(nil)
+			}
+			continue
+		}
+		budget.failure()
+		j.failed(err)
+		if ctx.Err() != nil {
+			return j.finish(ctx.Err())
+		}
+		switch {
+		case !Retryable(err):
+			return j.finish(fmt.Errorf("jobs: job %q: batch failed (not retryable): %w", j.cfg.Name, err))
+		case attempt >= j.cfg.MaxAttempts:
+			return j.finish(fmt.Errorf("jobs: job %q: batch failed after %d attempts: %w", j.cfg.Name, attempt, err))
+		case !budget.allow():
+			return j.finish(fmt.Errorf("jobs: job %q: retry budget exhausted (too many recent failures): %w", j.cfg.Name, err))
+		}
+		attempt++
+		wait := backoff(attempt-1, j.cfg.RetryBackoff, j.cfg.MaxRetryBackoff, j.rnd)
+		j.log.Warn("batch failed; retrying", "error", err, "attempt", attempt, "backoff", wait)
+		if err := sleep(ctx, wait); err != nil {
+			return j.finish(err)
+		}
+	}
+}
+
+// runBatch runs one batch in its own transaction, with the checkpoint
+// written in the same transaction.
+func (j *Job) runBatch(ctx context.Context, b Batch) (Result, error) {
+	tx, err := j.db.Begin(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("begin: %w", err)
+	}
+	// Rolling back after a commit is a no-op; after a cancel it must not
+	// wait on the cancelled context.
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('application_name', $2, true)",
+		strconv.FormatInt(j.cfg.StatementTimeout.Milliseconds(), 10), AppName(j.cfg.Name)); err != nil {
+		return Result{}, fmt.Errorf("set statement_timeout: %w", err)
+	}
+	res, err := j.fn(ctx, tx, b)
+	if err != nil {
+		return Result{}, err
+	}
+	if j.cfg.Checkpoint {
+		if _, err := tx.Exec(ctx, `UPDATE `+schema.Name+`.checkpoints
+			SET position = COALESCE(NULLIF($2, ''), position), batches = batches + 1, rows = rows + $3,
+			    updated_at = now(), done_at = CASE WHEN $4 THEN now() END
+			WHERE job = $1`, j.cfg.Name, res.Position, res.Rows, res.Done); err != nil {
+			return Result{}, fmt.Errorf("write checkpoint: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Result{}, fmt.Errorf("commit: %w", err)
+	}
+	return res, nil
+}
+
+// loadCheckpoint creates the checkpoint table if needed and returns the
+// position to resume from. A job whose last run finished starts afresh.
+func (j *Job) loadCheckpoint(ctx context.Context) (string, error) {
+	if _, err := schema.Migrate(ctx, j.db); err != nil {
+		return "", fmt.Errorf("jobs: job %q: %w", j.cfg.Name, err)
+	}
+	tx, err := j.db.Begin(ctx)
+	if err != nil {
+		return "", fmt.Errorf("jobs: job %q: read checkpoint: %w", j.cfg.Name, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var position *string
+	var batches, rows int64
+	err = tx.QueryRow(ctx, `INSERT INTO `+schema.Name+`.checkpoints AS c (job) VALUES ($1)
+		ON CONFLICT (job) DO UPDATE SET
+		  position   = CASE WHEN c.done_at IS NULL THEN c.position END,
+		  batches    = CASE WHEN c.done_at IS NULL THEN c.batches ELSE 0 END,
+		  rows       = CASE WHEN c.done_at IS NULL THEN c.rows ELSE 0 END,
+		  started_at = CASE WHEN c.done_at IS NULL THEN c.started_at ELSE now() END,
+		  done_at    = NULL
+		RETURNING position, batches, rows`, j.cfg.Name).Scan(&position, &batches, &rows)
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	if err != nil {
+		return "", fmt.Errorf("jobs: job %q: read checkpoint: %w", j.cfg.Name, err)
+	}
+	j.mu.Lock()
+	j.status.Rows, j.status.Batches = rows, batches
+	j.mu.Unlock()
+	if position != nil {
+		j.log.Info("resuming from checkpoint", "position", *position, "rows", rows, "batches", batches)
+		return *position, nil
+	}
+	return "", nil
+}
+
+func (j *Job) batchSize() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.sizer.size
+}
+
+func (j *Job) succeeded(res Result, took time.Duration) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.status.Batches++
+	j.status.Rows += res.Rows
+	j.status.BatchSize = j.sizer.observe(took)
+	j.status.LastBatch = took
+	if took > 0 {
+		inst := float64(res.Rows) / took.Seconds()
+		if j.rowsPS == 0 {
+			j.rowsPS = inst
+		} else {
+			j.rowsPS += 0.2 * (inst - j.rowsPS)
+		}
+	}
+}
+
+func (j *Job) failed(err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.status.Errors++
+	j.status.LastError = err.Error()
+	if statementTimeout(err) {
+		j.status.BatchSize = j.sizer.timedOut()
+	}
+	if Retryable(err) {
+		j.status.Retries++
+	}
+}
+
+func (j *Job) finish(err error) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch {
+	case err == nil:
+		j.status.State, j.status.Reason = StateDone, ""
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		j.status.State, j.status.Reason = StateStopped, err.Error()
+	default:
+		j.status.State, j.status.Reason = StateFailed, err.Error()
+		j.log.Error("job failed", "error", err)
+	}
+	return err
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// eta estimates the time to process the rest of Total at the recent rate.
+func eta(total, rows int64, rowsPerSecond float64) time.Duration {
+	if total <= 0 || rowsPerSecond <= 0 || rows >= total {
+		return 0
+	}
+	s := float64(total-rows) / rowsPerSecond
+	if s > math.MaxInt64/float64(time.Second) {
+		return 0
+	}
+	return time.Duration(s * float64(time.Second))
+}

@@ -1,0 +1,361 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/throttle"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// pool opens a pool on the primary as the admin role (jobs write; the
+// sampler is the one that must not be a superuser).
+func pool(t *testing.T, c *pgcluster.Cluster) *pgxpool.Pool {
+	t.Helper()
+	p, err := pgxpool.New(context.Background(), c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// fixedPacer grants at a fixed rate through a real throttle.Limiter and
+// counts the grants.
+type fixedPacer struct {
+	l      *throttle.Limiter
+	grants atomic.Int64
+	mu     sync.Mutex
+	at     []time.Time
+}
+
+func newFixedPacer(rate float64, burst int) *fixedPacer {
+	l := throttle.NewLimiter("test", nil)
+	l.Apply(throttle.Allocation{Rate: rate, Burst: burst, MaxInFlight: 100})
+	return &fixedPacer{l: l}
+}
+
+func (p *fixedPacer) Wait(ctx context.Context) (func(int64, time.Duration, error), error) {
+	release, err := p.l.Wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.grants.Add(1)
+	p.mu.Lock()
+	p.at = append(p.at, time.Now())
+	p.mu.Unlock()
+	return func(int64, time.Duration, error) { release() }, nil
+}
+
+// table creates name with n rows, every other one older than 30 days.
+func table(t *testing.T, db *pgxpool.Pool, name string, n int) (old int64) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := db.Exec(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "CREATE TABLE "+name+" (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, payload text)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO `+name+` SELECT g,
+		CASE WHEN g % 2 = 0 THEN now() - interval '60 days' ELSE now() - interval '1 day' END, md5(g::text)
+		FROM generate_series(1, $1) g`, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM "+name+" WHERE created_at < now() - interval '30 days'").Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	return old
+}
+
+func counts(t *testing.T, db *pgxpool.Pool, name string) (old, recent int64) {
+	t.Helper()
+	err := db.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE created_at < now() - interval '30 days'),
+		count(*) FILTER (WHERE created_at >= now() - interval '30 days') FROM `+name).Scan(&old, &recent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return old, recent
+}
+
+func TestDeleteOlderThanDeletesExactlyTheOldRowsWithCheckpoints(t *testing.T) {
+	c := pgtest.Cluster(t)
+	db := pool(t, c)
+	ctx := context.Background()
+	old := table(t, db, "sessions_a", 200_000)
+	_, recentBefore := counts(t, db, "sessions_a")
+	fn, err := jobs.DeleteOlderThan(ctx, db, "public.sessions_a", "created_at", "id", 30*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := jobs.New(jobs.Config{Name: "purge_a", Checkpoint: true, MaxBatchSize: 20000, InitialBatchSize: 2000,
+		TargetBatchDuration: 200 * time.Millisecond, Total: old}, db, newFixedPacer(1000, 1), fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oldAfter, recentAfter := counts(t, db, "sessions_a")
+	if oldAfter != 0 || recentAfter != recentBefore {
+		t.Fatalf("after the job: %d old rows (want 0), %d recent (want %d)", oldAfter, recentAfter, recentBefore)
+	}
+	st := j.Status()
+	if st.State != jobs.StateDone || st.Rows != old {
+		t.Fatalf("status %+v; want done with %d rows", st, old)
+	}
+	var rows, batches int64
+	var done bool
+	if err := db.QueryRow(ctx, "SELECT rows, batches, done_at IS NOT NULL FROM throttled.checkpoints WHERE job = 'purge_a'").Scan(&rows, &batches, &done); err != nil {
+		t.Fatal(err)
+	}
+	if rows != old || batches != st.Batches || !done {
+		t.Fatalf("checkpoint rows %d batches %d done %v; want %d, %d, true", rows, batches, done, old, st.Batches)
+	}
+	// Every key window is at most MaxBatchSize rows: 200 000 rows need at
+	// least 10 batches.
+	if batches < 10 {
+		t.Fatalf("%d batches for 200 000 rows with at most 20 000 a batch", batches)
+	}
+	// A finished job run again starts afresh and finds nothing to do.
+	fn2, err := jobs.DeleteOlderThan(ctx, db, "sessions_a", "created_at", "id", 30*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j2, _ := jobs.New(jobs.Config{Name: "purge_a", Checkpoint: true, MaxBatchSize: 50000, InitialBatchSize: 50000}, db, newFixedPacer(1000, 1), fn2)
+	if err := j2.Run(ctx); err != nil || j2.Status().Rows != 0 {
+		t.Fatalf("rerun: %v, %+v", err, j2.Status())
+	}
+}
+
+func TestBatchesRunTaggedUnderAStatementTimeout(t *testing.T) {
+	c := pgtest.Cluster(t)
+	db := pool(t, c)
+	var app, timeout string
+	j, err := jobs.New(jobs.Config{Name: "tagged", StatementTimeout: 1500 * time.Millisecond}, db, newFixedPacer(100, 1),
+		func(ctx context.Context, tx pgx.Tx, b jobs.Batch) (jobs.Result, error) {
+			err := tx.QueryRow(ctx, "SELECT current_setting('application_name'), current_setting('statement_timeout')").Scan(&app, &timeout)
+			return jobs.Result{Done: true}, err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if app != "throttled:tagged" || timeout != "1500ms" {
+		t.Fatalf("batch ran as application_name %q with statement_timeout %q", app, timeout)
+	}
+	// The settings are LOCAL: the pooled connection is clean afterwards.
+	var after string
+	if err := db.QueryRow(context.Background(), "SELECT current_setting('statement_timeout')").Scan(&after); err != nil || after != "0" {
+		t.Fatalf("statement_timeout leaked to the pool: %q %v", after, err)
+	}
+}
+
+func TestRetryableErrorsRetryAndOthersStop(t *testing.T) {
+	c := pgtest.Cluster(t)
+	db := pool(t, c)
+	ctx := context.Background()
+	var attempts []int
+	j, err := jobs.New(jobs.Config{Name: "flaky", RetryBackoff: 10 * time.Millisecond}, db, newFixedPacer(100, 1),
+		func(ctx context.Context, tx pgx.Tx, b jobs.Batch) (jobs.Result, error) {
+			attempts = append(attempts, b.Attempt)
+			if b.Attempt < 3 {
+				_, err := tx.Exec(ctx, "DO $$ BEGIN RAISE EXCEPTION 'could not serialize' USING ERRCODE = '40001'; END $$")
+				return jobs.Result{}, err
+			}
+			return jobs.Result{Rows: 1, Done: true}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Run(ctx); err != nil {
+		t.Fatalf("a batch that succeeds on its third attempt: %v", err)
+	}
+	if st := j.Status(); len(attempts) != 3 || attempts[2] != 3 || st.Retries != 2 || st.Errors != 2 || st.Rows != 1 {
+		t.Fatalf("attempts %v, status %+v", attempts, st)
+	}
+
+	if _, err := db.Exec(ctx, "CREATE TABLE IF NOT EXISTS uniq (id int PRIMARY KEY); INSERT INTO uniq VALUES (1) ON CONFLICT DO NOTHING"); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	j2, _ := jobs.New(jobs.Config{Name: "broken"}, db, newFixedPacer(100, 1), func(ctx context.Context, tx pgx.Tx, b jobs.Batch) (jobs.Result, error) {
+		calls++
+		_, err := tx.Exec(ctx, "INSERT INTO uniq VALUES (1)")
+		return jobs.Result{}, err
+	})
+	err = j2.Run(ctx)
+	if err == nil || calls != 1 || !strings.Contains(err.Error(), "not retryable") || !strings.Contains(err.Error(), "23505") {
+		t.Fatalf("unique violation: %d calls, %v", calls, err)
+	}
+	if st := j2.Status(); st.State != jobs.StateFailed || !strings.Contains(st.Reason, "duplicate key") {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestBatchSizeConvergesTowardTheTargetDuration(t *testing.T) {
+	c := pgtest.Cluster(t)
+	db := pool(t, c)
+	var sizes []int
+	// Each row costs 1 ms of server time; the target is 150 ms.
+	j, err := jobs.New(jobs.Config{Name: "converge", TargetBatchDuration: 150 * time.Millisecond, InitialBatchSize: 10, MaxBatchSize: 5000},
+		db, newFixedPacer(1000, 1), func(ctx context.Context, tx pgx.Tx, b jobs.Batch) (jobs.Result, error) {
+			sizes = append(sizes, b.Size)
+			_, err := tx.Exec(ctx, "SELECT pg_sleep($1)", float64(b.Size)/1000)
+			return jobs.Result{Rows: int64(b.Size), Done: len(sizes) == 30}, err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("batch sizes: %v", sizes)
+	last := sizes[len(sizes)-1]
+	if last < 100 || last > 180 {
+		t.Fatalf("converged to %d rows a batch; want about 150 (150 ms at 1 ms a row)", last)
+	}
+	for i := 1; i < len(sizes); i++ {
+		if sizes[i] > sizes[i-1] && float64(sizes[i]) > float64(sizes[i-1])*1.2+1 {
+			t.Fatalf("grew %d -> %d, more than 20%%", sizes[i-1], sizes[i])
+		}
+	}
+}
+
+func TestFailuresNeverExceedTheAllocation(t *testing.T) {
+	c := pgtest.Cluster(t)
+	db := pool(t, c)
+	const rate = 5.0
+	p := newFixedPacer(rate, 1)
+	start := time.Now()
+	var attempts atomic.Int64
+	var wg sync.WaitGroup
+	// Four workers of one job, every batch failing with a retryable error
+	// and a tiny backoff: the pacer, not the backoff, sets the pace.
+	for i := range 4 {
+		j, err := jobs.New(jobs.Config{Name: "storm", MaxAttempts: 100, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond},
+			db, p, func(ctx context.Context, tx pgx.Tx, b jobs.Batch) (jobs.Result, error) {
+				attempts.Add(1)
+				_, err := tx.Exec(ctx, "DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = '40P01'; END $$")
+				return jobs.Result{}, err
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			err := j.Run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), "retry budget exhausted") {
+				t.Errorf("worker %d: %v; want the retry budget to stop it", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	n := attempts.Load()
+	if n != p.grants.Load() {
+		t.Fatalf("%d attempts but %d grants: an attempt skipped the pacer", n, p.grants.Load())
+	}
+	if limit := 1 + rate*elapsed.Seconds(); float64(n) > limit {
+		t.Fatalf("%d attempts in %s; the allocation allows at most %.1f", n, elapsed, limit)
+	}
+	if n < 20 {
+		t.Fatalf("only %d attempts: the retry budget should allow about 6 per worker", n)
+	}
+}
+
+func TestPausedJobIsVisiblyPausedAndResumes(t *testing.T) {
+	c := pgtest.Cluster(t)
+	db := pool(t, c)
+	ctx := context.Background()
+	tc, err := throttled.Open(ctx, throttled.Options{PrimaryDSN: c.Primary.DSN(pgcluster.RoleMonitor), Cores: 2,
+		Controller: throttle.Config{MaxBudget: 20, InitialBudget: 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	var batches atomic.Int64
+	j, err := tc.Job(jobs.Config{Name: "pausable"}, db, func(ctx context.Context, tx pgx.Tx, b jobs.Batch) (jobs.Result, error) {
+		batches.Add(1)
+		_, err := tx.Exec(ctx, "SELECT 1")
+		return jobs.Result{Rows: 1}, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- j.Run(runCtx) }()
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		if batches.Load() < 5 {
+			return errors.New("not running yet")
+		}
+		return nil
+	})
+	h, err := tc.Holds().Add(throttle.HoldRequest{Scope: throttle.OneJob("pausable"), Source: throttle.SourceManual, Reason: "checking the replica", Actor: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 5*time.Second, func() error {
+		if st := j.Status(); st.State != jobs.StatePaused || !strings.Contains(st.Reason, "checking the replica") {
+			return errors.New("status " + string(st.State) + ": " + st.Reason)
+		}
+		return nil
+	})
+	paused := batches.Load()
+	steady(t, 2*time.Second, func() error {
+		if n := batches.Load(); n > paused+1 {
+			return errors.New("batches ran while paused")
+		}
+		return nil
+	})
+	if _, err := tc.Holds().Release(h.ID); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		if batches.Load() <= paused+1 {
+			return errors.New("no batch after the release")
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	if st := j.Status(); st.State != jobs.StateStopped {
+		t.Fatalf("state after cancel: %s", st.State)
+	}
+}
+
+// steady checks cond every 50 ms for d and fails the test the first
+// time it does not hold.
+func steady(t *testing.T, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := cond(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-deadline.C:
+			return
+		case <-tick.C:
+		}
+	}
+}

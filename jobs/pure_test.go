@@ -1,0 +1,141 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+func TestSizerConvergesToTheTargetDuration(t *testing.T) {
+	// A table where each row costs 3 ms: the target of 1 s is about 333
+	// rows a batch.
+	s := sizer{size: 10, min: 1, max: 100000, target: time.Second}
+	perRow := 3 * time.Millisecond
+	var steps int
+	for steps = 1; steps <= 100; steps++ {
+		took := time.Duration(s.size) * perRow
+		before := s.size
+		s.observe(took)
+		if s.size > before && float64(s.size) > math.Ceil(float64(before)*1.2) {
+			t.Fatalf("grew %d -> %d, more than 20%%", before, s.size)
+		}
+		if ratio := float64(time.Duration(s.size)*perRow) / float64(time.Second); ratio > 1/sizeDeadband && ratio < sizeDeadband && s.size == before {
+			break
+		}
+	}
+	if steps > 30 {
+		t.Fatalf("took %d batches to converge", steps)
+	}
+	if took := time.Duration(s.size) * perRow; took < 800*time.Millisecond || took > 1200*time.Millisecond {
+		t.Fatalf("converged at %d rows (%s a batch); want about 1 s", s.size, took)
+	}
+	// The table gets slow (locks, I/O): shrink at once, in proportion.
+	before := s.size
+	s.observe(4 * time.Second)
+	if s.size != before/4 {
+		t.Fatalf("a 4x too slow batch: %d -> %d; want %d", before, s.size, before/4)
+	}
+	s.timedOut()
+	if s.size != before/8 {
+		t.Fatalf("after a timeout: %d; want %d", s.size, before/8)
+	}
+	// Bounds hold.
+	b := sizer{size: 5, min: 4, max: 6, target: time.Second}
+	if b.observe(time.Microsecond); b.size != 6 {
+		t.Fatalf("max: %d", b.size)
+	}
+	if b.observe(time.Hour); b.size != 4 {
+		t.Fatalf("min: %d", b.size)
+	}
+	if b.timedOut(); b.size != 4 {
+		t.Fatalf("min after timeout: %d", b.size)
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "40001"}, true},
+		{&pgconn.PgError{Code: "40P01"}, true},
+		{&pgconn.PgError{Code: "55P03"}, true},
+		{&pgconn.PgError{Code: "57014"}, true},
+		{&pgconn.PgError{Code: "53300"}, true},
+		{&pgconn.PgError{Code: "08006"}, true},
+		{&pgconn.PgError{Code: "57P01"}, true},
+		{fmt.Errorf("batch: %w", &pgconn.PgError{Code: "40001"}), true},
+		{io.ErrUnexpectedEOF, true},
+		{&pgconn.PgError{Code: "23505"}, false}, // unique violation
+		{&pgconn.PgError{Code: "23503"}, false}, // foreign key
+		{&pgconn.PgError{Code: "42601"}, false}, // syntax
+		{&pgconn.PgError{Code: "42501"}, false}, // permission
+		{&pgconn.PgError{Code: "22012"}, false}, // division by zero
+		{context.Canceled, false},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), false},
+		{errors.New("some bug"), false},
+		{nil, false},
+	} {
+		if got := Retryable(tc.err); got != tc.want {
+			t.Errorf("Retryable(%v) = %v; want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestBackoffIsFullJitterWithACap(t *testing.T) {
+	top := func(n int64) int64 { return n - 1 }
+	for n, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 10: 5 * time.Second, 63: 5 * time.Second} {
+		if got := backoff(n, 100*time.Millisecond, 5*time.Second, top); got != want {
+			t.Errorf("backoff(%d) at the top of its range = %s; want %s", n, got, want)
+		}
+	}
+	if got := backoff(3, 100*time.Millisecond, 5*time.Second, func(int64) int64 { return 0 }); got != 0 {
+		t.Errorf("full jitter reaches 0, got %s", got)
+	}
+	for range 1000 {
+		if d := backoff(5, 100*time.Millisecond, time.Second, randInt64N); d < 0 || d > time.Second {
+			t.Fatalf("backoff out of range: %s", d)
+		}
+	}
+}
+
+func TestRetryBudget(t *testing.T) {
+	b := newRetryBudget()
+	for i := range 4 {
+		b.failure()
+		if !b.allow() {
+			t.Fatalf("retries denied after %d failures", i+1)
+		}
+	}
+	b.failure()
+	if b.allow() {
+		t.Fatal("retries still allowed after 5 failures and no success")
+	}
+	b.success()
+	if !b.allow() {
+		t.Fatal("a success after the fifth failure did not allow one retry")
+	}
+	b.failure()
+	for range 9 {
+		b.success()
+	}
+	if b.allow() {
+		t.Fatal("9 successes earned back a failure; it takes 10")
+	}
+	b.success()
+	if !b.allow() {
+		t.Fatal("10 successes did not earn back a failure")
+	}
+	for range 1000 {
+		b.success()
+	}
+	if b.tenths != budgetMax {
+		t.Fatalf("budget grew past its maximum: %d", b.tenths)
+	}
+}
