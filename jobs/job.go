@@ -202,8 +202,10 @@ func AppName(job string) string { return jobname.AppPrefix + job }
 // Retryable errors are retried with full-jitter backoff, at most
 // MaxAttempts times a batch and only while the retry budget allows; every
 // attempt waits for the pacer like a first one, so retries never exceed
-// the job's allocation. Run returns nil when done, ctx's error when ctx
-// ends (the batch in flight rolled back), or the batch's error.
+// the job's allocation. When ctx ends, a batch in flight still finishes
+// and commits (bounded by the statement timeout), and no new one starts.
+// Run returns nil when done, ctx's error when ctx ended, or the batch's
+// error.
 func (j *Job) Run(ctx context.Context) error {
 	j.mu.Lock()
 	if j.ran {
@@ -231,7 +233,13 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 		size := j.batchSize()
 		start := time.Now()
-		res, err := j.runBatch(ctx, Batch{Size: size, Position: position, Attempt: attempt})
+		// A batch that has started finishes even if ctx ends meanwhile:
+		// its statements are bounded by the statement timeout and the
+		// whole batch by batchDeadline, and stopping between batches
+		// leaves nothing half-done to explain.
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), j.batchDeadline())
+		res, err := j.runBatch(bctx, Batch{Size: size, Position: position, Attempt: attempt})
+		cancel()
 		took := time.Since(start)
 		done(res.Rows, took, err)
 		if err == nil {
@@ -244,6 +252,9 @@ func (j *Job) Run(ctx context.Context) error {
 			if res.Done {
 				j.log.Info("job done", "rows", j.Status().Rows, "batches", j.Status().Batches)
 				return j.finish(nil)
+			}
+			if ctx.Err() != nil {
+				return j.finish(ctx.Err())
 			}
 			continue
 		}
@@ -268,6 +279,10 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// batchDeadline bounds a whole batch: its statements (each bounded by the
+// statement timeout) plus begin and commit.
+func (j *Job) batchDeadline() time.Duration { return 4*j.cfg.StatementTimeout + 5*time.Second }
 
 // runBatch runs one batch in its own transaction, with the checkpoint
 // written in the same transaction.

@@ -106,7 +106,9 @@ type Config struct {
 	// 0.5.
 	MaxCut float64
 	// EmergencyPressure is the pressure at which one sample cuts at once
-	// by EmergencyCut. Defaults to 1.5.
+	// by EmergencyCut. It must lie below every rule's critical pressure
+	// (critical over target), so the emergency cut comes before a critical
+	// pause. Defaults to 1.3.
 	EmergencyPressure float64
 	// EmergencyCut is the share an emergency cut removes. Defaults to
 	// 0.75.
@@ -199,7 +201,7 @@ func (c *Config) fill() {
 	c.ProbeGrowth = cmp.Or(c.ProbeGrowth, 1.02)
 	c.MinUtilization = cmp.Or(c.MinUtilization, 0.8)
 	c.MaxCut = cmp.Or(c.MaxCut, 0.5)
-	c.EmergencyPressure = cmp.Or(c.EmergencyPressure, 1.5)
+	c.EmergencyPressure = cmp.Or(c.EmergencyPressure, 1.3)
 	c.EmergencyCut = cmp.Or(c.EmergencyCut, 0.75)
 	c.CriticalWindow = cmp.Or(c.CriticalWindow, 3)
 	c.ResumeLevel = cmp.Or(c.ResumeLevel, 0.5)
@@ -236,6 +238,9 @@ func (c *Config) validate() error {
 			if !lowerIsWorse(name) && r.Critical <= r.Target {
 				bad("Rules[%q]: Target %v must be below Critical %v", name, r.Target, r.Critical)
 			}
+		}
+		if lowerIsWorse(name) && r.Critical > 0 && c.ResumeLevel > 0 && r.Critical/c.ResumeLevel >= 1 {
+			bad("Rules[%q]: Critical %v / ResumeLevel %v = %v free would be needed to resume, more than every slot", name, r.Critical, c.ResumeLevel, r.Critical/c.ResumeLevel)
 		}
 		if lowerIsWorse(name) && r.Target >= 1 {
 			bad("Rules[%q].Target is a free fraction of client slots and must be under 1, got %v", name, r.Target)
@@ -294,6 +299,16 @@ func (c *Config) validate() error {
 	}
 	if c.EmergencyPressure <= 1 {
 		bad("EmergencyPressure must be above 1, got %v", c.EmergencyPressure)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Rules)) {
+		r := c.Rules[name]
+		if r.Critical <= 0 || !(r.Target > 0) {
+			continue
+		}
+		if cp := pressure(r.Critical, r.Target, lowerIsWorse(name)); c.EmergencyPressure >= cp {
+			bad("EmergencyPressure %v must be below Rules[%q]'s critical pressure %.3g (critical %v over target %v): the emergency cut must come before a critical pause",
+				c.EmergencyPressure, name, cp, r.Critical, r.Target)
+		}
 	}
 	for _, f := range []struct {
 		name string

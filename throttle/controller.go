@@ -49,12 +49,12 @@ type Controller struct {
 
 	budget       float64 // kept through pauses; the output is 0 while paused
 	lastStep     time.Time
-	sinceChange  int // ticks since the budget last changed
-	sinceCut     int
-	cutPressure  float64 // pressure at the last cut
-	overTarget   bool    // the last tick was over target
-	rawOver      int     // consecutive ticks with a raw sample over target
-	ceiling      float64 // budget at which the last breach began
+	changedAt    time.Time // when the budget last changed
+	cutAt        time.Time // when it was last cut
+	cutPressure  float64   // pressure at the last cut
+	overTarget   bool      // the last tick was over target
+	rawOver      int       // consecutive ticks with a raw sample over target
+	ceiling      float64   // budget at which the last breach began
 	ceilingAt    time.Time
 	lastAt       map[string]time.Time // last sample time seen, per rule key
 	overCritical map[string]*overCount
@@ -89,14 +89,23 @@ type overCount struct {
 
 type criticalPause struct {
 	since      time.Time
-	signal     string
+	signal     string // the signal that began it
 	value      float64
 	threshold  float64
-	resumeAt   float64 // the level to stay past (under, or over when lowerIsWorse)
+	resumeAt   float64 // the first signal's level to stay past
 	lowerWorse bool
+	// members are every signal that reached its critical level during the
+	// pause, with the level each must stay past (under, or over when
+	// lowerIsWorse) to resume.
+	members    map[string]resumeLevel
 	quiet      time.Duration
 	quietSince time.Time // zero while not quiet
 	latched    bool
+}
+
+type resumeLevel struct {
+	at         float64
+	lowerWorse bool
 }
 
 type pauseEpisode struct {
@@ -203,6 +212,7 @@ type ruleEval struct {
 	rawPress   float64
 	unknown    string // why the sample is unusable; "" when usable
 	at         time.Time
+	fresh      bool // a sample not seen at an earlier step
 }
 
 func (e ruleEval) lowerWorse() bool { return lowerIsWorse(e.name) }
@@ -280,6 +290,13 @@ func (c *Controller) read(now time.Time, e *ruleEval, s signals.Sample) {
 	case age > e.rule.MaxAge:
 		e.unknown = fmt.Sprintf("age %s over max_age %s", age.Round(time.Millisecond), e.rule.MaxAge)
 		return
+	case age < -e.rule.MaxAge:
+		// A clock this far off cannot vouch for the sample's freshness.
+		e.unknown = fmt.Sprintf("taken %s in the future (clock skew)", (-age).Round(time.Millisecond))
+		return
+	case !finite(s.Value) || !finite(s.Raw):
+		e.unknown = fmt.Sprintf("non-finite value %v (raw %v)", s.Value, s.Raw)
+		return
 	}
 	e.value, e.raw = s.Value, s.Raw
 	if e.name == signals.ConnectionHeadroom {
@@ -287,6 +304,8 @@ func (c *Controller) read(now time.Time, e *ruleEval, s signals.Sample) {
 	}
 	e.pressure, e.rawPress = pressure(e.value, e.rule.Target, e.lowerWorse()), pressure(e.raw, e.rule.Target, e.lowerWorse())
 }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 func pressure(v, target float64, lowerWorse bool) float64 {
 	if lowerWorse {
@@ -309,32 +328,42 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 	batches, errs := c.updateUsage(now, dt)
 	evals := c.evaluate(now, snap)
 
-	// Which samples are new since the last step, and which are unknown.
+	// Which samples are new since the last step, and which are unknown. A
+	// sample seen at an earlier step counts once: it is not a second
+	// reading.
 	var staleReq, unknownOpt []ruleEval
 	missed := false
-	for _, e := range evals {
-		switch {
-		case e.unknown != "" && e.required:
-			staleReq = append(staleReq, e)
-		case e.unknown != "":
-			unknownOpt = append(unknownOpt, e)
-		case e.required && !c.lastAt[e.key].IsZero() && !e.at.After(c.lastAt[e.key]):
+	for i := range evals {
+		e := &evals[i]
+		if e.unknown != "" {
+			if e.required {
+				staleReq = append(staleReq, *e)
+			} else {
+				unknownOpt = append(unknownOpt, *e)
+			}
+			continue
+		}
+		last := c.lastAt[e.key]
+		e.fresh = last.IsZero() || e.at.After(last)
+		if e.fresh {
+			c.lastAt[e.key] = e.at
+		} else if e.required {
 			missed = true // no new sample this tick: freeze growth
 		}
-		if e.unknown == "" {
-			c.lastAt[e.key] = e.at
-		}
 	}
-	worst := ruleEval{pressure: 0}
+	worst := ruleEval{}
+	var maxRaw, maxRawFresh float64
+	anyFresh := false
 	for _, e := range evals {
-		if e.unknown == "" && (worst.key == "" || e.pressure > worst.pressure) {
+		if e.unknown != "" {
+			continue
+		}
+		if worst.key == "" || e.pressure > worst.pressure {
 			worst = e
 		}
-	}
-	maxRaw := 0.0
-	for _, e := range evals {
-		if e.unknown == "" {
-			maxRaw = max(maxRaw, e.rawPress)
+		maxRaw = max(maxRaw, e.rawPress)
+		if e.fresh {
+			maxRawFresh, anyFresh = max(maxRawFresh, e.rawPress), true
 		}
 	}
 
@@ -368,11 +397,8 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		if c.pause != nil {
 			c.leavePause(now, &d)
 		}
-		errFrac := 0.0
-		if batches >= c.cfg.MinErrorBatches {
-			errFrac = float64(errs) / float64(batches)
-		}
-		c.control(now, worst, maxRaw, errFrac, len(unknownOpt) > 0 || missed, &d)
+		c.control(now, readings{worst: worst, maxRaw: maxRaw, maxRawFresh: maxRawFresh, anyFresh: anyFresh,
+			batches: batches, errors: errs}, len(unknownOpt) > 0 || missed, &d)
 		if len(unknownOpt) > 0 {
 			d.Reason += fmt.Sprintf("; not growing: %s unknown (%s)", unknownOpt[0].key, unknownOpt[0].unknown)
 		} else if missed {
@@ -421,12 +447,20 @@ func (c *Controller) updateUsage(now time.Time, dt time.Duration) (batches, errs
 		s.batches, s.errors, s.duration = 0, 0, 0
 	}
 	c.errWindow = append(c.errWindow, tick)
+	// Keep up to ten windows, so a slow job's errors still add up to
+	// MinErrorBatches.
 	cut := 0
-	for cut < len(c.errWindow) && now.Sub(c.errWindow[cut].at) >= c.cfg.ErrorWindow {
+	for cut < len(c.errWindow) && now.Sub(c.errWindow[cut].at) >= 10*c.cfg.ErrorWindow {
 		cut++
 	}
 	c.errWindow = c.errWindow[cut:]
-	for _, t := range c.errWindow {
+	// Newest first: the last ErrorWindow, extended further back while it
+	// holds fewer than MinErrorBatches batches.
+	for i := len(c.errWindow) - 1; i >= 0; i-- {
+		t := c.errWindow[i]
+		if now.Sub(t.at) >= c.cfg.ErrorWindow && batches >= c.cfg.MinErrorBatches {
+			break
+		}
 		batches += t.batches
 		errs += t.errors
 	}
@@ -434,8 +468,9 @@ func (c *Controller) updateUsage(now time.Time, dt time.Duration) (batches, errs
 }
 
 // trackCritical counts consecutive new samples at or past each critical
-// level, starts a critical pause when a count reaches the window, and
-// ends one after its quiet period.
+// level, starts a critical pause when a count reaches the window (or adds
+// the signal to a pause under way, with a page of its own), and ends a
+// pause after its quiet period.
 func (c *Controller) trackCritical(now time.Time, evals []ruleEval, d *Decision) {
 	for _, e := range evals {
 		if e.rule.Critical == 0 || e.unknown != "" {
@@ -449,12 +484,11 @@ func (c *Controller) trackCritical(now time.Time, evals []ruleEval, d *Decision)
 		if !e.at.After(oc.lastAt) {
 			continue // the same sample again counts once
 		}
-		oc.lastAt = e.at
-		over := e.raw >= e.rule.Critical
-		if e.lowerWorse() {
-			over = e.raw <= e.rule.Critical
+		if !oc.lastAt.IsZero() && e.at.Sub(oc.lastAt) > e.rule.MaxAge {
+			oc.n = 0 // a gap breaks the run: these samples are not consecutive
 		}
-		if !over {
+		oc.lastAt = e.at
+		if !e.pastCritical() {
 			oc.n = 0
 			continue
 		}
@@ -462,13 +496,47 @@ func (c *Controller) trackCritical(now time.Time, evals []ruleEval, d *Decision)
 			oc.firstBudget = c.budget
 		}
 		oc.n++
-		if oc.n >= c.cfg.CriticalWindow && c.critical == nil {
+		if oc.n < c.cfg.CriticalWindow {
+			continue
+		}
+		if c.critical == nil {
 			c.startCritical(now, e, oc.firstBudget, d)
+		} else if _, ok := c.critical.members[e.key]; !ok {
+			c.critical.members[e.key] = e.resumeLevel(c.cfg.ResumeLevel)
+			d.Events = append(d.Events, Event{Kind: EventCritical, At: now, Signal: e.key, Value: e.raw, Threshold: e.rule.Critical,
+				Message: fmt.Sprintf("critical: %s at %.3g, at or past %.3g for %d samples, during a critical pause on %s",
+					e.key, e.raw, e.rule.Critical, c.cfg.CriticalWindow, c.critical.signal)})
 		}
 	}
 	if c.critical != nil {
 		c.checkQuiet(now, evals, d)
 	}
+}
+
+// pastCritical reports whether the raw reading is at or past the rule's
+// critical level.
+func (e ruleEval) pastCritical() bool {
+	if e.lowerWorse() {
+		return e.raw <= e.rule.Critical
+	}
+	return e.raw >= e.rule.Critical
+}
+
+// resumeLevel is the level the signal must stay past to end a critical
+// pause: a fraction of the critical level, or for a level to stay over,
+// the critical level divided by it.
+func (e ruleEval) resumeLevel(fraction float64) resumeLevel {
+	if e.lowerWorse() {
+		return resumeLevel{at: e.rule.Critical / fraction, lowerWorse: true}
+	}
+	return resumeLevel{at: e.rule.Critical * fraction}
+}
+
+func (r resumeLevel) quiet(e ruleEval) bool {
+	if r.lowerWorse {
+		return e.raw > r.at && e.value > r.at
+	}
+	return e.raw < r.at && e.value < r.at
 }
 
 func (c *Controller) startCritical(now time.Time, e ruleEval, budgetBefore float64, d *Decision) {
@@ -479,14 +547,19 @@ func (c *Controller) startCritical(now time.Time, e ruleEval, budgetBefore float
 		}
 	}
 	c.criticals = append(kept, now)
-	earlier := len(c.criticals) - 1
-	resumeAt := e.rule.Critical * c.cfg.ResumeLevel
-	if e.lowerWorse() {
-		resumeAt = e.rule.Critical / c.cfg.ResumeLevel
+	// The quiet period doubles with each earlier critical pause in the
+	// window, saturating rather than overflowing.
+	quiet := c.cfg.QuietPeriod
+	for range len(c.criticals) - 1 {
+		if quiet > math.MaxInt64/2 {
+			break
+		}
+		quiet *= 2
 	}
+	rl := e.resumeLevel(c.cfg.ResumeLevel)
 	c.critical = &criticalPause{
-		since: now, signal: e.key, value: e.raw, threshold: e.rule.Critical, resumeAt: resumeAt,
-		lowerWorse: e.lowerWorse(), quiet: c.cfg.QuietPeriod << min(earlier, 20),
+		since: now, signal: e.key, value: e.raw, threshold: e.rule.Critical, resumeAt: rl.at,
+		lowerWorse: e.lowerWorse(), members: map[string]resumeLevel{e.key: rl}, quiet: quiet,
 		latched: len(c.criticals) >= c.cfg.LatchAfter,
 	}
 	// Slow start restarts from the budget before the breach began, not
@@ -504,19 +577,24 @@ func (c *Controller) startCritical(now time.Time, e ruleEval, budgetBefore float
 		Jobs: c.runningJobs(), Message: msg})
 }
 
+// checkQuiet ends the critical pause once every signal that went critical
+// during it has stayed under its resume level for the quiet period, and
+// no other signal is at its critical level.
 func (c *Controller) checkQuiet(now time.Time, evals []ruleEval, d *Decision) {
 	cp := c.critical
-	quiet := false
+	quiet := map[string]bool{}
+	calm := true
 	for _, e := range evals {
-		if e.key != cp.signal || e.unknown != "" {
-			continue
-		}
-		quiet = e.raw < cp.resumeAt && e.value < cp.resumeAt
-		if cp.lowerWorse {
-			quiet = e.raw > cp.resumeAt && e.value > cp.resumeAt
+		if rl, ok := cp.members[e.key]; ok {
+			quiet[e.key] = e.unknown == "" && rl.quiet(e)
+		} else if e.rule.Critical > 0 && e.unknown == "" && e.pastCritical() {
+			calm = false
 		}
 	}
-	if !quiet {
+	for key := range cp.members {
+		calm = calm && quiet[key]
+	}
+	if !calm {
 		cp.quietSince = time.Time{}
 		return
 	}
@@ -529,10 +607,12 @@ func (c *Controller) checkQuiet(now time.Time, evals []ruleEval, d *Decision) {
 	d.Events = append(d.Events, Event{Kind: EventRecovered, At: now, Signal: cp.signal, Threshold: cp.resumeAt,
 		Message: fmt.Sprintf("recovered: %s under %.3g for %s; work resumes at %.0f%% of the rate before the pause",
 			cp.signal, cp.resumeAt, now.Sub(cp.quietSince).Round(time.Second), 100*c.cfg.SlowStart)})
-	c.critical = nil
-	for _, oc := range c.overCritical {
-		oc.n = 0
+	for key := range cp.members {
+		if oc := c.overCritical[key]; oc != nil {
+			oc.n = 0
+		}
 	}
+	c.critical = nil
 }
 
 func (c *Controller) criticalReason(now time.Time) string {
@@ -579,42 +659,57 @@ func (c *Controller) leavePause(now time.Time, d *Decision) {
 	c.pause = nil
 	c.budget = c.clamp(before * c.cfg.SlowStart)
 	c.ceiling, c.ceilingAt = before, now
-	c.sinceChange, c.sinceCut = 0, 0
-	c.overTarget = false
+	c.changedAt, c.cutAt = now, now
+	c.overTarget, c.rawOver = false, 0
+}
+
+// readings are what one step saw, for control.
+type readings struct {
+	worst       ruleEval // the usable rule with the highest pressure
+	maxRaw      float64  // highest raw pressure of any usable sample
+	maxRawFresh float64  // the same over samples new at this step
+	anyFresh    bool
+	batches     int // batch attempts in the error window
+	errors      int
 }
 
 // control is the ordinary step: cut over target, hold in the deadband,
 // grow under it.
-func (c *Controller) control(now time.Time, worst ruleEval, maxRaw, errFrac float64, frozen bool, d *Decision) {
-	c.sinceChange++
-	c.sinceCut++
-	p, binding := worst.pressure, worst.key
-	// Failing batches cut like an ordinary breach, never an emergency one,
-	// and never below a quarter of the budget the errors began at: when
-	// errors do not depend on the rate, cutting further buys nothing.
-	errPressure := errFrac / c.cfg.MaxErrorFraction
-	errorsBind := errPressure > 1 && errPressure > p
+func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision) {
+	pSig, binding := r.worst.pressure, r.worst.key
+	// Batch errors: over MaxErrorFraction with enough batches to judge,
+	// they cut like a breach; with too few, they only stop growth.
+	errFrac := 0.0
+	if r.batches > 0 {
+		errFrac = float64(r.errors) / float64(r.batches)
+	}
+	errJudged := r.batches >= c.cfg.MinErrorBatches
+	errPressure := 0.0
+	if errJudged {
+		errPressure = errFrac / c.cfg.MaxErrorFraction
+	}
+	errorsBind := errPressure > 1 && errPressure > pSig
+	p := pSig
 	if errorsBind {
 		p, binding = min(errPressure, c.cfg.EmergencyPressure*0.99), "job_error_fraction"
-		if c.errorFloor == 0 {
-			c.errorFloor = c.budget * c.cfg.SlowStart
-		}
-	} else {
-		c.errorFloor = 0
 	}
 	d.Binding, d.Pressure = binding, p
 	if binding == "" {
 		d.Mode, d.Reason = ModeThrottled, "throttled: no rule has a usable signal; not growing"
 		return
 	}
-	// Over target: the smoothed pressure says so, or two raw samples in a
-	// row do (the smoothing would otherwise delay the cut by seconds).
-	if maxRaw > 1 {
-		c.rawOver++
-	} else {
-		c.rawOver = 0
+	// Over target: the smoothed pressure says so, or two new raw samples
+	// in a row do (the smoothing would otherwise delay the cut by
+	// seconds). A sample seen before is not a second reading.
+	if r.anyFresh {
+		if r.maxRawFresh > 1 {
+			c.rawOver++
+		} else {
+			c.rawOver = 0
+		}
 	}
-	over := p > 1 || (c.rawOver >= 2 && !errorsBind)
+	signalOver := pSig > 1 || c.rawOver >= 2
+	over := signalOver || errPressure > 1
 	if over && !c.overTarget {
 		// A new breach: remember the budget it began at. A recent, lower
 		// breach budget is kept: the lowest bad rate is the one to trust.
@@ -624,39 +719,57 @@ func (c *Controller) control(now time.Time, worst ruleEval, maxRaw, errFrac floa
 		c.ceilingAt = now
 	}
 	c.overTarget = over
+	// Errors alone never cut below a quarter of the budget they began at:
+	// when they do not depend on the rate, cutting further buys nothing.
+	// A signal over target cuts as far as it must.
+	floor := 0.0
+	switch {
+	case errPressure <= 1:
+		c.errorFloor = 0
+	case !signalOver:
+		if c.errorFloor == 0 {
+			c.errorFloor = c.budget * c.cfg.SlowStart
+		}
+		floor = c.errorFloor
+	}
 	describe := fmt.Sprintf("%s at %.2f of target", binding, p)
 	if errorsBind {
-		describe = fmt.Sprintf("%.0f%% of batches failed over %s (limit %.0f%%)", 100*errFrac, c.cfg.ErrorWindow, 100*c.cfg.MaxErrorFraction)
+		describe = fmt.Sprintf("%.0f%% of %d batches failed (limit %.0f%%)", 100*errFrac, r.batches, 100*c.cfg.MaxErrorFraction)
 	}
+	tick := c.cfg.Tick
 	switch {
-	case !errorsBind && (maxRaw >= c.cfg.EmergencyPressure || p >= c.cfg.EmergencyPressure):
-		c.cut(1-c.cfg.EmergencyCut, p, 0)
-		d.Mode, d.Reason = ModeThrottled, fmt.Sprintf("throttled: emergency cut by %.0f%%: %s (a sample at %.2f)", 100*c.cfg.EmergencyCut, describe, maxRaw)
-	case over && (c.sinceCut >= 2 || p > c.cutPressure):
-		f := max(1-c.cfg.MaxCut, min(0.95, 1/max(p, maxRaw)))
-		c.cut(f, p, c.errorFloor)
+	case pSig >= c.cfg.EmergencyPressure || r.maxRawFresh >= c.cfg.EmergencyPressure:
+		c.cut(now, 1-c.cfg.EmergencyCut, p, 0)
+		d.Mode, d.Reason = ModeThrottled, fmt.Sprintf("throttled: emergency cut by %.0f%%: %s (a sample at %.2f)",
+			100*c.cfg.EmergencyCut, describe, max(r.maxRawFresh, pSig))
+	case over && (now.Sub(c.cutAt) >= 2*tick-tick/2 || p > c.cutPressure):
+		f := max(1-c.cfg.MaxCut, min(0.95, 1/max(p, r.maxRawFresh)))
+		c.cut(now, f, p, floor)
 		d.Mode, d.Reason = ModeThrottled, fmt.Sprintf("throttled: cut by %.0f%%: %s", 100*(1-f), describe)
 	case over:
 		d.Mode, d.Reason = ModeThrottled, "throttled: "+describe+"; letting the last cut take effect"
-	case max(p, maxRaw) >= c.cfg.GrowBelow || over:
+	case max(pSig, r.maxRaw) >= c.cfg.GrowBelow:
 		d.Mode, d.Reason = ModeThrottled, "throttled: "+describe+"; holding"
+	case errFrac > c.cfg.MaxErrorFraction:
+		d.Mode, d.Reason = ModeThrottled, fmt.Sprintf("throttled: %s; holding: %d of the last %d batches failed", describe, r.errors, r.batches)
 	default:
 		d.Mode, d.Reason = ModeRunning, "running: "+describe
-		c.grow(now, max(p, maxRaw), frozen, d)
+		c.grow(now, max(pSig, r.maxRaw), frozen, d)
 	}
 }
 
 // cut multiplies the budget by factor, not below floor.
-func (c *Controller) cut(factor, p, floor float64) {
+func (c *Controller) cut(now time.Time, factor, p, floor float64) {
 	c.budget = c.clamp(max(c.budget*factor, min(floor, c.budget)))
-	c.sinceChange, c.sinceCut, c.cutPressure = 0, 0, p
+	c.changedAt, c.cutAt, c.cutPressure = now, now, p
 }
 
 // grow raises the budget toward the pressure at which it would reach
 // GrowBelow. Near the budget of the last breach it only probes, and only
 // with clear room: twice the deadband below GrowBelow.
 func (c *Controller) grow(now time.Time, p float64, frozen bool, d *Decision) {
-	if frozen || c.sinceChange < c.cfg.GrowEvery || c.budget >= c.cfg.MaxBudget {
+	every := time.Duration(c.cfg.GrowEvery) * c.cfg.Tick
+	if frozen || now.Sub(c.changedAt) < every-c.cfg.Tick/2 || c.budget >= c.cfg.MaxBudget {
 		return
 	}
 	if u := c.utilization(); u < c.cfg.MinUtilization {
@@ -679,7 +792,7 @@ func (c *Controller) grow(now time.Time, p float64, frozen bool, d *Decision) {
 		return
 	}
 	c.budget = c.clamp(c.budget * f)
-	c.sinceChange = 0
+	c.changedAt = now
 }
 
 func (c *Controller) utilization() float64 {

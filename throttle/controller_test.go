@@ -98,6 +98,7 @@ func TestNewValidatesAndNamesTheField(t *testing.T) {
 		{Config{MaxGrowth: 0.9}, "MaxGrowth 0.9 and ProbeGrowth 1.02 must be above 1"},
 		{Config{CriticalWindow: -1}, "CriticalWindow must be at least 1, got -1"},
 		{Config{Tick: -time.Second}, "Tick must be positive, got -1s"},
+		{Config{EmergencyPressure: 1.5}, `EmergencyPressure 1.5 must be below Rules["primary_load"]'s critical pressure 1.43`},
 		{Config{MaxBudget: math.NaN()}, "MaxBudget must be positive, got NaN"},
 	} {
 		_, err := New(tc.cfg)
@@ -143,8 +144,8 @@ func TestCutsWithinTwoTicksAndHoldsInTheDeadband(t *testing.T) {
 			t.Fatalf("in the deadband the budget moved %v -> %v (%s)", held, d.Budget, d.Reason)
 		}
 	}
-	// One raw sample at the emergency level cuts 75 % at once.
-	d = f.step(world{load: 0.68, raw: 1.1, used: 0.3})
+	// One raw sample at the emergency level (1.3x target) cuts 75 % at once.
+	d = f.step(world{load: 0.68, raw: 0.95, used: 0.3})
 	if math.Abs(d.Budget-held*0.25) > 1e-9 || !strings.Contains(d.Reason, "emergency") {
 		t.Fatalf("emergency: %v -> %v (%s)", held, d.Budget, d.Reason)
 	}

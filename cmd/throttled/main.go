@@ -36,6 +36,8 @@ func commands() []command {
 	return []command{
 		{"signals", "sample the primary's and replicas' health once, or --watch", runSignals},
 		{"demo", "run the signals live against a throwaway primary and replica", runDemo},
+		{"exec", "run an ad-hoc batch statement under the throttle until it affects no row", runExec},
+		{"migrate", "create or update throttled's tables (schema throttled)", runMigrate},
 		{"sim", "compare pacing policies on simulated scenarios", runSim},
 	}
 }

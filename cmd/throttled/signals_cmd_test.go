@@ -6,8 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +19,18 @@ import (
 	"github.com/throttled/throttled/signals"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain runs the tests, or, with THROTTLED_TEST_RUN_MAIN=1, runs this
+// binary as the throttled command itself, so tests can start it as a
+// separate process (and kill it).
+func TestMain(m *testing.M) {
+	if os.Getenv("THROTTLED_TEST_RUN_MAIN") == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	pgtest.Main(m)
+}
 
 func noEnv(string) string { return "" }
 

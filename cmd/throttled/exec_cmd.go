@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/internal/schema"
+	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
+)
+
+// exitInterrupted is exec's exit code after SIGINT or SIGTERM: stopped
+// between batches, nothing half-applied.
+const exitInterrupted = 130
+
+type execOptions struct {
+	primaryDSN, jobDSN string
+	replicaDSNs        listFlag
+	replicas           listFlag
+	cores              float64
+	job, sql           string
+	batch, minBatch    int
+	maxBatch           int
+	target, timeout    time.Duration
+	maxRate, initRate  float64
+	quiet              time.Duration
+	dryRun, noCheck    bool
+	allowSuperuser     bool
+	log                logFlags
+}
+
+func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer) (execOptions, error) {
+	var o execOptions
+	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+	fs.StringVar(&o.primaryDSN, "primary-dsn", "", "primary connection URL for sampling, as a role with pg_monitor (default $THROTTLED_PRIMARY_DSN)")
+	fs.StringVar(&o.jobDSN, "job-dsn", "", "connection URL the statement runs on (default: --primary-dsn; $THROTTLED_JOB_DSN)")
+	fs.Var(&o.replicaDSNs, "replica-dsn", "replica connection URL (repeatable)")
+	fs.Var(&o.replicas, "replica", "replica (slot or application_name) whose lag is required: missing or stale stops the job (repeatable)")
+	fs.Float64Var(&o.cores, "cores", 0, "the primary's CPU cores (required)")
+	fs.StringVar(&o.job, "job", "", "job name: its sessions carry application_name throttled:<job> (required)")
+	fs.StringVar(&o.sql, "sql", "", "the batch statement, with $1 for the batch size; run until it affects no row (required)")
+	fs.IntVar(&o.batch, "batch-size", 100, "first batch size")
+	fs.IntVar(&o.minBatch, "min-batch-size", 1, "smallest batch size")
+	fs.IntVar(&o.maxBatch, "max-batch-size", 10000, "largest batch size")
+	fs.DurationVar(&o.target, "target-batch-duration", time.Second, "batch duration the size adapts toward")
+	fs.DurationVar(&o.timeout, "statement-timeout", 5*time.Second, "statement_timeout of every batch")
+	fs.Float64Var(&o.maxRate, "max-rate", 10, "most batches per second, however healthy the primary")
+	fs.Float64Var(&o.initRate, "initial-rate", 0, "batches per second to start at (default a tenth of --max-rate)")
+	fs.DurationVar(&o.quiet, "quiet-period", 30*time.Second, "how long load must stay low before a critical pause ends")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "EXPLAIN the first batch and change nothing")
+	fs.BoolVar(&o.noCheck, "no-checkpoint", false, "do not record progress in throttled.checkpoints")
+	fs.BoolVar(&o.allowSuperuser, "allow-superuser", false, "allow sampling as a superuser (not recommended)")
+	o.log.register(fs)
+	if err := parse(fs, args, errOut); err != nil {
+		return o, err
+	}
+	o.primaryDSN = firstNonEmpty(o.primaryDSN, getenv("THROTTLED_PRIMARY_DSN"))
+	o.jobDSN = firstNonEmpty(o.jobDSN, getenv("THROTTLED_JOB_DSN"), o.primaryDSN)
+	var errs []error
+	if o.primaryDSN == "" {
+		errs = append(errs, errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN) is required"))
+	}
+	if !(o.cores > 0) || o.cores > 1e6 {
+		errs = append(errs, fmt.Errorf("--cores must be a positive number of CPU cores, got %v", o.cores))
+	}
+	if o.job == "" {
+		errs = append(errs, errors.New("--job is required"))
+	} else if err := throttle.Job(o.job).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--job: %w", err))
+	}
+	switch {
+	case strings.TrimSpace(o.sql) == "":
+		errs = append(errs, errors.New("--sql is required"))
+	case !strings.Contains(o.sql, "$1"):
+		errs = append(errs, errors.New("--sql must use $1 for the batch size (for example ... LIMIT $1)"))
+	}
+	if !(o.maxRate > 0) || o.maxRate > 1e6 {
+		errs = append(errs, fmt.Errorf("--max-rate must be a positive number of batches per second, got %v", o.maxRate))
+	}
+	if o.initRate == 0 {
+		o.initRate = o.maxRate / 10
+	}
+	if !(o.initRate > 0) || o.initRate > o.maxRate {
+		errs = append(errs, fmt.Errorf("--initial-rate must be positive and at most --max-rate %v, got %v", o.maxRate, o.initRate))
+	}
+	if o.quiet <= 0 {
+		errs = append(errs, fmt.Errorf("--quiet-period must be positive, got %s", o.quiet))
+	}
+	if len(errs) > 0 {
+		return o, fmt.Errorf("%w: %w", errUsage, errors.Join(errs...))
+	}
+	return o, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+func runExec(ctx context.Context, args []string, out, errOut io.Writer) int {
+	o, err := parseExecFlags(args, os.Getenv, errOut)
+	if err != nil {
+		return fail(errOut, "exec", err)
+	}
+	log, err := o.log.logger(errOut)
+	if err != nil {
+		return fail(errOut, "exec", err)
+	}
+	cfg := jobs.Config{
+		Name: o.job, InitialBatchSize: o.batch, MinBatchSize: o.minBatch, MaxBatchSize: o.maxBatch,
+		TargetBatchDuration: o.target, StatementTimeout: o.timeout, Checkpoint: !o.noCheck, MaxRate: o.maxRate,
+	}
+	if _, err := jobs.New(cfg, nil, noPacer{}, nil); err != nil {
+		return fail(errOut, "exec", fmt.Errorf("%w: %w", errUsage, err))
+	}
+	// The statement's own pool: few connections, every session tagged.
+	pcfg, err := pgxpool.ParseConfig(o.jobDSN)
+	if err != nil {
+		return fail(errOut, "exec", fmt.Errorf("%w: --job-dsn: %w", errUsage, err))
+	}
+	pcfg.MaxConns = 2
+	pcfg.ConnConfig.RuntimeParams["application_name"] = jobs.AppName(o.job)
+	pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fail(errOut, "exec", err)
+	}
+	defer pool.Close()
+
+	if o.dryRun {
+		return execDryRun(ctx, pool, o, out, errOut)
+	}
+	replicas := map[string]throttle.ReplicaPolicy{}
+	for _, r := range o.replicas {
+		replicas[r] = throttle.ReplicaRequired
+	}
+	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	client, err := throttled.Open(openCtx, throttled.Options{
+		PrimaryDSN: o.primaryDSN, ReplicaDSNs: o.replicaDSNs, Cores: o.cores,
+		Signals:    signals.Config{Replicas: o.replicas, AllowSuperuser: o.allowSuperuser},
+		Controller: throttle.Config{Replicas: replicas, MaxBudget: o.maxRate, InitialBudget: o.initRate, QuietPeriod: o.quiet},
+		Logger:     log,
+	})
+	cancel()
+	if err != nil {
+		return fail(errOut, "exec", err)
+	}
+	defer client.Close()
+	job, err := client.Job(cfg, pool, jobs.Statement(o.sql))
+	if err != nil {
+		return fail(errOut, "exec", err)
+	}
+
+	// Progress once a second: one line each, or one line rewritten in
+	// place on a terminal.
+	pctx, stopProgress := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { progress(pctx, out, job, client) })
+	err = job.Run(ctx)
+	stopProgress()
+	wg.Wait()
+	st := job.Status()
+	summary := fmt.Sprintf("%d rows in %d batches (%d retries, %d errors)", st.Rows, st.Batches, st.Retries, st.Errors)
+	switch {
+	case err == nil:
+		fmt.Fprintf(out, "done: %s\n", summary)
+		return exitOK
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintf(out, "interrupted between batches, nothing half-applied: %s\n", summary)
+		return exitInterrupted
+	}
+	fmt.Fprintf(out, "failed after %s\n", summary)
+	return fail(errOut, "exec", err)
+}
+
+// noPacer lets jobs.New validate a Config before anything connects.
+type noPacer struct{}
+
+func (noPacer) Wait(context.Context) (func(int64, time.Duration, error), error) {
+	return nil, errors.New("no pacer")
+}
+
+func progress(ctx context.Context, out io.Writer, job *jobs.Job, client *throttled.Client) {
+	f, isFile := out.(*os.File)
+	tty := isFile && isTerminal(f)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var lastRows int64
+	for {
+		select {
+		case <-ctx.Done():
+			if tty {
+				fmt.Fprintln(out)
+			}
+			return
+		case <-t.C:
+		}
+		st, d := job.Status(), client.Decision()
+		line := fmt.Sprintf("%s  rows %d (+%d/s)  batches %d  size %d  rate %.1f/s  %s  binding %s",
+			time.Now().Format("15:04:05"), st.Rows, st.Rows-lastRows, st.Batches, st.BatchSize, st.Rate, st.State, firstNonEmpty(d.Binding, "-"))
+		if st.State != jobs.StateRunning && st.Reason != "" {
+			line += "  (" + st.Reason + ")"
+		}
+		lastRows = st.Rows
+		if tty {
+			fmt.Fprintf(out, "\r\033[K%s", line)
+		} else {
+			fmt.Fprintln(out, line)
+		}
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// execDryRun explains the first batch inside a transaction it rolls back.
+func execDryRun(ctx context.Context, pool *pgxpool.Pool, o execOptions, out, errOut io.Writer) int {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fail(errOut, "exec", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", fmt.Sprint(o.timeout.Milliseconds())); err != nil {
+		return fail(errOut, "exec", err)
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN "+o.sql, o.batch)
+	if err != nil {
+		return fail(errOut, "exec", fmt.Errorf("explain: %w", err))
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fail(errOut, "exec", fmt.Errorf("explain: %w", err))
+	}
+	fmt.Fprintf(out, "dry run: the first batch ($1 = %d) would run:\n", o.batch)
+	for _, l := range plan {
+		fmt.Fprintln(out, "  "+l)
+	}
+	fmt.Fprintln(out, "nothing was changed")
+	return exitOK
+}
+
+func runMigrate(ctx context.Context, args []string, out, errOut io.Writer) int {
+	var dsn string
+	var lf logFlags
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.StringVar(&dsn, "dsn", "", "connection URL of the database to migrate (default $THROTTLED_PRIMARY_DSN)")
+	lf.register(fs)
+	if err := parse(fs, args, errOut); err != nil {
+		return fail(errOut, "migrate", err)
+	}
+	dsn = firstNonEmpty(dsn, os.Getenv("THROTTLED_PRIMARY_DSN"))
+	if dsn == "" {
+		return fail(errOut, "migrate", fmt.Errorf("%w: --dsn (or THROTTLED_PRIMARY_DSN) is required", errUsage))
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	conn, err := pgx.Connect(cctx, dsn)
+	cancel()
+	if err != nil {
+		return fail(errOut, "migrate", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	applied, err := schema.Migrate(ctx, conn)
+	if err != nil {
+		return fail(errOut, "migrate", err)
+	}
+	if len(applied) == 0 {
+		fmt.Fprintf(out, "schema %s is up to date (%d migrations)\n", schema.Name, len(schema.Migrations()))
+		return exitOK
+	}
+	for _, m := range applied {
+		fmt.Fprintf(out, "applied %04d_%s\n", m.Version, m.Name)
+	}
+	return exitOK
+}

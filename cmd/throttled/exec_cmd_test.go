@@ -1,0 +1,323 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/internal/pgtest"
+)
+
+const deleteOld = `DELETE FROM %[1]s WHERE id IN (SELECT id FROM %[1]s WHERE created_at < now() - interval '30 days' ORDER BY id LIMIT $1)`
+
+// oldNew creates table with n rows, every other one 60 days old, and
+// returns how many are older than 30 days.
+func oldNew(t *testing.T, admin *pgx.Conn, table string, n int) int64 {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range []string{
+		"DROP TABLE IF EXISTS " + table,
+		"CREATE TABLE " + table + " (id bigint PRIMARY KEY, created_at timestamptz NOT NULL)",
+		fmt.Sprintf(`INSERT INTO %s SELECT g, CASE WHEN g %% 2 = 0 THEN now() - interval '60 days' ELSE now() END FROM generate_series(1, %d) g`, table, n),
+		"DELETE FROM throttled.checkpoints WHERE job = '" + strings.ReplaceAll(table, "_", "-") + "'",
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil && !strings.Contains(err.Error(), "throttled.checkpoints") {
+			t.Fatal(err)
+		}
+	}
+	return oldCount(t, admin, table)
+}
+
+func oldCount(t *testing.T, admin *pgx.Conn, table string) int64 {
+	t.Helper()
+	var n int64
+	if err := admin.QueryRow(context.Background(), "SELECT count(*) FROM "+table+" WHERE created_at < now() - interval '30 days'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func checkpoint(admin *pgx.Conn, job string) (rows, batches int64, err error) {
+	err = admin.QueryRow(context.Background(), "SELECT rows, batches FROM throttled.checkpoints WHERE job = $1", job).Scan(&rows, &batches)
+	return rows, batches, err
+}
+
+func execArgs(c *pgcluster.Cluster, job, table string, extra ...string) []string {
+	return append([]string{"exec", "--primary-dsn", c.Primary.DSN(pgcluster.RoleMonitor), "--job-dsn", c.Primary.DSN(pgcluster.RoleAdmin),
+		"--cores", "2", "--job", job, "--sql", fmt.Sprintf(deleteOld, table)}, extra...)
+}
+
+func TestParseExecFlags(t *testing.T) {
+	base := []string{"--primary-dsn", "postgres://h/db", "--cores", "2", "--job", "purge", "--sql", "DELETE FROM t WHERE id IN (SELECT id FROM t LIMIT $1)"}
+	if o, err := parseExecFlags(base, noEnv, io.Discard); err != nil || o.jobDSN != "postgres://h/db" || o.initRate != 1 {
+		t.Fatalf("%+v, %v", o, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cores", "2"}, "--primary-dsn (or THROTTLED_PRIMARY_DSN) is required"},
+		{append(base, "--job", "Purge Now"), `--job: throttle: invalid job name "Purge Now"`},
+		{append(base, "--sql", "DELETE FROM t"), "--sql must use $1 for the batch size"},
+		{append(base, "--max-rate", "0"), "--max-rate must be a positive number"},
+		{append(base, "--initial-rate", "50"), "--initial-rate must be positive and at most --max-rate 10, got 50"},
+		{append(base, "--quiet-period", "0s"), "--quiet-period must be positive"},
+		{append(base, "--cores", "-3"), "--cores must be a positive number of CPU cores, got -3"},
+	} {
+		if _, err := parseExecFlags(tc.args, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want %q", tc.args[len(tc.args)-2:], err, tc.want)
+		}
+	}
+	var errOut bytes.Buffer
+	if code := run(context.Background(), append([]string{"exec"}, append(base, "--max-batch-size", "-5")...), io.Discard, &errOut); code != exitUsage ||
+		!strings.Contains(errOut.String(), "MaxBatchSize -5 must not be below MinBatchSize 1") {
+		t.Fatalf("bad batch bounds: exit %d, %s", code, errOut.String())
+	}
+}
+
+func FuzzParseExecFlags(f *testing.F) {
+	f.Add("--primary-dsn p --cores 2 --job purge --sql $1 --max-rate 5 --initial-rate 1")
+	f.Add("--cores NaN --max-rate Inf --job a.b-c_d --sql x$1")
+	f.Fuzz(func(t *testing.T, line string) {
+		o, err := parseExecFlags(strings.Fields(line), noEnv, io.Discard)
+		if err != nil {
+			return
+		}
+		if !(o.cores > 0) || !(o.maxRate > 0) || !(o.initRate > 0) || o.initRate > o.maxRate || !strings.Contains(o.sql, "$1") || o.primaryDSN == "" {
+			t.Fatalf("accepted %q as %+v", line, o)
+		}
+	})
+}
+
+func TestExecDeletesExactlyTheOldRows(t *testing.T) {
+	c := pgtest.Cluster(t)
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	old := oldNew(t, admin, "exec_all", 200_000)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), execArgs(c, "exec-all", "exec_all", "--max-rate", "50", "--initial-rate", "50",
+		"--batch-size", "2000", "--max-batch-size", "20000", "--target-batch-duration", "300ms"), &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	var oldLeft, recent int64
+	if err := admin.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE created_at < now() - interval '30 days'),
+		count(*) FILTER (WHERE created_at >= now() - interval '30 days') FROM exec_all`).Scan(&oldLeft, &recent); err != nil {
+		t.Fatal(err)
+	}
+	if oldLeft != 0 || recent != 100_000 {
+		t.Fatalf("left %d old rows (want 0) and %d recent (want 100000)", oldLeft, recent)
+	}
+	rows, _, err := checkpoint(admin, "exec-all")
+	if err != nil || rows != old {
+		t.Fatalf("checkpoint rows %d, %v; want %d", rows, err, old)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("done: %d rows in", old)) {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}
+
+func TestExecDryRunChangesNothing(t *testing.T) {
+	c := pgtest.Cluster(t)
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	old := oldNew(t, admin, "exec_dry", 1000)
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), execArgs(c, "exec-dry", "exec_dry", "--dry-run"), &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "Delete on exec_dry") || !strings.Contains(out.String(), "nothing was changed") {
+		t.Fatalf("dry run output:\n%s", out.String())
+	}
+	if n := oldCount(t, admin, "exec_dry"); n != old {
+		t.Fatalf("dry run deleted %d rows", old-n)
+	}
+}
+
+func TestExecStopsOnANonRetryableError(t *testing.T) {
+	c := pgtest.Cluster(t)
+	var out, errOut bytes.Buffer
+	args := []string{"exec", "--primary-dsn", c.Primary.DSN(pgcluster.RoleMonitor), "--job-dsn", c.Primary.DSN(pgcluster.RoleAdmin),
+		"--cores", "2", "--job", "exec-broken", "--initial-rate", "5", "--sql", "DELETE FROM no_such_table WHERE id < $1"}
+	code := run(context.Background(), args, &out, &errOut)
+	if code != exitError || !strings.Contains(errOut.String(), "not retryable") || !strings.Contains(errOut.String(), "no_such_table") {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+}
+
+func TestExecResumesAfterSIGKILLWithNothingAppliedTwice(t *testing.T) {
+	c := pgtest.Cluster(t)
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	old := oldNew(t, admin, "exec_kill", 60_000)
+	args := execArgs(c, "exec-kill", "exec_kill", "--max-rate", "10", "--initial-rate", "10", "--batch-size", "500", "--max-batch-size", "500")
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "THROTTLED_TEST_RUN_MAIN=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 30*time.Second, func() error {
+		if _, b, err := checkpoint(admin, "exec-kill"); err != nil || b < 10 {
+			return fmt.Errorf("%d batches committed, %v", b, err)
+		}
+		return nil
+	})
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	// The killed process's session goes away and its open batch rolls back.
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		var n int
+		err := admin.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'throttled:exec-kill'").Scan(&n)
+		if err == nil && n > 0 {
+			err = errors.New("the killed job's session is still there")
+		}
+		return err
+	})
+	rowsAtKill, batchesAtKill, err := checkpoint(admin, "exec-kill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deleted := old - oldCount(t, admin, "exec_kill"); deleted != rowsAtKill {
+		t.Fatalf("after SIGKILL %d rows are gone but the checkpoint says %d: batch and checkpoint are not one transaction", deleted, rowsAtKill)
+	}
+	if rowsAtKill >= old {
+		t.Fatalf("the job finished before the kill (%d of %d rows)", rowsAtKill, old)
+	}
+	t.Logf("killed after %d batches, %d rows\n%s", batchesAtKill, rowsAtKill, out.String())
+
+	var out2, errOut bytes.Buffer
+	if code := run(context.Background(), args, &out2, &errOut); code != exitOK {
+		t.Fatalf("rerun: exit %d: %s", code, errOut.String())
+	}
+	rows, batches, err := checkpoint(admin, "exec-kill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := oldCount(t, admin, "exec_kill"); n != 0 || rows != old {
+		t.Fatalf("after the rerun: %d old rows left, checkpoint rows %d (want 0 and %d)", n, rows, old)
+	}
+	// 500 rows a batch: every row deleted exactly once means exactly
+	// old/500 full batches, plus the final empty one.
+	if want := old/500 + 1; batches != want {
+		t.Fatalf("%d batches recorded; want %d (%d rows / 500, plus the last, empty one)", batches, want, old)
+	}
+}
+
+func TestExecPausesUnderCriticalLoadAndResumes(t *testing.T) {
+	c := pgtest.Cluster(t)
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	oldNew(t, admin, "exec_load", 100_000)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var errOut bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, execArgs(c, "exec-load", "exec_load", "--max-rate", "10", "--initial-rate", "10", "--batch-size", "20",
+			"--max-batch-size", "20", "--quiet-period", "2s"), io.Discard, &errOut)
+	}()
+	progressed := func(min int64) func() error {
+		return func() error {
+			if r, _, err := checkpoint(admin, "exec-load"); err != nil || r < min {
+				return fmt.Errorf("rows %d, %v", r, err)
+			}
+			return nil
+		}
+	}
+	pgtest.Eventually(t, 20*time.Second, progressed(200))
+
+	load, err := c.CPULoad(context.Background(), 2, time.Minute, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer load.Stop()
+	// Critical after 3 samples at 1.0: the deletes stop within a few
+	// seconds and stay stopped while the load lasts.
+	var last int64
+	var lastChange time.Time
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		r, _, err := checkpoint(admin, "exec-load")
+		if err != nil {
+			return err
+		}
+		if r != last {
+			last, lastChange = r, time.Now()
+		}
+		if time.Since(lastChange) < 2*time.Second {
+			return fmt.Errorf("still deleting: %d rows", r)
+		}
+		return nil
+	})
+	stopped := last
+	steady(t, 3*time.Second, func() error {
+		if r, _, _ := checkpoint(admin, "exec-load"); r != stopped {
+			return fmt.Errorf("deleted %d rows during critical load", r-stopped)
+		}
+		return nil
+	})
+	if err := load.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 30*time.Second, progressed(stopped+100))
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitInterrupted {
+			t.Fatalf("exit %d after cancel: %s", code, errOut.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("exec did not stop after cancel")
+	}
+	// Interrupted between batches: the checkpoint matches the table.
+	rows, _, _ := checkpoint(admin, "exec-load")
+	if deleted := int64(50_000) - oldCount(t, admin, "exec_load"); deleted != rows {
+		t.Fatalf("%d rows deleted, checkpoint says %d", deleted, rows)
+	}
+}
+
+func TestMigrateCommand(t *testing.T) {
+	c := pgtest.Cluster(t)
+	var out, errOut bytes.Buffer
+	for range 2 {
+		out.Reset()
+		if code := run(context.Background(), []string{"migrate", "--dsn", c.Primary.DSN(pgcluster.RoleAdmin)}, &out, &errOut); code != exitOK {
+			t.Fatalf("exit %d: %s", code, errOut.String())
+		}
+	}
+	if !strings.Contains(out.String(), "is up to date") {
+		t.Fatalf("second migrate: %s", out.String())
+	}
+	if code := run(context.Background(), []string{"migrate"}, &out, &errOut); code != exitUsage {
+		t.Fatalf("migrate without a DSN: exit %d", code)
+	}
+}
+
+// steady checks cond every 50 ms for d and fails the test the first time
+// it does not hold.
+func steady(t *testing.T, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := cond(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-deadline.C:
+			return
+		case <-tick.C:
+		}
+	}
+}

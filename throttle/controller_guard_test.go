@@ -1,0 +1,244 @@
+package throttle
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/throttled/throttled/signals"
+)
+
+// stepSnap reports full use like step, then steps with s.
+func (f *fixture) stepSnap(s signals.Snapshot) Decision {
+	f.t.Helper()
+	for j, jd := range f.last.Jobs {
+		for range int(math.Round(jd.Rate)) {
+			f.c.Report(j, Feedback{Rows: 100, Duration: 50 * time.Millisecond})
+		}
+	}
+	f.tick++
+	s.At = at(f.tick)
+	f.last = f.c.Step(at(f.tick), s)
+	return f.last
+}
+
+// growthDue steps at low load until the budget grows, then two more ticks:
+// the next tick is one where growth would be due.
+func growthDue(f *fixture) float64 {
+	prev := f.step(world{load: 0.2, used: 0.3}).Budget
+	for f.step(world{load: 0.2, used: 0.3}).Budget <= prev {
+		prev = f.last.Budget
+	}
+	f.steps(2, world{load: 0.2, used: 0.3})
+	return f.last.Budget
+}
+
+// a required signal with no new sample freezes growth even when jobs use their budget.
+func TestGuardMissedTickFreeze(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 1000, InitialBudget: 10})
+	before := growthDue(f)
+	old := snap(at(f.tick), world{load: 0.2, used: 0.3}) // last tick's sample again
+	if d := f.stepSnap(old); d.Budget > before {
+		t.Fatalf("grew %v -> %v on a repeated sample", before, d.Budget)
+	}
+}
+
+// an optional replica unknown freezes growth (jobs busy).
+func TestGuardOptionalUnknownFreezes(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 1000, InitialBudget: 10})
+	before := growthDue(f)
+	s := snap(at(f.tick+1), world{load: 0.2, used: 0.3})
+	s.Samples[2].Err = errors.New("missing")
+	if d := f.stepSnap(s); d.Budget > before {
+		t.Fatalf("grew %v -> %v while an optional replica is unknown", before, d.Budget)
+	}
+}
+
+// a held job is not listed as running in a page.
+func TestGuardHeldJobNotInPage(t *testing.T) {
+	holds := fakeHolds{}
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40, Holds: holds}, JobConfig{Name: "purge"}, JobConfig{Name: "archive"})
+	f.steps(3, world{load: 0.5, used: 0.3})
+	holds["archive"] = true
+	f.step(world{load: 0.5, used: 0.3})
+	for range 3 {
+		for _, e := range f.step(world{load: 0.9, raw: 1.1, used: 0.3}).Events {
+			for _, jr := range e.Jobs {
+				if jr.Job == "archive" {
+					t.Fatalf("page lists held job archive at %v", jr.Rate)
+				}
+			}
+		}
+	}
+}
+
+// one critical sample seen on three ticks is one sample.
+func TestGuardCriticalSameSampleOnce(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40})
+	f.steps(3, world{load: 0.5, used: 0.3})
+	s := snap(at(f.tick+1), world{load: 0.9, raw: 1.1, used: 0.3})
+	for range 3 {
+		f.tick++
+		if d := f.c.Step(at(f.tick), s); d.Mode == ModeCritical {
+			t.Fatal("one critical sample, seen three times, paused everything")
+		}
+	}
+}
+
+// quiet needs the smoothed value under the resume level too.
+func TestGuardQuietNeedsSmoothed(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40})
+	f.steps(3, world{load: 0.5, raw: 1.1, used: 0.3})
+	if d := f.steps(60, world{load: 0.6, raw: 0.3, used: 0.3}); d.Mode != ModeCritical {
+		t.Fatal("resumed with the smoothed load over the resume level")
+	}
+}
+
+// a job released from its own hold ramps from a quarter of its rate.
+func TestGuardPerJobRamp(t *testing.T) {
+	holds := fakeHolds{}
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40, Holds: holds}, JobConfig{Name: "purge"}, JobConfig{Name: "archive"})
+	f.steps(3, world{load: 0.5, used: 0.3})
+	before := f.last.Jobs["purge"].Rate
+	holds["purge"] = true
+	f.steps(2, world{load: 0.5, used: 0.3})
+	delete(holds, "purge")
+	if r := f.step(world{load: 0.5, used: 0.3}).Jobs["purge"].Rate; r > before*0.25+1e-9 {
+		t.Fatalf("released job at %v; want at most a quarter of %v", r, before)
+	}
+}
+
+// Resume skips the quiet period.
+func TestGuardResumeSkipsQuiet(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 60, QuietPeriod: 2 * time.Second})
+	for range 3 {
+		f.steps(3, world{load: 0.5, raw: 1.2, used: 0.3})
+		for f.step(world{load: 0.2, used: 0.3}).Mode == ModeCritical && !f.last.Latched {
+		}
+	}
+	if !f.last.Latched {
+		t.Fatal("not latched")
+	}
+	f.c.Resume(at(f.tick), "alice")
+	if d := f.step(world{load: 0.2, used: 0.3}); d.Mode == ModeCritical {
+		t.Fatalf("after Resume, under the resume level: %s", d.Reason)
+	}
+}
+
+// critical pauses older than LatchWindow do not count toward the latch.
+func TestGuardLatchWindowPrunes(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 60, QuietPeriod: time.Second, LatchWindow: time.Minute})
+	for range 3 {
+		f.steps(3, world{load: 0.5, raw: 1.2, used: 0.3})
+		for f.step(world{load: 0.2, used: 0.3}).Mode == ModeCritical && !f.last.Latched {
+		}
+		f.steps(120, world{load: 0.2, used: 0.3})
+	}
+	if f.last.Latched {
+		t.Fatal("three critical pauses two minutes apart latched with a one-minute window")
+	}
+}
+
+// K21/K35: an idle job's share is lent to the busy one.
+func TestGuardIdleShareLent(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40}, JobConfig{Name: "busy"}, JobConfig{Name: "idle"})
+	var d Decision
+	for range 10 {
+		for range int(f.last.Jobs["busy"].Rate) {
+			f.c.Report("busy", Feedback{Duration: time.Millisecond})
+		}
+		f.tick++
+		d = f.c.Step(at(f.tick), snap(at(f.tick), world{load: 0.8, used: 0.3})) // hold the budget still
+		f.last = d
+	}
+	if d.Jobs["busy"].Rate < 0.9*d.Budget {
+		t.Fatalf("busy job gets %v of %v with the other idle", d.Jobs["busy"].Rate, d.Budget)
+	}
+}
+
+// an ordinary cut removes at most MaxCut.
+func TestGuardCutBounded(t *testing.T) {
+	// Pressure 1.25 asks for a cut to 80 %; MaxCut 0.1 allows 10 %.
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40, MaxCut: 0.1})
+	before := f.steps(3, world{load: 0.5, used: 0.3}).Budget
+	if d := f.step(world{load: 0.875, raw: 0.5, used: 0.3}); d.Budget < before*0.9-1e-9 || d.Budget >= before {
+		t.Fatalf("cut %v -> %v at pressure 1.25 with MaxCut 0.1; want a cut of at most 10%%", before, d.Budget)
+	}
+}
+
+// two raw samples over target in a row cut though the smoothed value is under.
+func TestGuardTwoRawSamplesCut(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40})
+	before := f.steps(3, world{load: 0.5, used: 0.3}).Budget
+	f.steps(2, world{load: 0.6, raw: 0.8, used: 0.3})
+	if f.last.Budget >= before {
+		t.Fatalf("two raw samples at 1.14x target: budget %v -> %v", before, f.last.Budget)
+	}
+}
+
+// after a cut, the same pressure waits a tick for it to take effect.
+func TestGuardCutSpacing(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40})
+	f.steps(3, world{load: 0.5, used: 0.3})
+	cut := f.step(world{load: 0.84, raw: 0.6, used: 0.3}).Budget
+	if d := f.step(world{load: 0.84, raw: 0.6, used: 0.3}); d.Budget != cut {
+		t.Fatalf("cut again %v -> %v the next tick at the same pressure", cut, d.Budget)
+	}
+}
+
+// a second breach at a lower budget lowers the ceiling.
+func TestGuardCeilingLowered(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 50})
+	f.steps(3, world{load: 0.5, used: 0.3})
+	f.step(world{load: 0.8, used: 0.3}) // breach at 50
+	f.step(world{load: 0.5, used: 0.3})
+	second := f.last.Budget
+	f.step(world{load: 0.8, used: 0.3}) // breach again, lower
+	for range 50 {
+		if d := f.step(world{load: 0.3, used: 0.3}); d.Budget > 0.9*second+1e-9 {
+			t.Fatalf("grew to %v within a minute of a breach at %v", d.Budget, second)
+		}
+	}
+}
+
+// after a pause, growth stops short of the budget before it for a while.
+func TestGuardCeilingAfterPause(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40})
+	before := f.steps(3, world{load: 0.3, used: 0.3}).Budget
+	f.step(world{load: 0.3, used: 0.3, age: 5 * time.Second})
+	for range 50 {
+		if d := f.step(world{load: 0.3, used: 0.3}); d.Budget > 0.9*before+1e-9 {
+			t.Fatalf("grew back to %v within a minute of a pause at %v", d.Budget, before)
+		}
+	}
+}
+
+// growth tapers as pressure nears GrowBelow.
+func TestGuardGrowthTapers(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 1000, InitialBudget: 10})
+	prev := f.steps(1, world{load: 0.63, used: 0.3}).Budget // 0.9 of target
+	for range 20 {
+		d := f.step(world{load: 0.63, used: 0.3})
+		if d.Budget > prev*0.95/0.9+1e-9 {
+			t.Fatalf("grew %v -> %v at pressure 0.9", prev, d.Budget)
+		}
+		prev = d.Budget
+	}
+}
+
+// a few failures among few batches (under MinErrorBatches) do not cut.
+func TestGuardMinErrorBatches(t *testing.T) {
+	c, _ := New(Config{MaxBudget: 100, InitialBudget: 40})
+	_ = c.Register(JobConfig{Name: "purge"})
+	for i := range 10 {
+		var err error
+		if i < 2 {
+			err = errors.New("x")
+		}
+		c.Report("purge", Feedback{Err: err})
+	}
+	if d := c.Step(at(1), snap(at(1), world{load: 0.5, used: 0.3})); d.Budget < 40 {
+		t.Fatalf("2 failures in 10 batches cut 40 -> %v", d.Budget)
+	}
+}
