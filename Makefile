@@ -9,7 +9,8 @@ BIN      := bin/throttled
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := \
 	./signals:FuzzConninfoValue \
-	./cmd/throttled:FuzzParseSignalsFlags
+	./cmd/throttled:FuzzParseSignalsFlags \
+	./cmd/throttled:FuzzParseExecFlags
 
 .PHONY: help
 help: ## list the targets

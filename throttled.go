@@ -131,6 +131,20 @@ func (c *Client) decide(ctx context.Context) {
 // Job registers a job with the controller and returns it, paced. db and
 // fn may be nil for a job driven through jobs.Job.Acquire.
 func (c *Client) Job(cfg jobs.Config, db jobs.DB, fn jobs.BatchFunc) (*jobs.Job, error) {
+	p, err := c.Pacer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = c.log.Named("jobs")
+	}
+	return jobs.New(cfg, db, p, fn)
+}
+
+// Pacer registers a job with the controller and returns its pacer, for
+// callers that take tokens themselves (pacer.Wait before each batch, the
+// returned function after it) or hand it to the River middleware.
+func (c *Client) Pacer(cfg jobs.Config) (*throttle.Pacer, error) {
 	name := throttle.Job(cfg.Name)
 	if err := name.Validate(); err != nil {
 		return nil, err
@@ -138,10 +152,7 @@ func (c *Client) Job(cfg jobs.Config, db jobs.DB, fn jobs.BatchFunc) (*jobs.Job,
 	if err := c.ctl.Register(throttle.JobConfig{Name: name, Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate}); err != nil {
 		return nil, err
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = c.log.Named("jobs")
-	}
-	return jobs.New(cfg, db, c.ls.Pacer(c.ctl, name), fn)
+	return c.ls.Pacer(c.ctl, name), nil
 }
 
 // Decision returns the latest decision.

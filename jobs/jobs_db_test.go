@@ -3,8 +3,12 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +22,38 @@ import (
 	"github.com/throttled/throttled/throttle"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain runs the tests or, with THROTTLED_TEST_JOB_DSN set, one
+// DeleteOlderThan job as a separate process that a test can kill.
+func TestMain(m *testing.M) {
+	if dsn := os.Getenv("THROTTLED_TEST_JOB_DSN"); dsn != "" {
+		os.Exit(runKillableJob(dsn))
+	}
+	pgtest.Main(m)
+}
+
+const killTable, killJob, killWindow = "sessions_kill", "purge-kill", 1000
+
+func runKillableJob(dsn string) int {
+	ctx := context.Background()
+	db, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return 1
+	}
+	defer db.Close()
+	fn, err := jobs.DeleteOlderThan(ctx, db, killTable, "created_at", "id", 30*24*time.Hour)
+	if err != nil {
+		return 1
+	}
+	j, err := jobs.New(jobs.Config{Name: killJob, Checkpoint: true, MinBatchSize: killWindow, MaxBatchSize: killWindow, InitialBatchSize: killWindow},
+		db, newFixedPacer(10, 1), fn)
+	if err != nil {
+		return 1
+	}
+	if err := j.Run(ctx); err != nil {
+		return 1
+	}
+	return 0
+}
 
 // pool opens a pool on the primary as the admin role (jobs write; the
 // sampler is the one that must not be a superuser).
@@ -357,5 +392,91 @@ func steady(t *testing.T, d time.Duration, cond func() error) {
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// TestDeleteOlderThanResumesAfterSIGKILL kills the job process mid-run and
+// runs it again: the key windows are fixed (1000 keys), so 60 000 rows
+// take exactly 60 windows plus the final empty one, however often the job
+// is killed. One more batch would mean a window applied twice.
+func TestDeleteOlderThanResumesAfterSIGKILL(t *testing.T) {
+	c := pgtest.Cluster(t)
+	db := pool(t, c)
+	ctx := context.Background()
+	old := table(t, db, killTable, 60_000)
+	if _, err := db.Exec(ctx, "DELETE FROM throttled.checkpoints WHERE job = $1", killJob); err != nil && !strings.Contains(err.Error(), "does not exist") {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "THROTTLED_TEST_JOB_DSN="+c.Primary.DSN(pgcluster.RoleAdmin))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint := func() (position string, rows, batches int64, err error) {
+		var p *string
+		err = db.QueryRow(ctx, "SELECT position, rows, batches FROM throttled.checkpoints WHERE job = $1", killJob).Scan(&p, &rows, &batches)
+		if p != nil {
+			position = *p
+		}
+		return position, rows, batches, err
+	}
+	pgtest.Eventually(t, 30*time.Second, func() error {
+		if _, _, b, err := checkpoint(); err != nil || b < 10 {
+			return errors.New("fewer than 10 batches committed")
+		}
+		return nil
+	})
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		var n int
+		if err := db.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", jobs.AppName(killJob)).Scan(&n); err != nil || n > 0 {
+			return errors.New("the killed job's session is still there")
+		}
+		return nil
+	})
+	position, rows, batches, err := checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, _ := strconv.ParseInt(position, 10, 64)
+	// Exactly the old rows up to the checkpoint are gone: not one beyond
+	// it, not one before it left.
+	var goneBefore, leftBefore, goneAfter int64
+	if err := db.QueryRow(ctx, `SELECT
+		$2::bigint / 2 - count(*) FILTER (WHERE id <= $2 AND created_at < now() - interval '30 days'),
+		count(*) FILTER (WHERE id <= $2 AND created_at < now() - interval '30 days'),
+		$1::bigint - $2::bigint / 2 - count(*) FILTER (WHERE id > $2 AND created_at < now() - interval '30 days')
+		FROM `+killTable, old, pos).Scan(&goneBefore, &leftBefore, &goneAfter); err != nil {
+		t.Fatal(err)
+	}
+	if leftBefore != 0 || goneAfter != 0 || goneBefore != rows || pos != batches*killWindow {
+		t.Fatalf("killed at position %d after %d batches: %d rows recorded, %d gone before it, %d left before it, %d gone after it",
+			pos, batches, rows, goneBefore, leftBefore, goneAfter)
+	}
+	fn, err := jobs.DeleteOlderThan(ctx, db, killTable, "created_at", "id", 30*24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := jobs.New(jobs.Config{Name: killJob, Checkpoint: true, MinBatchSize: killWindow, MaxBatchSize: killWindow, InitialBatchSize: killWindow},
+		db, newFixedPacer(1000, 1), fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, rows, batches, err = checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldLeft, recent := counts(t, db, killTable)
+	if oldLeft != 0 || recent != 30_000 || rows != old {
+		t.Fatalf("after the rerun: %d old rows left, %d recent (want 30000), checkpoint rows %d (want %d)", oldLeft, recent, rows, old)
+	}
+	if batches != 61 {
+		t.Fatalf("%d batches recorded; want 61 (60 windows of 1000 keys and the final empty one)", batches)
 	}
 }

@@ -32,7 +32,9 @@ import (
 //     when one sample reaches EmergencyPressure. Under GrowBelow, with every
 //     signal fresh and the jobs using most of their budget, it grows at
 //     most every GrowEvery ticks by at most MaxGrowth, tapering as pressure
-//     nears GrowBelow, and only by ProbeGrowth past 90 % of the lowest
+//     nears GrowBelow (but doubling, like TCP's slow start, while under
+//     half the budget before the last pause with plenty of room), and only
+//     by ProbeGrowth past 90 % of the lowest
 //     budget at which a breach happened in the last BreachMemory, after a
 //     calm tenth of it. Between GrowBelow and 1 it holds. Over target means
 //     the smoothed pressure over 1, or two raw samples in a row over 1.
@@ -56,6 +58,7 @@ type Controller struct {
 	rawOver      int       // consecutive ticks with a raw sample over target
 	ceiling      float64   // budget at which the last breach began
 	ceilingAt    time.Time
+	ssthresh     float64              // slow-start threshold: the budget before the last pause
 	lastAt       map[string]time.Time // last sample time seen, per rule key
 	overCritical map[string]*overCount
 	critical     *criticalPause
@@ -417,7 +420,7 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 // updateUsage folds the reports since the last step into each job's usage
 // and the error window, and returns the batches and errors in the window.
 func (c *Controller) updateUsage(now time.Time, dt time.Duration) (batches, errs int) {
-	alpha := 1 - math.Exp(-float64(dt)/float64(5*time.Second))
+	alpha := 1 - math.Exp(-float64(dt)/float64(usageTau))
 	tick := errTick{at: now}
 	for _, s := range c.jobs {
 		inst := float64(s.batches) / dt.Seconds()
@@ -656,9 +659,14 @@ func (c *Controller) leavePause(now time.Time, d *Decision) {
 	case ModePaused:
 		d.Events = append(d.Events, Event{Kind: EventUnpaused, At: now, Message: "holds released"})
 	}
+	// A critical pause is a breach at the budget it began at; a stale
+	// signal or a hold says nothing against the budget before it.
+	if c.pause.mode == ModeCritical {
+		c.ceiling, c.ceilingAt = before, now
+	}
 	c.pause = nil
 	c.budget = c.clamp(before * c.cfg.SlowStart)
-	c.ceiling, c.ceilingAt = before, now
+	c.ssthresh = before
 	c.changedAt, c.cutAt = now, now
 	c.overTarget, c.rawOver = false, 0
 }
@@ -772,11 +780,19 @@ func (c *Controller) grow(now time.Time, p float64, frozen bool, d *Decision) {
 	if frozen || now.Sub(c.changedAt) < every-c.cfg.Tick/2 || c.budget >= c.cfg.MaxBudget {
 		return
 	}
-	if u := c.utilization(); u < c.cfg.MinUtilization {
+	// Use is measured over about 5 s; a budget of under two batches in
+	// that time cannot show it, and a job that waits that long for its
+	// next token is not idle.
+	if u := c.utilization(); u < c.cfg.MinUtilization && c.budget*usageTau.Seconds() >= 2 {
 		d.Reason += fmt.Sprintf("; not growing: jobs use %.0f%% of the budget", 100*u)
 		return
 	}
 	f := min(c.cfg.MaxGrowth, c.cfg.GrowBelow/max(p, 1e-3))
+	if c.budget < c.ssthresh/2 && p < c.cfg.GrowBelow/2 {
+		// Slow start, as TCP's: after a pause, far under the budget before
+		// it and with plenty of room, double each step up to half of it.
+		f = min(2, c.cfg.GrowBelow/max(p, 1e-3), c.ssthresh/2/c.budget)
+	}
 	if now.Sub(c.ceilingAt) < c.cfg.BreachMemory && c.ceiling > 0 {
 		safe := 0.9 * c.ceiling
 		switch {
@@ -855,6 +871,9 @@ func (c *Controller) runningJobs() []JobRate {
 	}
 	return out
 }
+
+// usageTau is the time constant of each job's smoothed usage.
+const usageTau = 5 * time.Second
 
 // idleTicks is how many ticks of under-use make a job idle, its unused
 // share lent to the others.

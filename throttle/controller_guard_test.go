@@ -202,15 +202,54 @@ func TestGuardCeilingLowered(t *testing.T) {
 	}
 }
 
-// after a pause, growth stops short of the budget before it for a while.
-func TestGuardCeilingAfterPause(t *testing.T) {
-	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40})
+// after a critical pause, a breach, growth stops short of the budget the
+// breach began at for a while.
+func TestGuardCeilingAfterCriticalPause(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40, QuietPeriod: 5 * time.Second})
 	before := f.steps(3, world{load: 0.3, used: 0.3}).Budget
-	f.step(world{load: 0.3, used: 0.3, age: 5 * time.Second})
-	for range 50 {
+	f.steps(3, world{load: 0.5, raw: 1.1, used: 0.3})
+	if f.last.Mode != ModeCritical {
+		t.Fatalf("mode %s", f.last.Mode)
+	}
+	for range 60 {
 		if d := f.step(world{load: 0.3, used: 0.3}); d.Budget > 0.9*before+1e-9 {
-			t.Fatalf("grew back to %v within a minute of a pause at %v", d.Budget, before)
+			t.Fatalf("grew back to %v within a minute of a breach at %v", d.Budget, before)
 		}
+	}
+}
+
+// after a stale signal (no evidence against the earlier budget), work
+// restarts at a quarter, doubles up to half of the budget before, then
+// grows by at most MaxGrowth a step.
+func TestSlowStartAfterStale(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40})
+	before := f.steps(3, world{load: 0.1, used: 0.1}).Budget
+	f.step(world{load: 0.1, used: 0.1, age: 5 * time.Second})
+	prev := f.step(world{load: 0.1, used: 0.1}).Budget
+	if math.Abs(prev-before/4) > 1e-9 {
+		t.Fatalf("restarted at %v; want a quarter of %v", prev, before)
+	}
+	doubled := false
+	for range 40 {
+		d := f.step(world{load: 0.1, used: 0.1})
+		if d.Budget > prev {
+			ratio := d.Budget / prev
+			switch {
+			case prev < before/2 && ratio > 2+1e-9:
+				t.Fatalf("grew %v -> %v under half of %v: more than doubling", prev, d.Budget, before)
+			case prev >= before/2-1e-9 && ratio > 1.25+1e-9:
+				t.Fatalf("grew %v -> %v past half of %v: more than 25%%", prev, d.Budget, before)
+			case ratio > 1.25+1e-9:
+				doubled = true
+			}
+		}
+		prev = d.Budget
+	}
+	if !doubled {
+		t.Fatal("never grew faster than 25% a step in slow start")
+	}
+	if prev <= before {
+		t.Fatalf("after 40 s of calm the budget is %v, still under %v", prev, before)
 	}
 }
 

@@ -14,7 +14,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
 )
@@ -74,7 +77,7 @@ func demoScenes(scale float64) []scene {
 			}
 			return func() { _ = c.StartReplica(context.Background()) }, nil
 		}},
-		{"recovered", d(6), nil},
+		{"recovered", d(12), nil},
 	}
 }
 
@@ -102,6 +105,16 @@ func runDemo(ctx context.Context, args []string, out, errOut io.Writer) int {
 	return exitOK
 }
 
+// Demo job: a cleanup that deletes the old half of a table through the
+// jobs library, paced by the controller on the live signals.
+const (
+	demoJob      = "demo_purge"
+	demoTable    = "demo_sessions"
+	demoRows     = 300_000
+	demoMaxRate  = 5   // batches per second at most
+	demoMaxBatch = 500 // rows a batch at most
+)
+
 func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) error {
 	clog := log.Named("cluster")
 	fmt.Fprintln(out, "Starting a throwaway PostgreSQL primary and streaming replica...")
@@ -113,32 +126,51 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) e
 		c.Stop()
 		fmt.Fprintln(out, "Primary and replica stopped and removed.")
 	}()
+	old, err := demoTableSetup(ctx, c)
+	if err != nil {
+		return err
+	}
 	const cores = 2
-	p, err := signals.New(signals.Config{
+	client, err := throttled.Open(ctx, throttled.Options{
 		PrimaryDSN:  c.Primary.DSN(pgcluster.RoleMonitor),
 		ReplicaDSNs: []string{c.Replica.DSN(pgcluster.RoleMonitor)},
 		Cores:       cores,
-		Logger:      log.Named("signals"),
+		Controller: throttle.Config{
+			Replicas:      map[string]throttle.ReplicaPolicy{pgcluster.ReplicaName: throttle.ReplicaRequired},
+			MaxBudget:     demoMaxRate,
+			MinBudget:     0.2, // one batch in 5 s, at the least, while work is allowed
+			InitialBudget: 2,
+			QuietPeriod:   8 * time.Second,
+		},
+		Logger: log,
 	})
 	if err != nil {
 		return err
 	}
-	if err := p.Connect(ctx); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "Sampling as %s (pg_monitor, not superuser) every %s; %d cores configured.\n", pgcluster.RoleMonitor, signals.DefaultInterval, cores)
-	ctl, err := demoController()
+	defer client.Close()
+	pool, err := pgxpool.New(ctx, c.Primary.DSN(pgcluster.RoleAdmin))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Deciding every second for job %q, which here only reports using its whole allocation.\n", demoJob)
+	defer pool.Close()
+	purge, err := jobs.DeleteOlderThan(ctx, pool, demoTable, "created_at", "id", 30*24*time.Hour)
+	if err != nil {
+		return err
+	}
+	job, err := client.Job(jobs.Config{Name: demoJob, Checkpoint: true, InitialBatchSize: 100, MaxBatchSize: demoMaxBatch,
+		TargetBatchDuration: 200 * time.Millisecond, Total: old}, pool, purge)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Sampling as %s (pg_monitor, not superuser); %d cores configured.\n", pgcluster.RoleMonitor, cores)
+	fmt.Fprintf(out, "Job %q deletes the %d rows of %s older than 30 days (of %d), at most %d batches/s of at most %d rows.\n",
+		demoJob, old, demoTable, demoRows, demoMaxRate, demoMaxBatch)
 	fmt.Fprintln(out, "Rules: primary_load target 0.7, critical 1.0 (3 samples), connection headroom 10%, replica1 required (lag target 2 s); quiet period shortened to 8 s for the demo.")
 	fmt.Fprintln(out)
 
-	rctx, stopPoller := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = p.Run(rctx) })
-	defer func() { stopPoller(); wg.Wait() }()
+	jctx, stopJob := context.WithCancel(ctx)
+	jobDone := make(chan error, 1)
+	go func() { jobDone <- job.Run(jctx) }()
 
 	scenes := demoScenes(scale)
 	stats := make([]sceneStats, len(scenes))
@@ -146,33 +178,27 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) e
 	current := 0
 	start := time.Now()
 
-	// The printer: one row a second, for the scene in progress.
+	// The printer: one row per decision (once a second), for the scene in
+	// progress, with the events and reasons as they change.
+	decisions := client.Decisions()
 	pctx, stopPrinter := context.WithCancel(ctx)
 	var pwg sync.WaitGroup
 	pwg.Go(func() {
-		lastReason, carry := "", 0.0
+		lastReason := ""
 		fmt.Fprintln(out, demoHeader)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
 		for {
+			var d throttle.Decision
 			select {
 			case <-pctx.Done():
 				return
-			case <-t.C:
+			case d = <-decisions:
 			}
-			snap := p.Snapshot()
-			d := ctl.Step(snap.At, snap)
-			// The job uses everything it is given, a fraction of a batch
-			// carried to the next second.
-			carry += d.Jobs[demoJob].Rate
-			for ; carry >= 1; carry-- {
-				ctl.Report(demoJob, throttle.Feedback{Rows: 1000, Duration: 100 * time.Millisecond})
-			}
+			snap, st := client.Snapshot(), job.Status()
 			mu.Lock()
 			i := current
-			stats[i].add(snap, d)
+			stats[i].add(snap, d, st)
 			mu.Unlock()
-			fmt.Fprintln(out, demoRow(time.Since(start), scenes[i].name, snap, d))
+			fmt.Fprintln(out, demoRow(time.Since(start), scenes[i].name, snap, d, st))
 			for _, e := range d.Events {
 				tag := "event"
 				if e.Page() {
@@ -203,6 +229,9 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) e
 		case <-ctx.Done():
 			sceneErr = ctx.Err()
 		case <-time.After(sc.hold):
+		case err := <-jobDone:
+			jobDone <- err // the job finished early; keep the scenes going
+			<-time.After(sc.hold)
 		}
 		if stop != nil {
 			stop()
@@ -213,29 +242,45 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) e
 	}
 	stopPrinter()
 	pwg.Wait()
+	stopJob()
+	jobErr := <-jobDone
 	writeSummary(out, stats)
+	st := job.Status()
+	var left int64
+	if err := pool.QueryRow(context.WithoutCancel(ctx), "SELECT count(*) FROM "+demoTable+" WHERE created_at < now() - interval '30 days'").Scan(&left); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nJob %s: %s; %d of %d old rows deleted in %d batches (%d retries); %d old rows left, %d recent rows untouched.\n",
+		demoJob, st.State, st.Rows, old, st.Batches, st.Retries, left, demoRows-old)
+	if st.State == jobs.StateStopped {
+		fmt.Fprintln(out, "Stopped between batches at the end of the demo; run again, it would resume from its checkpoint in throttled.checkpoints.")
+	}
+	if jobErr != nil && !errors.Is(jobErr, context.Canceled) {
+		return jobErr
+	}
 	return sceneErr
 }
 
-const demoHeader = "  time  scene                      load  (raw)  io  lock  free  used  replica1 lag        replay   | mode       budget  binding"
-
-// demoJob is the job the demo's controller paces.
-const demoJob throttle.Job = "purge"
-
-func demoController() (*throttle.Controller, error) {
-	c, err := throttle.New(throttle.Config{
-		Replicas:      map[string]throttle.ReplicaPolicy{pgcluster.ReplicaName: throttle.ReplicaRequired},
-		MaxBudget:     100,
-		InitialBudget: 10,
-		QuietPeriod:   8 * time.Second,
-	})
+// demoTableSetup creates the demo table, every other row older than 30
+// days, and returns how many are.
+func demoTableSetup(ctx context.Context, c *pgcluster.Cluster) (int64, error) {
+	conn, err := c.Primary.Connect(ctx, pgcluster.RoleAdmin)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	return c, c.Register(throttle.JobConfig{Name: demoJob})
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE %[1]s (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, payload text);
+		INSERT INTO %[1]s SELECT g, CASE WHEN g %% 2 = 0 THEN now() - interval '60 days' ELSE now() - interval '1 day' END, md5(g::text)
+		FROM generate_series(1, %[2]d) g`, demoTable, demoRows))
+	if err != nil {
+		return 0, fmt.Errorf("demo table: %w", err)
+	}
+	return demoRows / 2, nil
 }
 
-func demoRow(elapsed time.Duration, scene string, snap signals.Snapshot, d throttle.Decision) string {
+const demoHeader = "  time  scene                      load  (raw)  lock  free  replica1 lag        replay   | mode       budget  binding                 | job rows  size"
+
+func demoRow(elapsed time.Duration, scene string, snap signals.Snapshot, d throttle.Decision, st jobs.Status) string {
 	cell := func(name signals.Name, replica string, f func(signals.Sample) string) string {
 		var labels map[string]string
 		if replica != "" {
@@ -253,10 +298,8 @@ func demoRow(elapsed time.Duration, scene string, snap signals.Snapshot, d throt
 		return f(s)
 	}
 	load := cell(signals.PrimaryLoad, "", func(s signals.Sample) string { return fmt.Sprintf("%4.2f  %4.2f", s.Value, s.Raw) })
-	io := cell(signals.PrimaryIOWait, "", func(s signals.Sample) string { return fmt.Sprintf("%.0f", s.Raw) })
 	lock := cell(signals.PrimaryLockWait, "", func(s signals.Sample) string { return fmt.Sprintf("%.0f", s.Raw) })
 	free := cell(signals.ConnectionHeadroom, "", func(s signals.Sample) string { return fmt.Sprintf("%.0f", s.Raw) })
-	used := cell(signals.ConnectionUsedFraction, "", func(s signals.Sample) string { return fmt.Sprintf("%.0f%%", 100*s.Raw) })
 	lagB := cell(signals.ReplicaLagBytes, pgcluster.ReplicaName, func(s signals.Sample) string { return formatBytes(s.Raw) })
 	lagS := cell(signals.ReplicaLagSeconds, pgcluster.ReplicaName, func(s signals.Sample) string { return fmt.Sprintf("%.1fs", s.Raw) })
 	lag := lagB + " / " + lagS
@@ -273,8 +316,12 @@ func demoRow(elapsed time.Duration, scene string, snap signals.Snapshot, d throt
 	if binding == "" {
 		binding = "-"
 	}
-	return fmt.Sprintf("%5.0fs  %-25s  %-11s  %-2s  %-4s  %-4s  %-4s  %-18s  %-7s  | %-9s  %6.1f  %s",
-		elapsed.Seconds(), scene, load, io, lock, free, used, lag, paused, d.Mode, d.Budget, binding)
+	binding = strings.TrimPrefix(binding, "replica_lag_seconds")
+	if strings.HasPrefix(binding, "{") {
+		binding = "replica1 lag"
+	}
+	return fmt.Sprintf("%5.0fs  %-25s  %-11s  %-4s  %-4s  %-18s  %-7s  | %-9s  %6.2f  %-22s  | %-9s %6d  %4d",
+		elapsed.Seconds(), scene, load, lock, free, lag, paused, d.Mode, d.Budget, binding, st.State, st.Rows, st.BatchSize)
 }
 
 // shortErr is a table cell for a failed sample.
@@ -308,15 +355,18 @@ type sceneStats struct {
 	minFree                  float64
 	maxLag                   float64
 	modes                    map[throttle.Mode]int
+	rowsFirst, rowsLast      int64
 	errors                   map[string]error // signal key -> first error seen
 }
 
-func (st *sceneStats) add(snap signals.Snapshot, d throttle.Decision) {
+func (st *sceneStats) add(snap signals.Snapshot, d throttle.Decision, js jobs.Status) {
 	if st.rows == 0 {
 		st.minFree = -1
 		st.errors = map[string]error{}
 		st.modes = map[throttle.Mode]int{}
+		st.rowsFirst = js.Rows
 	}
+	st.rowsLast = js.Rows
 	st.rows++
 	st.modes[d.Mode]++
 	for _, s := range snap.Samples {
@@ -344,7 +394,7 @@ func (st *sceneStats) add(snap signals.Snapshot, d throttle.Decision) {
 func writeSummary(w io.Writer, stats []sceneStats) {
 	fmt.Fprintln(w, "\nSummary (per scene: the highest load and lag, the lowest headroom, and what could not be read):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENE\tMAX LOAD\tMAX RAW\tMAX LOCK WAIT\tMIN FREE CONNS\tMAX REPLICA LAG\tMODES (seconds)\tUNREADABLE")
+	fmt.Fprintln(tw, "SCENE\tMAX LOAD\tMAX RAW\tMAX LOCK WAIT\tMIN FREE CONNS\tMAX REPLICA LAG\tMODES (seconds)\tJOB ROWS/S\tUNREADABLE")
 	var messages []string
 	for _, st := range stats {
 		if st.rows == 0 {
@@ -365,7 +415,9 @@ func writeSummary(w io.Writer, stats []sceneStats) {
 				modes = append(modes, fmt.Sprintf("%s %d", m, n))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.0f\t%.0f\t%s\t%s\t%s\n", st.name, st.maxLoad, st.maxRaw, st.maxLock, st.minFree, formatBytes(st.maxLag), strings.Join(modes, ", "), unreadable)
+		rate := float64(st.rowsLast-st.rowsFirst) / float64(max(1, st.rows-1))
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.0f\t%.0f\t%s\t%s\t%.0f\t%s\n", st.name, st.maxLoad, st.maxRaw, st.maxLock, st.minFree,
+			formatBytes(st.maxLag), strings.Join(modes, ", "), rate, unreadable)
 	}
 	tw.Flush()
 	if len(messages) > 0 {

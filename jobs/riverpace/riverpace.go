@@ -1,0 +1,91 @@
+// Package riverpace paces River (github.com/riverqueue/river) jobs through
+// the same pacer as the jobs library. Install [Middleware] on a River
+// client (river.Config.Middleware): each job waits for its pacer before
+// it is worked, reports its outcome back, and while its pacer is paused
+// it is snoozed instead of waiting, which frees the worker slot and does
+// not burn an attempt.
+package riverpace
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// Pacer is the jobs library's pacer: permission to start one unit of
+// work, and a function to report its outcome.
+type Pacer interface {
+	Wait(ctx context.Context) (done func(rows int64, took time.Duration, err error), err error)
+}
+
+// Explainer is a Pacer that can say whether it is paused.
+type Explainer interface {
+	Explain() (state, reason, binding string, rate float64)
+}
+
+// Config configures a [Middleware].
+type Config struct {
+	// PacerFor returns the pacer for a job, or nil to work the job
+	// unpaced (for kinds throttled does not manage). Required.
+	PacerFor func(job *rivertype.JobRow) Pacer
+	// MaxWait is how long a job waits for permission before it is
+	// snoozed, so a throttled queue does not hold its worker slots.
+	// Defaults to 5s.
+	MaxWait time.Duration
+	// Snooze is how long a paused (or long-throttled) job is snoozed.
+	// Defaults to 15s.
+	Snooze time.Duration
+}
+
+// Middleware paces River jobs. It is safe for concurrent use.
+type Middleware struct {
+	river.MiddlewareDefaults
+	cfg Config
+}
+
+var _ rivertype.WorkerMiddleware = (*Middleware)(nil)
+
+// New returns a Middleware.
+func New(cfg Config) (*Middleware, error) {
+	if cfg.PacerFor == nil {
+		return nil, errors.New("riverpace: Config.PacerFor is required")
+	}
+	if cfg.MaxWait < 0 || cfg.Snooze < 0 {
+		return nil, errors.New("riverpace: MaxWait and Snooze must not be negative")
+	}
+	cfg.MaxWait = cmp.Or(cfg.MaxWait, 5*time.Second)
+	cfg.Snooze = cmp.Or(cfg.Snooze, 15*time.Second)
+	return &Middleware{cfg: cfg}, nil
+}
+
+// Work waits for the job's pacer, works the job and reports the outcome.
+// A paused pacer, or one that grants nothing within MaxWait, snoozes the
+// job.
+func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(ctx context.Context) error) error {
+	p := m.cfg.PacerFor(job)
+	if p == nil {
+		return doInner(ctx)
+	}
+	if ex, ok := p.(Explainer); ok {
+		if state, _, _, _ := ex.Explain(); state == "paused" {
+			return river.JobSnooze(m.cfg.Snooze)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, m.cfg.MaxWait)
+	done, err := p.Wait(wctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return river.JobSnooze(m.cfg.Snooze)
+	}
+	start := time.Now()
+	err = doInner(ctx)
+	done(0, time.Since(start), err)
+	return err
+}
