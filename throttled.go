@@ -13,10 +13,13 @@ package throttled
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
@@ -33,8 +36,21 @@ type Options struct {
 	// the ones above.
 	Signals signals.Config
 	// Controller tunes pacing (rules, replica policies, budget, ...).
-	// Holds defaults to the Client's own in-process holds.
+	// Its Holds, when set, add to the Client's own.
 	Controller throttle.Config
+	// CoordinationDSN, when set, names the database whose throttled
+	// schema holds the durable pauses and the audit log (normally the
+	// primary, as a role that may write that schema). A hold made there by
+	// any process or by `throttled pause` reaches this one within the
+	// second; while this process cannot confirm the holds, its jobs stop.
+	// Open creates the schema if needed.
+	CoordinationDSN string
+	// Holds bounds the durable holds' lifetimes.
+	Holds holds.Config
+	// Enforce, when set (and CoordinationDSN is), checks every 2 s for
+	// job sessions working under a hold, audits them and, if configured,
+	// cancels them.
+	Enforce *holds.EnforcerConfig
 	// Logger defaults to a null logger.
 	Logger hclog.Logger
 }
@@ -42,13 +58,17 @@ type Options struct {
 // Client runs the sampler and the controller in this process and paces
 // the jobs it hands out. Its methods are safe for concurrent use.
 type Client struct {
-	poller *signals.Poller
-	ctl    *throttle.Controller
-	ls     *throttle.Limiters
-	holds  *throttle.Holds
-	log    hclog.Logger
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	poller  *signals.Poller
+	ctl     *throttle.Controller
+	ls      *throttle.Limiters
+	holds   *throttle.Holds
+	store   *holds.Store   // nil without CoordinationDSN
+	watcher *holds.Watcher // nil without CoordinationDSN
+	coord   *pgxpool.Pool
+	audits  chan holds.Entry
+	log     hclog.Logger
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	mu   sync.Mutex
 	last throttle.Decision
@@ -70,27 +90,125 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	holds, err := throttle.NewHolds(throttle.HoldsConfig{})
+	local, err := throttle.NewHolds(throttle.HoldsConfig{})
 	if err != nil {
 		return nil, err
 	}
-	ccfg := opts.Controller
-	if ccfg.Holds == nil {
-		ccfg.Holds = holds
+	c := &Client{poller: poller, ls: throttle.NewLimiters(nil), holds: local, log: log.Named("controller"), audits: make(chan holds.Entry, 64)}
+	sources := unionHolds{local}
+	if opts.CoordinationDSN != "" {
+		if err := c.openCoordination(ctx, opts, log); err != nil {
+			return nil, err
+		}
+		sources = append(sources, c.watcher)
 	}
-	ctl, err := throttle.New(ccfg)
-	if err != nil {
+	ccfg := opts.Controller
+	if ccfg.Holds != nil {
+		sources = append(sources, ccfg.Holds)
+	}
+	ccfg.Holds = sources
+	if c.ctl, err = throttle.New(ccfg); err != nil {
+		c.closeCoordination()
 		return nil, err
 	}
 	if err := poller.Connect(ctx); err != nil {
 		poller.Close()
+		c.closeCoordination()
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &Client{poller: poller, ctl: ctl, ls: throttle.NewLimiters(nil), holds: holds, log: log.Named("controller"), cancel: cancel}
+	c.cancel = cancel
 	c.wg.Go(func() { _ = poller.Run(runCtx) })
 	c.wg.Go(func() { c.decide(runCtx) })
+	if c.store != nil {
+		c.wg.Go(func() { _ = c.watcher.Run(runCtx) })
+		c.wg.Go(func() { c.auditor(runCtx) })
+		if opts.Enforce != nil {
+			c.wg.Go(func() { c.enforce(runCtx, *opts.Enforce) })
+		}
+	}
 	return c, nil
+}
+
+// openCoordination connects to the durable holds and reads them once: a
+// process started after a hold was made sees it before its first batch.
+func (c *Client) openCoordination(ctx context.Context, opts Options, log hclog.Logger) error {
+	pcfg, err := pgxpool.ParseConfig(opts.CoordinationDSN)
+	if err != nil {
+		return fmt.Errorf("throttled: CoordinationDSN: %w", err)
+	}
+	pcfg.MaxConns = 4
+	pcfg.ConnConfig.RuntimeParams["application_name"] = "throttled-coordinator"
+	pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if c.coord, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+		return err
+	}
+	if c.store, err = holds.NewStore(ctx, c.coord, opts.Holds); err != nil {
+		c.coord.Close()
+		return err
+	}
+	c.watcher = holds.NewWatcher(c.coord, holds.WatcherConfig{Logger: log.Named("holds")})
+	if err := c.watcher.Refresh(ctx); err != nil {
+		c.coord.Close()
+		return fmt.Errorf("throttled: read holds: %w", err)
+	}
+	return nil
+}
+
+func (c *Client) closeCoordination() {
+	if c.coord != nil {
+		c.coord.Close()
+	}
+}
+
+// unionHolds is every hold any of its sources reports.
+type unionHolds []throttle.HoldSource
+
+func (u unionHolds) Applying(now time.Time, j throttle.Job) []throttle.Hold {
+	var out []throttle.Hold
+	for _, s := range u {
+		out = append(out, s.Applying(now, j)...)
+	}
+	return out
+}
+
+// auditor writes controller events to the audit log off the decide loop,
+// so a slow database never delays a decision.
+func (c *Client) auditor(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-c.audits:
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if err := c.store.Audit(actx, e); err != nil {
+				c.log.Warn("cannot write the audit log", "error", err, "event", e.Reason)
+			}
+			cancel()
+		}
+	}
+}
+
+// enforce checks every 2 s for job sessions working under a hold.
+func (c *Client) enforce(ctx context.Context, cfg holds.EnforcerConfig) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		vs, err := c.store.Enforce(ectx, c.watcher, cfg)
+		cancel()
+		if err != nil {
+			c.log.Warn("enforcement check failed", "error", err)
+		}
+		for _, v := range vs {
+			c.log.Error("pause not honoured", "job", v.Job, "pid", v.PID, "running_for", v.RunningFor, "cancelled", v.Cancelled)
+		}
+	}
 }
 
 // decide steps the controller every tick and applies each decision.
@@ -98,10 +216,15 @@ func (c *Client) decide(ctx context.Context) {
 	t := time.NewTicker(c.ctl.Config().Tick)
 	defer t.Stop()
 	for {
+		var changed <-chan struct{}
+		if c.watcher != nil {
+			changed = c.watcher.Changed()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-changed: // a hold came or went: decide now, not at the next tick
 		}
 		snap := c.poller.Snapshot()
 		d := c.ctl.Step(snap.At, snap)
@@ -111,6 +234,14 @@ func (c *Client) decide(ctx context.Context) {
 				c.log.Error("page", "event", e.Kind, "signal", e.Signal, "value", e.Value, "threshold", e.Threshold, "message", e.Message)
 			} else {
 				c.log.Warn("mode change", "event", e.Kind, "message", e.Message)
+			}
+			if c.store != nil {
+				select {
+				case c.audits <- holds.Entry{Event: holds.EventMode, Actor: "throttled", Source: string(throttle.SourceAuto), Reason: e.Message,
+					Detail: map[string]any{"kind": e.Kind, "signal": e.Signal, "value": e.Value, "threshold": e.Threshold}}:
+				default:
+					c.log.Warn("audit queue full; event not audited", "event", e.Kind)
+				}
 			}
 		}
 		c.mu.Lock()
@@ -196,5 +327,10 @@ func (c *Client) Close() error {
 	// Close every gate: a decision that can no longer be renewed must not
 	// keep work flowing.
 	c.ls.PauseAll("throttled client closed")
+	c.closeCoordination()
 	return nil
 }
+
+// Store is the durable holds and audit log, or nil without
+// Options.CoordinationDSN.
+func (c *Client) Store() *holds.Store { return c.store }

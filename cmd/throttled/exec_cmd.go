@@ -154,7 +154,10 @@ func runExec(ctx context.Context, args []string, out, errOut io.Writer) int {
 		PrimaryDSN: o.primaryDSN, ReplicaDSNs: o.replicaDSNs, Cores: o.cores,
 		Signals:    signals.Config{Replicas: o.replicas, AllowSuperuser: o.allowSuperuser},
 		Controller: throttle.Config{Replicas: replicas, MaxBudget: o.maxRate, InitialBudget: o.initRate, QuietPeriod: o.quiet},
-		Logger:     log,
+		// Durable holds live beside the job's data: `throttled pause`
+		// stops this run within the second.
+		CoordinationDSN: o.jobDSN,
+		Logger:          log,
 	})
 	cancel()
 	if err != nil {

@@ -38,6 +38,10 @@ func commands() []command {
 		{"demo", "run the signals live against a throwaway primary and replica", runDemo},
 		{"exec", "run an ad-hoc batch statement under the throttle until it affects no row", runExec},
 		{"migrate", "create or update throttled's tables (schema throttled)", runMigrate},
+		{"pause", "hold one job, a group or all jobs, in every process, until it expires or is released", runPause},
+		{"resume", "release holds (jobs restart slowly)", runResume},
+		{"holds", "list the active holds", runHolds},
+		{"audit", "read the audit log of holds, mode changes and pauses not honoured", runAudit},
 		{"sim", "compare pacing policies on simulated scenarios", runSim},
 	}
 }

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/internal/pgtest"
+)
+
+// worker is an exec process of the test binary.
+type worker struct {
+	cmd *exec.Cmd
+	out bytes.Buffer
+}
+
+func startWorker(t *testing.T, c *pgcluster.Cluster, job, table string) *worker {
+	t.Helper()
+	w := &worker{}
+	args := execArgs(c, job, table, "--max-rate", "10", "--initial-rate", "10", "--batch-size", "50", "--max-batch-size", "50",
+		"--statement-timeout", "2s")
+	w.cmd = exec.Command(os.Args[0], args...)
+	w.cmd.Env = append(os.Environ(), "THROTTLED_TEST_RUN_MAIN=1")
+	w.cmd.Stdout, w.cmd.Stderr = &w.out, &w.out
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.cmd.Process.Kill(); w.cmd.Wait() })
+	return w
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (w *worker) stop(t *testing.T) int {
+	t.Helper()
+	w.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- w.cmd.Wait() }()
+	select {
+	case <-done:
+		return w.cmd.ProcessState.ExitCode()
+	case <-time.After(20 * time.Second):
+		t.Fatalf("worker did not stop on SIGTERM:\n%s", w.out.String())
+		return -1
+	}
+}
+
+// jobProgress is a job's checkpoint rows and the database time of its last
+// committed batch.
+func jobProgress(t *testing.T, admin *pgx.Conn, job string) (int64, time.Time) {
+	t.Helper()
+	var rows int64
+	var at time.Time
+	if err := admin.QueryRow(context.Background(), "SELECT rows, updated_at FROM throttled.checkpoints WHERE job = $1", job).Scan(&rows, &at); err != nil {
+		return 0, time.Time{}
+	}
+	return rows, at
+}
+
+func rateOver(t *testing.T, admin *pgx.Conn, job string, d time.Duration) float64 {
+	t.Helper()
+	before, _ := jobProgress(t, admin, job)
+	start := time.Now()
+	steady(t, d, func() error { return nil })
+	after, _ := jobProgress(t, admin, job)
+	return float64(after-before) / time.Since(start).Seconds()
+}
+
+func cli(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), args, &out, &errOut); code != exitOK {
+		t.Fatalf("%v: exit %d: %s", args, code, errOut.String())
+	}
+	return out.String()
+}
+
+func TestPauseStopsEveryWorkerOfTheJobAndOnlyThem(t *testing.T) {
+	c := pgtest.Cluster(t)
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	ctx := context.Background()
+	oldNew(t, admin, "mp_x", 200_000)
+	oldNew(t, admin, "mp_y", 200_000)
+	x1, x2 := startWorker(t, c, "mp-x", "mp_x"), startWorker(t, c, "mp-x", "mp_x")
+	y := startWorker(t, c, "mp-y", "mp_y")
+	for _, job := range []string{"mp-x", "mp-y"} {
+		pgtest.Eventually(t, 30*time.Second, func() error {
+			if r, _ := jobProgress(t, admin, job); r < 500 {
+				return fmt.Errorf("%s: %d rows", job, r)
+			}
+			return nil
+		})
+	}
+	rateBefore := rateOver(t, admin, "mp-x", 2*time.Second)
+	dsn := c.Primary.DSN(pgcluster.RoleAdmin)
+	out := cli(t, "pause", "--primary-dsn", dsn, "--job", "mp-x", "--ttl", "10m", "--reason", "replica rebuild", "--actor", "alice")
+	var pausedAt time.Time
+	admin.QueryRow(ctx, "SELECT now()").Scan(&pausedAt)
+	if !strings.Contains(out, "on job:mp-x by alice") {
+		t.Fatalf("pause output: %s", out)
+	}
+	// No batch of mp-x commits after the pause plus 1 s plus one batch
+	// timeout (2 s); mp-y goes on.
+	bound := pausedAt.Add(3 * time.Second)
+	yBefore, _ := jobProgress(t, admin, "mp-y")
+	steady(t, 5*time.Second, func() error {
+		if _, at := jobProgress(t, admin, "mp-x"); at.After(bound) {
+			return fmt.Errorf("mp-x committed a batch at %s, %s after the pause", at, at.Sub(pausedAt))
+		}
+		return nil
+	})
+	if yAfter, _ := jobProgress(t, admin, "mp-y"); yAfter <= yBefore {
+		t.Fatalf("mp-y stopped too (%d -> %d rows)", yBefore, yAfter)
+	}
+	// A third worker started after the pause does no work.
+	frozen, _ := jobProgress(t, admin, "mp-x")
+	x3 := startWorker(t, c, "mp-x", "mp_x")
+	steady(t, 4*time.Second, func() error {
+		if r, _ := jobProgress(t, admin, "mp-x"); r != frozen {
+			return fmt.Errorf("mp-x deleted %d rows during the pause (a worker started after it?)", r-frozen)
+		}
+		return nil
+	})
+	var holdsList []map[string]any
+	if err := json.Unmarshal([]byte(cli(t, "holds", "--primary-dsn", dsn, "--json")), &holdsList); err != nil || len(holdsList) != 1 || holdsList[0]["scope"] != "job:mp-x" {
+		t.Fatalf("holds --json: %v, %v", holdsList, err)
+	}
+
+	cli(t, "resume", "--primary-dsn", dsn, "--job", "mp-x", "--actor", "bob", "--reason", "rebuilt")
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		if r, _ := jobProgress(t, admin, "mp-x"); r <= frozen {
+			return fmt.Errorf("mp-x has not resumed")
+		}
+		return nil
+	})
+	// Slowly: three workers restart at a quarter of their earlier rates.
+	if rateAfter := rateOver(t, admin, "mp-x", 2*time.Second); rateAfter > 0.75*rateBefore {
+		t.Fatalf("mp-x resumed at %.0f rows/s; before the pause %.0f (want a slow start)", rateAfter, rateBefore)
+	}
+	for i, w := range []*worker{x1, x2, x3, y} {
+		if code := w.stop(t); code != exitInterrupted {
+			t.Errorf("worker %d exit %d; want %d:\n%s", i, code, exitInterrupted, w.out.String())
+		}
+	}
+	audit := cli(t, "audit", "--primary-dsn", dsn, "--since", "1h", "--json")
+	for _, want := range []string{`"event":"hold_created"`, `"event":"hold_released"`, `"actor":"alice"`, `"actor":"bob"`} {
+		if !strings.Contains(audit, want) {
+			t.Errorf("audit lacks %s:\n%s", want, audit)
+		}
+	}
+}
+
+func TestPauseCLIValidates(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pause", "--primary-dsn", "postgres://h/db", "--reason", "x"}, "give exactly one of --job, --prefix and --all"},
+		{[]string{"pause", "--primary-dsn", "postgres://h/db", "--job", "a", "--all", "--reason", "x"}, "give exactly one"},
+		{[]string{"pause", "--primary-dsn", "postgres://h/db", "--job", "a"}, "--reason is required"},
+		{[]string{"pause", "--primary-dsn", "postgres://h/db", "--job", "a", "--reason", "x", "--ttl", "-1m"}, "--ttl must be positive"},
+		{[]string{"pause", "--primary-dsn", "postgres://h/db", "--job", "Bad", "--reason", "x"}, `invalid scope "job:Bad"`},
+		{[]string{"resume", "--primary-dsn", "postgres://h/db"}, "give --hold ID, or give exactly one"},
+		{[]string{"resume", "--primary-dsn", "postgres://h/db", "--hold", "h1", "--all"}, "not both"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), tc.args, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, %q; want usage error %q", tc.args, code, errOut.String(), tc.want)
+		}
+	}
+}
+
+func TestPauseRefusesATTLOverTheMaximum(t *testing.T) {
+	c := pgtest.Cluster(t)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"pause", "--primary-dsn", c.Primary.DSN(pgcluster.RoleAdmin), "--all", "--reason", "x", "--ttl", "48h"}, &out, &errOut)
+	if code != exitUsage || !strings.Contains(errOut.String(), "exceeds the maximum 24h0m0s") {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+}

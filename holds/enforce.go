@@ -1,0 +1,108 @@
+package holds
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/internal/jobname"
+	"github.com/throttled/throttled/throttle"
+)
+
+// Violation is a job's session that kept working under a hold.
+type Violation struct {
+	PID        int32
+	Job        throttle.Job
+	Holds      []throttle.Hold
+	RunningFor time.Duration // how long its transaction has run
+	Query      string
+	Cancelled  bool
+}
+
+// EnforcerConfig configures [Store.Enforce].
+type EnforcerConfig struct {
+	// Grace is how long a job's transaction may run on after a hold
+	// before it counts as not honouring it: the longest batch a job may
+	// finish. Defaults to 10s.
+	Grace time.Duration
+	// Cancel cancels such sessions' queries (pg_cancel_backend), which
+	// needs pg_signal_backend or the same role.
+	Cancel bool
+}
+
+// Enforce looks for sessions tagged as a job (application_name
+// "throttled:<job>") whose transaction has run longer than Grace while a
+// hold in w applies to the job: work that does not honour the pause. Each
+// one is audited once (per backend and transaction), and cancelled when
+// configured. It returns the violations found now, new or not. Seeing
+// other roles' sessions needs pg_read_all_stats.
+func (s *Store) Enforce(ctx context.Context, w *Watcher, cfg EnforcerConfig) ([]Violation, error) {
+	cfg.Grace = cmp.Or(cfg.Grace, 10*time.Second)
+	rows, err := s.db.Query(ctx, `SELECT pid, application_name, extract(epoch FROM now() - xact_start)::float8, left(query, 200),
+			backend_start, xact_start
+		FROM pg_stat_activity
+		WHERE starts_with(application_name, $1) AND state <> 'idle' AND xact_start < now() - make_interval(secs => $2)
+		  AND pid <> pg_backend_pid()`, jobname.AppPrefix, cfg.Grace.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("holds: enforce: %w", err)
+	}
+	type session struct {
+		v                Violation
+		backend, xactBeg time.Time
+	}
+	sessions, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (session, error) {
+		var s session
+		var app string
+		var secs float64
+		err := r.Scan(&s.v.PID, &app, &secs, &s.v.Query, &s.backend, &s.xactBeg)
+		s.v.Job = throttle.Job(strings.TrimPrefix(app, jobname.AppPrefix))
+		s.v.RunningFor = time.Duration(secs * float64(time.Second))
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("holds: enforce: %w", err)
+	}
+	now := time.Now()
+	var out []Violation
+	for _, sess := range sessions {
+		v := sess.v
+		// A hold must have applied for the whole grace period: work that
+		// began before a fresh hold gets its grace.
+		for _, h := range w.Applying(now, v.Job) {
+			if h.ID == UnconfirmedHoldID || now.Sub(h.Created) >= cfg.Grace {
+				v.Holds = append(v.Holds, h)
+			}
+		}
+		if len(v.Holds) == 0 {
+			continue
+		}
+		if cfg.Cancel {
+			if err := s.db.QueryRow(ctx, "SELECT pg_cancel_backend($1)", v.PID).Scan(&v.Cancelled); err != nil {
+				return out, fmt.Errorf("holds: cancel pid %d: %w", v.PID, err)
+			}
+		}
+		var ids []string
+		for _, h := range v.Holds {
+			ids = append(ids, h.ID)
+		}
+		// One audit line per backend and transaction, whichever process
+		// sees it first.
+		_, err := s.db.Exec(ctx, `INSERT INTO throttled.audit (event, actor, source, reason, detail)
+			SELECT $1, 'throttled', 'auto', $2, $3
+			WHERE NOT EXISTS (SELECT 1 FROM throttled.audit WHERE event = $1
+				AND detail->>'pid' = $4 AND detail->>'xact_start' = $5)`,
+			EventPauseNotHonoured,
+			fmt.Sprintf("job %s kept working %s under hold %s", v.Job, v.RunningFor.Round(time.Second), strings.Join(ids, ", ")),
+			map[string]any{"pid": fmt.Sprint(v.PID), "job": v.Job, "holds": ids, "running_for_s": v.RunningFor.Seconds(),
+				"query": v.Query, "cancelled": v.Cancelled, "backend_start": sess.backend, "xact_start": sess.xactBeg.Format(time.RFC3339Nano)},
+			fmt.Sprint(v.PID), sess.xactBeg.Format(time.RFC3339Nano))
+		if err != nil {
+			return out, fmt.Errorf("holds: audit violation: %w", err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

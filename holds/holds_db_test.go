@@ -1,0 +1,318 @@
+package holds_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/throttle"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func setup(t *testing.T) (*pgcluster.Cluster, *pgxpool.Pool, *holds.Store) {
+	t.Helper()
+	c := pgtest.Cluster(t)
+	pool, err := pgxpool.New(context.Background(), c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store, err := holds.NewStore(context.Background(), pool, holds.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each test starts with no active hold.
+	if _, err := pool.Exec(context.Background(), "UPDATE throttled.holds SET released_at = now(), released_by = 'test' WHERE released_at IS NULL"); err != nil {
+		t.Fatal(err)
+	}
+	return c, pool, store
+}
+
+func events(t *testing.T, store *holds.Store, since time.Time) []string {
+	t.Helper()
+	es, err := store.AuditSince(context.Background(), since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Event+":"+e.HoldID)
+	}
+	return out
+}
+
+func TestAddValidatesAndAudits(t *testing.T) {
+	_, pool, store := setup(t)
+	ctx := context.Background()
+	var dbNow time.Time
+	pool.QueryRow(ctx, "SELECT now()").Scan(&dbNow)
+	for _, tc := range []struct {
+		r    holds.Request
+		want string
+	}{
+		{holds.Request{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "x", TTL: 48 * time.Hour}, "TTL 48h0m0s exceeds the maximum 24h0m0s"},
+		{holds.Request{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "x", TTL: -time.Second}, "TTL -1s is negative"},
+		{holds.Request{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "  "}, "a reason is required"},
+		{holds.Request{Scope: throttle.AllJobs(), Source: "cron", Reason: "x"}, `source "cron"`},
+		{holds.Request{Scope: throttle.OneJob("Bad Name"), Source: throttle.SourceManual, Reason: "x"}, "Bad Name"},
+	} {
+		if _, err := store.Add(ctx, tc.r); !errors.Is(err, holds.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Add(%+v) = %v; want %q", tc.r, err, tc.want)
+		}
+	}
+	h, err := store.Add(ctx, holds.Request{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "replica rebuild", Actor: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := h.Expires.Sub(h.Created); d != time.Hour {
+		t.Fatalf("default TTL %s; want 1h", d)
+	}
+	if got := events(t, store, dbNow); len(got) != 1 || got[0] != "hold_created:"+h.ID {
+		t.Fatalf("audit %v; want one hold_created for %s (refused requests leave nothing)", got, h.ID)
+	}
+}
+
+func TestReleaseRules(t *testing.T) {
+	_, _, store := setup(t)
+	ctx := context.Background()
+	person, err := store.Add(ctx, holds.Request{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "investigating", Actor: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auto, err := store.Add(ctx, holds.Request{Scope: throttle.OneJob("purge"), Source: throttle.SourceAuto, Reason: "critical load", Actor: "throttled"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Automation never releases a person's hold.
+	if _, err := store.Release(ctx, person.ID, "throttled", throttle.SourceAuto, "load recovered"); !errors.Is(err, holds.ErrPersonsHold) {
+		t.Fatalf("auto released a person's hold: %v", err)
+	}
+	if released, err := store.ReleaseScope(ctx, throttle.OneJob("purge"), "throttled", throttle.SourceAuto, "load recovered"); err != nil || len(released) != 1 || released[0].ID != auto.ID {
+		t.Fatalf("auto release of the scope: %v, %v; want only %s", released, err, auto.ID)
+	}
+	active, _ := store.Active(ctx)
+	if len(active) != 1 || active[0].ID != person.ID {
+		t.Fatalf("after the automatic hold ended: %v; want the person's hold alone", active)
+	}
+	if _, err := store.Release(ctx, auto.ID, "bob", throttle.SourceCLI, ""); !errors.Is(err, holds.ErrUnknownHold) {
+		t.Fatalf("releasing a released hold: %v", err)
+	}
+	if _, err := store.Release(ctx, "h999999", "bob", throttle.SourceCLI, ""); !errors.Is(err, holds.ErrUnknownHold) || !strings.Contains(err.Error(), "h999999") {
+		t.Fatalf("unknown hold: %v", err)
+	}
+	if _, err := store.Release(ctx, person.ID, "alice", throttle.SourceCLI, "done"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAuditIsAppendOnly(t *testing.T) {
+	_, pool, store := setup(t)
+	ctx := context.Background()
+	if err := store.Audit(ctx, holds.Entry{Event: holds.EventReload, Actor: "ops", Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"UPDATE throttled.audit SET reason = 'rewritten'", "DELETE FROM throttled.audit", "TRUNCATE throttled.audit"} {
+		_, err := pool.Exec(ctx, q)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || !strings.Contains(pgErr.Message, "append-only") {
+			t.Errorf("%s: %v; want refused as append-only", q, err)
+		}
+	}
+}
+
+func TestWatcherSeesChangesWithinASecondByNotification(t *testing.T) {
+	_, pool, store := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// A poll every 30 s: only the notification can deliver within a second.
+	w := holds.NewWatcher(pool, holds.WatcherConfig{Poll: 30 * time.Second, MaxUnconfirmed: time.Minute})
+	if err := w.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { w.Run(ctx) })
+	defer wg.Wait()
+	defer cancel()
+	// Give the listener its connection before the change.
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		var n int
+		pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN "+holds.Channel+"'").Scan(&n)
+		if n == 0 {
+			return errors.New("not listening yet")
+		}
+		return nil
+	})
+	h, err := store.Add(ctx, holds.Request{Scope: throttle.Group("purge_"), Source: throttle.SourceCLI, Reason: "deploy", Actor: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, time.Second, func() error {
+		if got := w.Applying(time.Now(), "purge_sessions"); len(got) != 1 || got[0].ID != h.ID {
+			return fmt.Errorf("applying %v", got)
+		}
+		return nil
+	})
+	if got := w.Applying(time.Now(), "archive"); len(got) != 0 {
+		t.Fatalf("a group hold on purge_ applies to archive: %v", got)
+	}
+	if _, err := store.Release(ctx, h.ID, "alice", throttle.SourceCLI, "done"); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, time.Second, func() error {
+		if got := w.Applying(time.Now(), "purge_sessions"); len(got) != 0 {
+			return fmt.Errorf("still applying %v", got)
+		}
+		return nil
+	})
+}
+
+func TestHoldsExpireOnTheirOwnAndAreAuditedOnce(t *testing.T) {
+	_, pool, store := setup(t)
+	ctx := context.Background()
+	var start time.Time
+	pool.QueryRow(ctx, "SELECT now()").Scan(&start)
+	h, err := store.Add(ctx, holds.Request{Scope: throttle.AllJobs(), Source: throttle.SourceCLI, Reason: "short", Actor: "alice", TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A process started after the hold sees it before its first batch.
+	w := holds.NewWatcher(pool, holds.WatcherConfig{})
+	if err := w.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Applying(time.Now(), "anything"); len(got) != 1 || got[0].ID != h.ID {
+		t.Fatalf("new watcher: %v", got)
+	}
+	// Expiry needs no one: the hold stops applying at its time.
+	pgtest.Eventually(t, 5*time.Second, func() error {
+		if got := w.Applying(time.Now(), "anything"); len(got) != 0 {
+			return fmt.Errorf("still applying %v", got)
+		}
+		return nil
+	})
+	// Many processes refresh; the expiry is audited once.
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			other := holds.NewWatcher(pool, holds.WatcherConfig{})
+			other.Refresh(ctx)
+		})
+	}
+	wg.Wait()
+	n := 0
+	for _, e := range events(t, store, start) {
+		if e == "hold_expired:"+h.ID {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("expiry audited %d times: %v", n, events(t, store, start))
+	}
+}
+
+func TestWatcherFailsClosedWhenItCannotConfirm(t *testing.T) {
+	c, pool, _ := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := holds.NewWatcher(pool, holds.WatcherConfig{Poll: 200 * time.Millisecond, MaxUnconfirmed: time.Second, QueryTimeout: 500 * time.Millisecond})
+	if err := w.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { w.Run(ctx) })
+	defer wg.Wait()
+	defer cancel()
+	if got := w.Applying(time.Now(), "purge"); len(got) != 0 {
+		t.Fatalf("holds before the hang: %v", got)
+	}
+	if err := c.HangPrimary(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.ResumePrimary)
+	hungAt := time.Now()
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		got := w.Applying(time.Now(), "purge")
+		if len(got) != 1 || got[0].ID != holds.UnconfirmedHoldID {
+			return fmt.Errorf("applying %v", got)
+		}
+		return nil
+	})
+	if d := time.Since(hungAt); d > 3*time.Second {
+		t.Errorf("failed closed after %s; want within about MaxUnconfirmed (1s) plus a read timeout", d)
+	}
+	c.ResumePrimary()
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		if got := w.Applying(time.Now(), "purge"); len(got) != 0 {
+			return fmt.Errorf("applying %v", got)
+		}
+		return nil
+	})
+}
+
+func TestEnforceDetectsAuditsAndCancelsWorkUnderAHold(t *testing.T) {
+	c, pool, store := setup(t)
+	ctx := context.Background()
+	w := holds.NewWatcher(pool, holds.WatcherConfig{})
+	h, err := store.Add(ctx, holds.Request{Scope: throttle.OneJob("rogue"), Source: throttle.SourceManual, Reason: "incident", Actor: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A session tagged as the job that ignores the hold.
+	rogue := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	if _, err := rogue.Exec(ctx, "SET application_name = 'throttled:rogue'"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := rogue.Exec(ctx, "BEGIN; SELECT pg_sleep(60); COMMIT")
+		done <- err
+	}()
+	// Not while the hold is younger than the grace, nor the transaction.
+	if vs, err := store.Enforce(ctx, w, holds.EnforcerConfig{Grace: 30 * time.Second}); err != nil || len(vs) != 0 {
+		t.Fatalf("within the grace: %v, %v", vs, err)
+	}
+	var vs []holds.Violation
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		var err error
+		vs, err = store.Enforce(ctx, w, holds.EnforcerConfig{Grace: time.Second, Cancel: true})
+		if err == nil && len(vs) == 0 {
+			err = errors.New("no violation yet")
+		}
+		return err
+	})
+	if v := vs[0]; v.Job != "rogue" || !v.Cancelled || len(v.Holds) != 1 || v.Holds[0].ID != h.ID {
+		t.Fatalf("violation %+v", v)
+	}
+	select {
+	case err := <-done:
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "57014" {
+			t.Fatalf("the rogue session's query: %v; want cancelled (57014)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rogue session was not cancelled")
+	}
+	es, _ := store.AuditSince(ctx, h.Created.Add(-time.Second))
+	n := 0
+	for _, e := range es {
+		if e.Event == holds.EventPauseNotHonoured && e.Detail["job"] == "rogue" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d pause_not_honoured audit lines; want 1", n)
+	}
+}

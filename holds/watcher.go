@@ -1,0 +1,208 @@
+package holds
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled/throttle"
+)
+
+// WatcherConfig configures a [Watcher].
+type WatcherConfig struct {
+	// Poll is how often the holds are read even without a notification:
+	// the backstop for a notification missed while reconnecting. Defaults
+	// to 1s.
+	Poll time.Duration
+	// MaxUnconfirmed is how long the watcher trusts its last successful
+	// read. Past it, every job counts as held. Defaults to 3s.
+	MaxUnconfirmed time.Duration
+	// QueryTimeout bounds each read. Defaults to 2s.
+	QueryTimeout time.Duration
+	// Logger defaults to a null logger.
+	Logger hclog.Logger
+}
+
+// UnconfirmedHoldID is the ID of the hold a Watcher reports on every job
+// while it cannot confirm the hold state.
+const UnconfirmedHoldID = "unconfirmed"
+
+// Watcher keeps this process's view of the holds: it LISTENs for changes
+// on a dedicated connection, rereads on every notification and every
+// Poll, and audits expiries. It satisfies throttle.HoldSource. While it
+// cannot confirm the state (database unreachable, channel lost and poll
+// failing) for MaxUnconfirmed, it reports a hold on every job: fail
+// closed. Its methods are safe for concurrent use.
+type Watcher struct {
+	db  *pgxpool.Pool
+	cfg WatcherConfig
+	log hclog.Logger
+
+	mu        sync.Mutex
+	holds     []throttle.Hold
+	confirmed time.Time
+	lastErr   error
+	changed   chan struct{}
+}
+
+var _ throttle.HoldSource = (*Watcher)(nil)
+
+// NewWatcher returns a Watcher reading db. Call Refresh before relying on
+// it, and Run to keep it current.
+func NewWatcher(db *pgxpool.Pool, cfg WatcherConfig) *Watcher {
+	cfg.Poll = cmp.Or(cfg.Poll, time.Second)
+	cfg.MaxUnconfirmed = cmp.Or(cfg.MaxUnconfirmed, 3*time.Second)
+	cfg.QueryTimeout = cmp.Or(cfg.QueryTimeout, 2*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &Watcher{db: db, cfg: cfg, log: cfg.Logger, changed: make(chan struct{})}
+}
+
+// Refresh reads the active holds now, audits any that expired, and
+// reports whether it could.
+func (w *Watcher) Refresh(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.QueryTimeout)
+	defer cancel()
+	if expired, err := expireDue(ctx, w.db); err == nil {
+		for _, h := range expired {
+			w.log.Info("hold expired", "hold", h.ID, "scope", h.Scope.String(), "actor", h.Actor)
+		}
+	}
+	hs, err := activeHolds(ctx, w.db)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.lastErr = err
+		return err
+	}
+	if !sameHolds(w.holds, hs) {
+		close(w.changed)
+		w.changed = make(chan struct{})
+	}
+	w.holds, w.confirmed, w.lastErr = hs, time.Now(), nil
+	return nil
+}
+
+func sameHolds(a, b []throttle.Hold) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID || !a[i].Expires.Equal(b[i].Expires) {
+			return false
+		}
+	}
+	return true
+}
+
+// Changed returns a channel closed at the next change of the holds.
+func (w *Watcher) Changed() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changed
+}
+
+// Applying returns the holds that apply to job j at now, or, while the
+// state is unconfirmed, one hold on every job saying why.
+func (w *Watcher) Applying(now time.Time, j throttle.Job) []throttle.Hold {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if age := now.Sub(w.confirmed); w.confirmed.IsZero() || age > w.cfg.MaxUnconfirmed {
+		why := "never read"
+		if !w.confirmed.IsZero() {
+			why = fmt.Sprintf("last read %s ago", age.Round(time.Millisecond))
+		}
+		if w.lastErr != nil {
+			why += ": " + w.lastErr.Error()
+		}
+		return []throttle.Hold{{ID: UnconfirmedHoldID, Scope: throttle.AllJobs(), Source: throttle.SourceAuto,
+			Reason: "hold state unconfirmed (" + why + ")", Actor: "throttled", Created: now, Expires: now}}
+	}
+	var out []throttle.Hold
+	for _, h := range w.holds {
+		if h.Expires.After(now) && h.Scope.Matches(j) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Active returns the last confirmed active holds.
+func (w *Watcher) Active() []throttle.Hold {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]throttle.Hold(nil), w.holds...)
+}
+
+// Run keeps the view current until ctx ends: LISTEN on a dedicated
+// connection, reread on each notification and each Poll; reconnect with
+// backoff when the connection is lost, polling meanwhile.
+func (w *Watcher) Run(ctx context.Context) error {
+	backoff := 250 * time.Millisecond
+	for ctx.Err() == nil {
+		conn, err := w.listen(ctx)
+		if err != nil {
+			w.log.Warn("cannot listen for hold changes; polling", "error", err)
+			w.pollFor(ctx, backoff)
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 250 * time.Millisecond
+		_ = w.Refresh(ctx) // a change made while not listening
+		for ctx.Err() == nil {
+			wctx, cancel := context.WithTimeout(ctx, w.cfg.Poll)
+			_, err := conn.WaitForNotification(wctx)
+			cancel()
+			if err != nil && ctx.Err() == nil && wctx.Err() == nil || conn.IsClosed() {
+				w.log.Warn("hold notifications lost; reconnecting", "error", err)
+				break
+			}
+			if err := w.Refresh(ctx); err != nil {
+				w.log.Warn("cannot read holds", "error", err)
+			}
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = conn.Close(cctx)
+		cancel()
+	}
+	return ctx.Err()
+}
+
+func (w *Watcher) listen(ctx context.Context) (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, w.db.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return conn, nil
+}
+
+// pollFor refreshes every Poll for d.
+func (w *Watcher) pollFor(ctx context.Context, d time.Duration) {
+	end := time.NewTimer(d)
+	defer end.Stop()
+	t := time.NewTicker(w.cfg.Poll)
+	defer t.Stop()
+	_ = w.Refresh(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-end.C:
+			return
+		case <-t.C:
+			_ = w.Refresh(ctx)
+		}
+	}
+}
