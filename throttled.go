@@ -51,6 +51,14 @@ type Options struct {
 	// job sessions working under a hold, audits them and, if configured,
 	// cancels them.
 	Enforce *holds.EnforcerConfig
+	// Coordinate (with CoordinationDSN) makes this process one of many
+	// pacing jobs against the same cluster: the processes elect one leader
+	// (a session advisory lock), which alone samples and decides and
+	// publishes each worker's allocation with a short lease; every process
+	// heartbeats its consumption and reads its allocation. A worker whose
+	// lease expires (no leader, database unreachable) stops. Sampling load
+	// on the primary stays that of one process, however many there are.
+	Coordinate bool
 	// Logger defaults to a null logger.
 	Logger hclog.Logger
 }
@@ -65,6 +73,9 @@ type Client struct {
 	store   *holds.Store   // nil without CoordinationDSN
 	watcher *holds.Watcher // nil without CoordinationDSN
 	coord   *pgxpool.Pool
+	co      *coordinator // nil unless Options.Coordinate
+	sources unionHolds
+	tick    time.Duration
 	audits  chan holds.Entry
 	log     hclog.Logger
 	cancel  context.CancelFunc
@@ -107,10 +118,16 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		sources = append(sources, ccfg.Holds)
 	}
 	ccfg.Holds = sources
+	c.sources = sources
 	if c.ctl, err = throttle.New(ccfg); err != nil {
 		c.closeCoordination()
 		return nil, err
 	}
+	c.tick = c.ctl.Config().Tick
+	if opts.Coordinate && c.store == nil {
+		return nil, fmt.Errorf("throttled: Coordinate needs CoordinationDSN")
+	}
+	// Check the sampler's role and servers now, for a clear error at start.
 	if err := poller.Connect(ctx); err != nil {
 		poller.Close()
 		c.closeCoordination()
@@ -118,8 +135,16 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
-	c.wg.Go(func() { _ = poller.Run(runCtx) })
-	c.wg.Go(func() { c.decide(runCtx) })
+	if opts.Coordinate {
+		// Only the leader samples: this process's poller runs while it
+		// leads.
+		poller.Close()
+		c.co = newCoordinator(c, opts)
+		c.wg.Go(func() { c.co.run(runCtx) })
+	} else {
+		c.wg.Go(func() { _ = poller.Run(runCtx) })
+		c.wg.Go(func() { c.decide(runCtx) })
+	}
 	if c.store != nil {
 		c.wg.Go(func() { _ = c.watcher.Run(runCtx) })
 		c.wg.Go(func() { c.auditor(runCtx) })
@@ -229,34 +254,60 @@ func (c *Client) decide(ctx context.Context) {
 		snap := c.poller.Snapshot()
 		d := c.ctl.Step(snap.At, snap)
 		c.ls.Apply(d)
-		for _, e := range d.Events {
-			if e.Page() {
-				c.log.Error("page", "event", e.Kind, "signal", e.Signal, "value", e.Value, "threshold", e.Threshold, "message", e.Message)
-			} else {
-				c.log.Warn("mode change", "event", e.Kind, "message", e.Message)
-			}
-			if c.store != nil {
-				select {
-				case c.audits <- holds.Entry{Event: holds.EventMode, Actor: "throttled", Source: string(throttle.SourceAuto), Reason: e.Message,
-					Detail: map[string]any{"kind": e.Kind, "signal": e.Signal, "value": e.Value, "threshold": e.Threshold}}:
-				default:
-					c.log.Warn("audit queue full; event not audited", "event", e.Kind)
-				}
-			}
-		}
-		c.mu.Lock()
-		if d.Mode != c.last.Mode {
-			c.log.Info("mode", "mode", d.Mode, "reason", d.Reason)
-		}
-		c.last = d
-		for _, ch := range c.subs {
-			select {
-			case ch <- d:
-			default: // a slow reader misses a decision, never blocks the controller
-			}
-		}
-		c.mu.Unlock()
+		c.published(d)
 	}
+}
+
+// published logs and audits a decision's events and hands it to the
+// subscribers.
+func (c *Client) published(d throttle.Decision) {
+	for _, e := range d.Events {
+		if e.Page() {
+			c.log.Error("page", "event", e.Kind, "signal", e.Signal, "value", e.Value, "threshold", e.Threshold, "message", e.Message)
+		} else {
+			c.log.Warn("mode change", "event", e.Kind, "message", e.Message)
+		}
+		if c.store != nil {
+			select {
+			case c.audits <- holds.Entry{Event: holds.EventMode, Actor: "throttled", Source: string(throttle.SourceAuto), Reason: e.Message,
+				Detail: map[string]any{"kind": e.Kind, "signal": e.Signal, "value": e.Value, "threshold": e.Threshold}}:
+			default:
+				c.log.Warn("audit queue full; event not audited", "event", e.Kind)
+			}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d.Mode != c.last.Mode {
+		c.log.Info("mode", "mode", d.Mode, "reason", d.Reason)
+	}
+	c.last = d
+	for _, ch := range c.subs {
+		select {
+		case ch <- d:
+		default: // a slow reader misses a decision, never blocks the controller
+		}
+	}
+}
+
+// Pacer registers a job with the controller and returns its pacer, for
+// callers that take tokens themselves (pacer.Wait before each batch, the
+// returned function after it) or hand it to the River middleware. In
+// coordinated mode the job becomes a worker of the cluster's leader.
+func (c *Client) Pacer(cfg jobs.Config) (Pacer, error) {
+	name := throttle.Job(cfg.Name)
+	if err := name.Validate(); err != nil {
+		return nil, err
+	}
+	jc := throttle.JobConfig{Name: name, Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate}
+	if err := c.ctl.Register(jc); err != nil {
+		return nil, err
+	}
+	if c.co != nil {
+		c.ctl.Unregister(name) // the leader's controller registers it
+		return c.co.register(context.Background(), cfg)
+	}
+	return c.ls.Pacer(c.ctl, name), nil
 }
 
 // Job registers a job with the controller and returns it, paced. db and
@@ -272,19 +323,9 @@ func (c *Client) Job(cfg jobs.Config, db jobs.DB, fn jobs.BatchFunc) (*jobs.Job,
 	return jobs.New(cfg, db, p, fn)
 }
 
-// Pacer registers a job with the controller and returns its pacer, for
-// callers that take tokens themselves (pacer.Wait before each batch, the
-// returned function after it) or hand it to the River middleware.
-func (c *Client) Pacer(cfg jobs.Config) (*throttle.Pacer, error) {
-	name := throttle.Job(cfg.Name)
-	if err := name.Validate(); err != nil {
-		return nil, err
-	}
-	if err := c.ctl.Register(throttle.JobConfig{Name: name, Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate}); err != nil {
-		return nil, err
-	}
-	return c.ls.Pacer(c.ctl, name), nil
-}
+// Leader reports whether this process leads (always true without
+// Options.Coordinate).
+func (c *Client) Leader() bool { return c.co == nil || c.co.isLeader.Load() }
 
 // Decision returns the latest decision.
 func (c *Client) Decision() throttle.Decision {
@@ -327,6 +368,14 @@ func (c *Client) Close() error {
 	// Close every gate: a decision that can no longer be renewed must not
 	// keep work flowing.
 	c.ls.PauseAll("throttled client closed")
+	if c.co != nil {
+		c.co.mu.Lock()
+		for _, w := range c.co.workers {
+			w.l.Pause("throttled client closed")
+		}
+		c.co.mu.Unlock()
+		c.co.unregister()
+	}
 	c.closeCoordination()
 	return nil
 }

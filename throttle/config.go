@@ -146,6 +146,12 @@ type Config struct {
 	// growth to ProbeGrowth. Defaults to 10m.
 	BreachMemory time.Duration
 
+	// PreviousBudget is the budget a previous leader last published, for a
+	// controller taking over: it starts at SlowStart of it and doubles back
+	// toward it, never at the old rate. 0 means none (start at
+	// InitialBudget).
+	PreviousBudget float64
+
 	// Holds, when set, is asked every tick which holds apply to each job.
 	Holds HoldSource
 }
@@ -274,6 +280,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.MinBudget > c.MaxBudget:
 		bad("MinBudget %v must not exceed MaxBudget %v", c.MinBudget, c.MaxBudget)
+	case c.PreviousBudget < 0 || math.IsNaN(c.PreviousBudget) || math.IsInf(c.PreviousBudget, 0):
+		bad("PreviousBudget must be a budget or 0, got %v", c.PreviousBudget)
 	case c.InitialBudget < c.MinBudget || c.InitialBudget > c.MaxBudget:
 		bad("InitialBudget %v must lie within MinBudget %v and MaxBudget %v", c.InitialBudget, c.MinBudget, c.MaxBudget)
 	}

@@ -128,13 +128,17 @@ func New(cfg Config) (*Controller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Controller{
+	c := &Controller{
 		cfg:          cfg,
 		jobs:         map[Job]*jobState{},
 		budget:       cfg.InitialBudget,
 		lastAt:       map[string]time.Time{},
 		overCritical: map[string]*overCount{},
-	}, nil
+	}
+	if prev := min(cfg.PreviousBudget, cfg.MaxBudget); prev > 0 {
+		c.budget, c.ssthresh = c.clamp(prev*cfg.SlowStart), prev
+	}
+	return c, nil
 }
 
 // Config returns the controller's configuration with defaults filled in.
@@ -185,6 +189,31 @@ func (c *Controller) Report(j Job, f Feedback) {
 	if f.Err != nil {
 		s.errors++
 	}
+}
+
+// ReportMany records n batch attempts of job j at once, errs of them
+// failed, taking took in all: what a remote worker's heartbeat carries.
+func (c *Controller) ReportMany(j Job, n, errs int, took time.Duration) {
+	if n <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.jobs[j]
+	if !ok {
+		return
+	}
+	s.batches += n
+	s.errors += min(errs, n)
+	s.duration += took
+}
+
+// Registered reports whether j is registered.
+func (c *Controller) Registered(j Job) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.jobs[j]
+	return ok
 }
 
 // Resume ends a latched critical pause on a person's word. Work then
@@ -425,10 +454,19 @@ func (c *Controller) updateUsage(now time.Time, dt time.Duration) (batches, errs
 	for _, s := range c.jobs {
 		inst := float64(s.batches) / dt.Seconds()
 		// Idle means using under half of a positive rate for several
-		// ticks, not the quiet right after a pause.
-		if s.rate > 0 && inst < 0.5*s.rate {
+		// ticks, not the quiet right after a pause, and only at a rate
+		// that could show use: under two batches in the usage window, a
+		// job waiting for its next token is not idle.
+		switch {
+		case s.idle >= idleTicks:
+			// Idle, its share lent: it stays so until it uses what it
+			// still gets.
+			if s.batches > 0 && inst >= 0.5*s.rate {
+				s.idle = 0
+			}
+		case s.rate > 0 && s.rate*usageTau.Seconds() >= 2 && inst < 0.5*s.rate:
 			s.idle++
-		} else {
+		default:
 			s.idle = 0
 		}
 		if !s.seen && s.batches > 0 {

@@ -281,3 +281,42 @@ func TestGuardMinErrorBatches(t *testing.T) {
 		t.Fatalf("2 failures in 10 batches cut 40 -> %v", d.Budget)
 	}
 }
+
+// a controller taking over from a leader starts at a quarter of its last
+// budget and doubles back toward it.
+func TestTakeOverStartsCautious(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, PreviousBudget: 80})
+	d := f.step(world{load: 0.1, used: 0.1})
+	if math.Abs(d.Budget-20) > 1e-9 {
+		t.Fatalf("first budget %v; want a quarter of 80", d.Budget)
+	}
+	f.steps(4, world{load: 0.1, used: 0.1})
+	if f.last.Budget != 40 {
+		t.Fatalf("after one growth step: %v; want doubled to 40", f.last.Budget)
+	}
+	if _, err := New(Config{PreviousBudget: -1}); err == nil {
+		t.Fatal("negative PreviousBudget accepted")
+	}
+}
+
+// a job whose rate is too low to show use in the usage window is not
+// idle: its share is not lent away (else it could never show use).
+func TestSlowJobIsNotIdle(t *testing.T) {
+	c, err := New(Config{MaxBudget: 0.4, InitialBudget: 0.4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []Job{"slow", "busy"} {
+		if err := c.Register(JobConfig{Name: j}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var d Decision
+	for i := 1; i <= 20; i++ {
+		c.Report("busy", Feedback{Duration: time.Millisecond})
+		d = c.Step(at(i), snap(at(i), world{load: 0.1, used: 0.1}))
+	}
+	if d.Jobs["slow"].Rate < 0.1 {
+		t.Fatalf("slow job's rate %v of a 0.4 budget: treated as idle", d.Jobs["slow"].Rate)
+	}
+}

@@ -36,6 +36,7 @@ type execOptions struct {
 	maxRate, initRate  float64
 	quiet              time.Duration
 	dryRun, noCheck    bool
+	solo               bool
 	allowSuperuser     bool
 	log                logFlags
 }
@@ -60,6 +61,7 @@ func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer)
 	fs.DurationVar(&o.quiet, "quiet-period", 30*time.Second, "how long load must stay low before a critical pause ends")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "EXPLAIN the first batch and change nothing")
 	fs.BoolVar(&o.noCheck, "no-checkpoint", false, "do not record progress in throttled.checkpoints")
+	fs.BoolVar(&o.solo, "solo", false, "decide in this process alone instead of following the cluster's elected leader")
 	fs.BoolVar(&o.allowSuperuser, "allow-superuser", false, "allow sampling as a superuser (not recommended)")
 	o.log.register(fs)
 	if err := parse(fs, args, errOut); err != nil {
@@ -157,6 +159,7 @@ func runExec(ctx context.Context, args []string, out, errOut io.Writer) int {
 		// Durable holds live beside the job's data: `throttled pause`
 		// stops this run within the second.
 		CoordinationDSN: o.jobDSN,
+		Coordinate:      !o.solo,
 		Logger:          log,
 	})
 	cancel()
@@ -173,7 +176,7 @@ func runExec(ctx context.Context, args []string, out, errOut io.Writer) int {
 	// place on a terminal.
 	pctx, stopProgress := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { progress(pctx, out, job, client) })
+	wg.Go(func() { progress(pctx, out, job) })
 	err = job.Run(ctx)
 	stopProgress()
 	wg.Wait()
@@ -198,7 +201,7 @@ func (noPacer) Wait(context.Context) (func(int64, time.Duration, error), error) 
 	return nil, errors.New("no pacer")
 }
 
-func progress(ctx context.Context, out io.Writer, job *jobs.Job, client *throttled.Client) {
+func progress(ctx context.Context, out io.Writer, job *jobs.Job) {
 	f, isFile := out.(*os.File)
 	tty := isFile && isTerminal(f)
 	t := time.NewTicker(time.Second)
@@ -213,9 +216,9 @@ func progress(ctx context.Context, out io.Writer, job *jobs.Job, client *throttl
 			return
 		case <-t.C:
 		}
-		st, d := job.Status(), client.Decision()
+		st := job.Status()
 		line := fmt.Sprintf("%s  rows %d (+%d/s)  batches %d  size %d  rate %.1f/s  %s  binding %s",
-			time.Now().Format("15:04:05"), st.Rows, st.Rows-lastRows, st.Batches, st.BatchSize, st.Rate, st.State, firstNonEmpty(d.Binding, "-"))
+			time.Now().Format("15:04:05"), st.Rows, st.Rows-lastRows, st.Batches, st.BatchSize, st.Rate, st.State, firstNonEmpty(st.Binding, "-"))
 		if st.State != jobs.StateRunning && st.Reason != "" {
 			line += "  (" + st.Reason + ")"
 		}

@@ -34,7 +34,13 @@ func startWorker(t *testing.T, c *pgcluster.Cluster, job, table string) *worker 
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { w.cmd.Process.Kill(); w.cmd.Wait() })
+	t.Cleanup(func() {
+		w.cmd.Process.Kill()
+		w.cmd.Wait()
+		if t.Failed() {
+			t.Logf("worker %s %s output:\n%s", job, table, w.out.String())
+		}
+	})
 	return w
 }
 

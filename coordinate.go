@@ -1,0 +1,426 @@
+package throttled
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
+)
+
+// leaderLockKey is the session advisory lock the leader holds ("thrldr").
+const leaderLockKey = 0x7468726c6472
+
+// DefaultLease is how long a published allocation stays valid.
+const DefaultLease = 3 * time.Second
+
+// heartbeatEvery is how often a worker reports and reads its allocation.
+const heartbeatEvery = 500 * time.Millisecond
+
+// Pacer is what the Client hands out per job: permission for one batch,
+// feedback after it, and why the job is held back. It satisfies the jobs
+// package's Pacer, Allower and Explainer.
+type Pacer interface {
+	Wait(ctx context.Context) (func(rows int64, took time.Duration, err error), error)
+	Allow() (func(rows int64, took time.Duration, err error), bool)
+	Explain() (state, reason, binding string, rate float64)
+}
+
+// worker is one job of this process in coordinated mode: a row in
+// throttled.workers, a local limiter and the consumption it reports.
+type worker struct {
+	id      string
+	cfg     jobs.Config
+	l       *throttle.Limiter
+	batches atomic.Int64
+	errors  atomic.Int64
+	durUs   atomic.Int64
+
+	mu                     sync.Mutex
+	state, reason, binding string
+	rate                   float64
+}
+
+func (w *worker) Wait(ctx context.Context) (func(int64, time.Duration, error), error) {
+	release, err := w.l.Wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return w.done(release), nil
+}
+
+func (w *worker) Allow() (func(int64, time.Duration, error), bool) {
+	release, ok := w.l.Allow()
+	if !ok {
+		return nil, false
+	}
+	return w.done(release), true
+}
+
+func (w *worker) done(release func()) func(int64, time.Duration, error) {
+	var once sync.Once
+	return func(_ int64, took time.Duration, err error) {
+		once.Do(func() {
+			release()
+			w.batches.Add(1)
+			w.durUs.Add(took.Microseconds())
+			if err != nil {
+				w.errors.Add(1)
+			}
+		})
+	}
+}
+
+func (w *worker) Explain() (state, reason, binding string, rate float64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state, w.reason, w.binding, w.rate
+}
+
+func (w *worker) set(state, reason, binding string, rate float64) {
+	w.mu.Lock()
+	w.state, w.reason, w.binding, w.rate = state, reason, binding, rate
+	w.mu.Unlock()
+}
+
+// coordinator runs the coordinated mode of a Client: every process is a
+// worker; the one holding the advisory lock is also the leader.
+type coordinator struct {
+	c        *Client
+	opts     Options
+	procID   string
+	lease    time.Duration
+	election *pgx.Conn // the leader's lock lives on this session
+
+	mu      sync.Mutex
+	workers map[throttle.Job]*worker
+
+	leader     bool
+	stopPoller context.CancelFunc
+	pollerDone chan struct{}
+	ctl        *throttle.Controller
+	seen       map[string][3]float64 // per worker row: last batches, errors, duration_ms
+	known      map[throttle.Job]bool // jobs registered with ctl
+	lastLead   time.Time
+	isLeader   atomic.Bool
+}
+
+func newCoordinator(c *Client, opts Options) *coordinator {
+	host, _ := os.Hostname()
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return &coordinator{c: c, opts: opts, procID: fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b)),
+		lease: DefaultLease, workers: map[throttle.Job]*worker{}, seen: map[string][3]float64{}}
+}
+
+// register adds a job of this process as a worker row.
+func (co *coordinator) register(ctx context.Context, cfg jobs.Config) (*worker, error) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	j := throttle.Job(cfg.Name)
+	if w, ok := co.workers[j]; ok {
+		return w, nil
+	}
+	w := &worker{id: co.procID + "/" + cfg.Name, cfg: cfg, l: throttle.NewLimiter(j, nil)}
+	w.set(string(throttle.JobPaused), "waiting for the leader's first allocation", "", 0)
+	if err := co.upsert(ctx, w); err != nil {
+		return nil, err
+	}
+	co.workers[j] = w
+	return w, nil
+}
+
+func (co *coordinator) upsert(ctx context.Context, w *worker) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := co.c.coord.Exec(ctx, `INSERT INTO throttled.workers (id, job, weight, min_rate, max_rate) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()`, w.id, w.cfg.Name, max(w.cfg.Weight, 0), w.cfg.MinRate, w.cfg.MaxRate)
+	if err != nil {
+		return fmt.Errorf("throttled: register worker %s: %w", w.id, err)
+	}
+	return nil
+}
+
+// run heartbeats, keeps or seeks leadership, and leads, until ctx ends.
+func (co *coordinator) run(ctx context.Context) {
+	t := time.NewTicker(heartbeatEvery)
+	defer t.Stop()
+	defer co.stepDown("client closing")
+	for {
+		co.heartbeat(ctx)
+		co.elect(ctx)
+		if co.leader && time.Since(co.lastLead) >= co.c.tick-heartbeatEvery/2 {
+			co.lead(ctx)
+		}
+		var changed <-chan struct{}
+		if co.c.watcher != nil {
+			changed = co.c.watcher.Changed()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-changed:
+			// A hold came or went: every worker applies it now; the
+			// leader republishes at once.
+			co.lastLead = time.Time{}
+		}
+	}
+}
+
+// heartbeat reports each local worker's consumption, reads back its
+// allocation and applies it. A lease that is not valid, or a heartbeat
+// that fails, pauses the worker: no work without a current allocation.
+// A hold the watcher reports pauses it at once, leader or not.
+func (co *coordinator) heartbeat(ctx context.Context) {
+	co.mu.Lock()
+	ws := make([]*worker, 0, len(co.workers))
+	for _, w := range co.workers {
+		ws = append(ws, w)
+	}
+	co.mu.Unlock()
+	for _, w := range ws {
+		hctx, cancel := context.WithTimeout(ctx, time.Second)
+		var a throttle.Allocation
+		var valid bool
+		var state, reason, binding string
+		err := co.c.coord.QueryRow(hctx, `UPDATE throttled.workers
+			SET heartbeat_at = now(), batches = $2, errors = $3, duration_ms = $4
+			WHERE id = $1
+			RETURNING alloc_rate, alloc_burst, alloc_inflight, lease_until > now(), state, reason, binding`,
+			w.id, w.batches.Load(), w.errors.Load(), float64(w.durUs.Load())/1000).
+			Scan(&a.Rate, &a.Burst, &a.MaxInFlight, &valid, &state, &reason, &binding)
+		cancel()
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = co.upsert(ctx, w) // removed as stale while we could not reach it
+		}
+		job := throttle.Job(w.cfg.Name)
+		switch hs := co.c.watcher.Applying(time.Now(), job); {
+		case len(hs) > 0:
+			reason := "paused: hold " + hs[0].ID + ": " + hs[0].Reason
+			w.l.Pause(reason)
+			w.set(string(throttle.JobPaused), reason, "", 0)
+		case err != nil:
+			w.l.Pause("no allocation: cannot reach the coordination database")
+			w.set(string(throttle.JobPaused), "no allocation: "+err.Error(), "", 0)
+		case !valid:
+			w.l.Pause("allocation lease expired: no leader renewed it")
+			w.set(string(throttle.JobPaused), "allocation lease expired: no leader renewed it", binding, 0)
+		default:
+			w.l.Apply(a)
+			if state == string(throttle.JobPaused) {
+				w.l.Pause(reason)
+			} else {
+				w.l.Resume()
+			}
+			w.set(state, reason, binding, a.Rate)
+		}
+	}
+}
+
+// elect keeps the lock if it has it, or tries to take it.
+func (co *coordinator) elect(ctx context.Context) {
+	ectx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if co.election == nil || co.election.IsClosed() {
+		co.stepDown("lost the election session")
+		conn, err := pgx.ConnectConfig(ectx, co.c.coord.Config().ConnConfig.Copy())
+		if err != nil {
+			return
+		}
+		co.election = conn
+	}
+	if co.leader {
+		if _, err := co.election.Exec(ectx, "SELECT 1"); err != nil {
+			co.election.Close(context.WithoutCancel(ctx))
+			co.election = nil
+			co.stepDown("leader session lost: " + err.Error())
+		}
+		return
+	}
+	var got bool
+	if err := co.election.QueryRow(ectx, "SELECT pg_try_advisory_lock($1)", int64(leaderLockKey)).Scan(&got); err != nil {
+		co.election.Close(context.WithoutCancel(ctx))
+		co.election = nil
+		return
+	}
+	if got {
+		if err := co.becomeLeader(ctx); err != nil {
+			co.c.log.Warn("cannot lead", "error", err)
+			co.election.Close(context.WithoutCancel(ctx)) // releases the lock
+			co.election = nil
+		}
+	}
+}
+
+// becomeLeader starts sampling and a controller that starts cautious: a
+// quarter of the last published budget.
+func (co *coordinator) becomeLeader(ctx context.Context) error {
+	ccfg := co.opts.Controller
+	ccfg.Holds = co.c.sources
+	// A recent publication is the cluster's budget a moment ago: start
+	// cautious from it. An old one says nothing about now.
+	var last float64
+	lctx, cancel := context.WithTimeout(ctx, time.Second)
+	err := co.c.coord.QueryRow(lctx, "SELECT budget FROM throttled.leader WHERE id = 1 AND published_at > now() - interval '1 minute'").Scan(&last)
+	cancel()
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	ccfg.PreviousBudget = last
+	if co.ctl, err = throttle.New(ccfg); err != nil {
+		return err
+	}
+	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	co.stopPoller, co.pollerDone = stop, make(chan struct{})
+	go func() {
+		defer close(co.pollerDone)
+		_ = co.c.poller.Run(pctx)
+	}()
+	co.leader, co.seen, co.known, co.lastLead = true, map[string][3]float64{}, map[throttle.Job]bool{}, time.Time{}
+	co.isLeader.Store(true)
+	co.c.log.Info("became leader", "worker", co.procID, "previous_budget", last)
+	return nil
+}
+
+func (co *coordinator) stepDown(why string) {
+	if !co.leader {
+		return
+	}
+	co.stopPoller()
+	<-co.pollerDone
+	co.leader = false
+	co.isLeader.Store(false)
+	co.c.log.Warn("stepped down as leader", "why", why)
+}
+
+type liveWorker struct {
+	id, job                                   string
+	weight, minRate, maxRate, batches, errors float64
+	durationMs                                float64
+}
+
+// lead decides for every live worker in the cluster and publishes the
+// allocations with a lease. It does not decide before the sampler has a
+// fresh reading of the primary.
+func (co *coordinator) lead(ctx context.Context) {
+	snap := co.c.poller.Snapshot()
+	if s, ok := snap.Get(signals.PrimaryLoad, nil); !ok || s.Err != nil || snap.Stale(s) {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	rows, err := co.c.coord.Query(lctx, `SELECT id, job, weight, min_rate, max_rate, batches, errors, duration_ms
+		FROM throttled.workers WHERE heartbeat_at > now() - make_interval(secs => $1)`, co.lease.Seconds())
+	if err != nil {
+		co.c.log.Warn("cannot read workers", "error", err)
+		return
+	}
+	live, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (liveWorker, error) {
+		var w liveWorker
+		var b, e int64
+		err := r.Scan(&w.id, &w.job, &w.weight, &w.minRate, &w.maxRate, &b, &e, &w.durationMs)
+		w.batches, w.errors = float64(b), float64(e)
+		return w, err
+	})
+	if err != nil {
+		co.c.log.Warn("cannot read workers", "error", err)
+		return
+	}
+	// Jobs are the union of the live workers' jobs; their consumption is
+	// the growth of each worker's counters.
+	byJob := map[throttle.Job][]liveWorker{}
+	for _, w := range live {
+		j := throttle.Job(w.job)
+		byJob[j] = append(byJob[j], w)
+		last, seen := co.seen[w.id]
+		co.seen[w.id] = [3]float64{w.batches, w.errors, w.durationMs}
+		if seen && w.batches >= last[0] {
+			n := int(w.batches - last[0])
+			co.ctl.ReportMany(j, n, int(w.errors-last[1]), time.Duration((w.durationMs-last[2])*float64(time.Millisecond)))
+		}
+	}
+	for j, ws := range byJob {
+		weight, minRate, maxRate := 0.0, 0.0, 0.0
+		for _, w := range ws {
+			weight, minRate, maxRate = max(weight, w.weight), max(minRate, w.minRate), max(maxRate, w.maxRate)
+		}
+		if err := co.ctl.Register(throttle.JobConfig{Name: j, Weight: weight, MinRate: minRate, MaxRate: maxRate}); err != nil {
+			co.c.log.Warn("cannot register job", "job", j, "error", err)
+		}
+	}
+	for j := range co.known {
+		if _, ok := byJob[j]; !ok {
+			co.ctl.Unregister(j)
+			delete(co.known, j)
+		}
+	}
+	for j := range byJob {
+		co.known[j] = true
+	}
+	d := co.ctl.Step(snap.At, snap)
+	co.c.published(d)
+	var ids, states, reasons []string
+	var rates []float64
+	var bursts, inflights []int32
+	for j, ws := range byJob {
+		jd := d.Jobs[j]
+		n := float64(len(ws))
+		for _, w := range ws {
+			a := throttle.Allocation{}
+			if jd.Rate > 0 {
+				a = throttle.Allocation{Rate: jd.Rate / n, Burst: int(math.Max(1, math.Ceil(float64(jd.Burst)/n))),
+					MaxInFlight: int(math.Max(1, math.Ceil(float64(jd.MaxInFlight)/n)))}
+			}
+			ids, rates, states, reasons = append(ids, w.id), append(rates, a.Rate), append(states, string(jd.State)), append(reasons, jd.Reason)
+			bursts, inflights = append(bursts, int32(a.Burst)), append(inflights, int32(a.MaxInFlight))
+		}
+	}
+	_, err = co.c.coord.Exec(lctx, `UPDATE throttled.workers w SET alloc_rate = u.rate, alloc_burst = u.burst, alloc_inflight = u.inflight,
+			lease_until = now() + make_interval(secs => $7), state = u.state, reason = u.reason, binding = $8
+		FROM unnest($1::text[], $2::float8[], $3::int[], $4::int[], $5::text[], $6::text[]) AS u(id, rate, burst, inflight, state, reason)
+		WHERE w.id = u.id`, ids, rates, bursts, inflights, states, reasons, co.lease.Seconds(), d.Binding)
+	if err == nil {
+		_, err = co.c.coord.Exec(lctx, `INSERT INTO throttled.leader (id, leader, budget, mode, binding, reason, published_at)
+			VALUES (1, $1, $2, $3, $4, $5, now())
+			ON CONFLICT (id) DO UPDATE SET leader = $1, budget = $2, mode = $3, binding = $4, reason = $5, published_at = now()`,
+			co.procID, d.Budget, string(d.Mode), d.Binding, d.Reason)
+	}
+	if err == nil {
+		_, err = co.c.coord.Exec(lctx, "DELETE FROM throttled.workers WHERE heartbeat_at < now() - interval '1 minute'")
+	}
+	if err != nil {
+		co.c.log.Warn("cannot publish allocations", "error", err)
+		return
+	}
+	co.lastLead = time.Now()
+}
+
+// unregister removes this process's worker rows.
+func (co *coordinator) unregister() {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, w := range co.workers {
+		_, _ = co.c.coord.Exec(ctx, "DELETE FROM throttled.workers WHERE id = $1", w.id)
+	}
+	if co.election != nil {
+		co.election.Close(ctx)
+	}
+}
+
+var (
+	_ Pacer = (*worker)(nil)
+	_ Pacer = (*throttle.Pacer)(nil)
+)
