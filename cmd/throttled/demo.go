@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
@@ -77,7 +78,23 @@ func demoScenes(scale float64) []scene {
 			}
 			return func() { _ = c.StartReplica(context.Background()) }, nil
 		}},
-		{"recovered", d(12), nil},
+		{"held: throttled pause", d(8), func(ctx context.Context, c *pgcluster.Cluster) (func(), error) {
+			store, pool, err := openStore(ctx, c.Primary.DSN(pgcluster.RoleAdmin), holds.Config{})
+			if err != nil {
+				return nil, err
+			}
+			h, err := store.Add(ctx, holds.Request{Scope: throttle.OneJob(demoJob), Source: throttle.SourceCLI,
+				Reason: "demo: checking the replica before the next batch", Actor: "oncall", TTL: 10 * time.Minute})
+			if err != nil {
+				pool.Close()
+				return nil, err
+			}
+			return func() {
+				_, _ = store.Release(context.Background(), h.ID, "oncall", throttle.SourceCLI, "demo: replica checked")
+				pool.Close()
+			}, nil
+		}},
+		{"resumed by hand", d(10), nil},
 	}
 }
 
@@ -135,6 +152,8 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) e
 		PrimaryDSN:  c.Primary.DSN(pgcluster.RoleMonitor),
 		ReplicaDSNs: []string{c.Replica.DSN(pgcluster.RoleMonitor)},
 		Cores:       cores,
+		// Durable holds and the audit log, in the demo database itself.
+		CoordinationDSN: c.Primary.DSN(pgcluster.RoleAdmin),
 		Controller: throttle.Config{
 			Replicas:      map[string]throttle.ReplicaPolicy{pgcluster.ReplicaName: throttle.ReplicaRequired},
 			MaxBudget:     demoMaxRate,
@@ -254,6 +273,10 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) e
 		demoJob, st.State, st.Rows, old, st.Batches, st.Retries, left, demoRows-old)
 	if st.State == jobs.StateStopped {
 		fmt.Fprintln(out, "Stopped between batches at the end of the demo; run again, it would resume from its checkpoint in throttled.checkpoints.")
+	}
+	fmt.Fprintln(out, "\nThe audit log (throttled audit):")
+	if code := runAudit(context.WithoutCancel(ctx), []string{"--primary-dsn", c.Primary.DSN(pgcluster.RoleAdmin), "--since", "10m"}, out, out); code != exitOK {
+		return fmt.Errorf("audit log: exit %d", code)
 	}
 	if jobErr != nil && !errors.Is(jobErr, context.Canceled) {
 		return jobErr

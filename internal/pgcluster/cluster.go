@@ -61,6 +61,9 @@ type Options struct {
 	BinDir string
 	// StartTimeout bounds each server start. Defaults to 60s.
 	StartTimeout time.Duration
+	// MaxConnections is max_connections. Defaults to the package's
+	// MaxConnections (50).
+	MaxConnections int
 	// Log, when set, receives one line per harness step.
 	Log func(format string, args ...any)
 }
@@ -104,6 +107,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 60 * time.Second
+	}
+	if opts.MaxConnections == 0 {
+		opts.MaxConnections = MaxConnections
 	}
 	if opts.Log == nil {
 		opts.Log = func(string, ...any) {}
@@ -220,7 +226,7 @@ func (c *Cluster) initPrimary(ctx context.Context) error {
 	conf := strings.Join([]string{
 		"listen_addresses = '127.0.0.1'",
 		"unix_socket_directories = ''",
-		fmt.Sprintf("max_connections = %d", MaxConnections),
+		fmt.Sprintf("max_connections = %d", c.opts.MaxConnections),
 		fmt.Sprintf("superuser_reserved_connections = %d", SuperuserReservedConnections),
 		"shared_buffers = 32MB",
 		"wal_level = replica",
