@@ -351,7 +351,7 @@ func TestPausedJobIsVisiblyPausedAndResumes(t *testing.T) {
 		return nil
 	})
 	paused := batches.Load()
-	steady(t, 2*time.Second, func() error {
+	pgtest.Steady(t, 2*time.Second, func() error {
 		if n := batches.Load(); n > paused+1 {
 			return errors.New("batches ran while paused")
 		}
@@ -372,26 +372,6 @@ func TestPausedJobIsVisiblyPausedAndResumes(t *testing.T) {
 	}
 	if st := j.Status(); st.State != jobs.StateStopped {
 		t.Fatalf("state after cancel: %s", st.State)
-	}
-}
-
-// steady checks cond every 50 ms for d and fails the test the first
-// time it does not hold.
-func steady(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if err := cond(); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-deadline.C:
-			return
-		case <-tick.C:
-		}
 	}
 }
 

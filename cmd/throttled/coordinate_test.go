@@ -132,7 +132,7 @@ func TestManyWorkersSampleLikeOne(t *testing.T) {
 		return nil
 	})
 	// One sampler for the cluster, however many workers.
-	steady(t, 3*time.Second, func() error {
+	pgtest.Steady(t, 3*time.Second, func() error {
 		if s := samplerSessions(t, admin); s != 1 {
 			return fmt.Errorf("%d sampler sessions with %d workers; want 1", s, n)
 		}

@@ -259,7 +259,7 @@ func TestExecPausesUnderCriticalLoadAndResumes(t *testing.T) {
 		return nil
 	})
 	stopped := last
-	steady(t, 3*time.Second, func() error {
+	pgtest.Steady(t, 3*time.Second, func() error {
 		if r, _, _ := checkpoint(admin, "exec-load"); r != stopped {
 			return fmt.Errorf("deleted %d rows during critical load", r-stopped)
 		}
@@ -299,25 +299,5 @@ func TestMigrateCommand(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"migrate"}, &out, &errOut); code != exitUsage {
 		t.Fatalf("migrate without a DSN: exit %d", code)
-	}
-}
-
-// steady checks cond every 50 ms for d and fails the test the first time
-// it does not hold.
-func steady(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if err := cond(); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-deadline.C:
-			return
-		case <-tick.C:
-		}
 	}
 }

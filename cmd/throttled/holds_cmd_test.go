@@ -75,7 +75,7 @@ func rateOver(t *testing.T, admin *pgx.Conn, job string, d time.Duration) float6
 	t.Helper()
 	before, _ := jobProgress(t, admin, job)
 	start := time.Now()
-	steady(t, d, func() error { return nil })
+	pgtest.Steady(t, d, func() error { return nil })
 	after, _ := jobProgress(t, admin, job)
 	return float64(after-before) / time.Since(start).Seconds()
 }
@@ -117,7 +117,7 @@ func TestPauseStopsEveryWorkerOfTheJobAndOnlyThem(t *testing.T) {
 	// timeout (2 s); mp-y goes on.
 	bound := pausedAt.Add(3 * time.Second)
 	yBefore, _ := jobProgress(t, admin, "mp-y")
-	steady(t, 5*time.Second, func() error {
+	pgtest.Steady(t, 5*time.Second, func() error {
 		if _, at := jobProgress(t, admin, "mp-x"); at.After(bound) {
 			return fmt.Errorf("mp-x committed a batch at %s, %s after the pause", at, at.Sub(pausedAt))
 		}
@@ -129,7 +129,7 @@ func TestPauseStopsEveryWorkerOfTheJobAndOnlyThem(t *testing.T) {
 	// A third worker started after the pause does no work.
 	frozen, _ := jobProgress(t, admin, "mp-x")
 	x3 := startWorker(t, c, "mp-x", "mp_x")
-	steady(t, 4*time.Second, func() error {
+	pgtest.Steady(t, 4*time.Second, func() error {
 		if r, _ := jobProgress(t, admin, "mp-x"); r != frozen {
 			return fmt.Errorf("mp-x deleted %d rows during the pause (a worker started after it?)", r-frozen)
 		}

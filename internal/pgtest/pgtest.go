@@ -102,3 +102,24 @@ func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 		t.Fatalf("not true within %s: %v", timeout, last)
 	}
 }
+
+// Steady checks cond every 50 ms for d and fails the test the first time
+// it does not hold: how tests show that something does not happen (no
+// batch while paused) without sleeping.
+func Steady(t testing.TB, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := cond(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-deadline.C:
+			return
+		case <-tick.C:
+		}
+	}
+}
