@@ -10,7 +10,8 @@ BIN      := bin/throttled
 FUZZ_TARGETS := \
 	./signals:FuzzConninfoValue \
 	./cmd/throttled:FuzzParseSignalsFlags \
-	./cmd/throttled:FuzzParseExecFlags
+	./cmd/throttled:FuzzParseExecFlags \
+	./config:FuzzParse
 
 .PHONY: help
 help: ## list the targets

@@ -192,3 +192,29 @@ func TestPauseRefusesATTLOverTheMaximum(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 }
+
+func TestCheckConfig(t *testing.T) {
+	c := pgtest.Cluster(t)
+	dir := t.TempDir()
+	write := func(name, replica string) string {
+		p := dir + "/" + name
+		src := fmt.Sprintf("primary {\n  dsn = %q\n  cores = 2\n}\nreplica %q {\n  policy = \"required\"\n}\n", c.Primary.DSN(pgcluster.RoleMonitor), replica)
+		if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good, retired := write("good.hcl", "replica1"), write("retired.hcl", "db-retired")
+	if out := cli(t, "check-config", "--config", good, "--live"); !strings.Contains(out, "valid (offline and against the cluster)") {
+		t.Fatalf("output: %s", out)
+	}
+	cli(t, "check-config", "--config", retired) // offline it cannot know
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"check-config", "--config", retired, "--live"}, &out, &errOut); code != exitError ||
+		!strings.Contains(errOut.String(), `replica "db-retired" does not exist`) {
+		t.Fatalf("retired replica: exit %d: %s", code, errOut.String())
+	}
+	if strings.Contains(errOut.String(), c.Password(pgcluster.RoleMonitor)) {
+		t.Fatal("the error shows the DSN's password")
+	}
+}

@@ -1,0 +1,479 @@
+// Package config reads the sidecar's HCL configuration: the primary and
+// its replicas, cores, signal rules, jobs, hold lifetimes, the HTTP
+// listener, API tokens and notifiers.
+//
+// Secrets are never required inline: every secret may come from the
+// environment (env("NAME")) or a file (a *_file attribute). Errors name
+// the file, the line and the field; HCL itself suggests the right name
+// for a misspelled one. [Load] parses and validates offline; [Config.Live]
+// then checks the configuration against the running cluster: every
+// configured replica must exist. A configuration that fails either is
+// refused as a whole.
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/throttled/throttled/internal/jobname"
+	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+)
+
+// file is the HCL document.
+type file struct {
+	Primary   *primaryBlock    `hcl:"primary,block"`
+	Replicas  []replicaBlock   `hcl:"replica,block"`
+	Signals   []signalBlock    `hcl:"signal,block"`
+	Jobs      []jobBlock       `hcl:"job,block"`
+	Holds     *holdsBlock      `hcl:"holds,block"`
+	Listen    *listenBlock     `hcl:"listen,block"`
+	Tokens    []tokenBlock     `hcl:"token,block"`
+	Notifiers []notifierBlock  `hcl:"notifier,block"`
+	Control   *controllerBlock `hcl:"controller,block"`
+}
+
+type primaryBlock struct {
+	DSN             *string   `hcl:"dsn,optional"`
+	DSNFile         *string   `hcl:"dsn_file,optional"`
+	CoordinationDSN *string   `hcl:"coordination_dsn,optional"`
+	Cores           float64   `hcl:"cores"`
+	Range           hcl.Range `hcl:",def_range"`
+}
+
+type replicaBlock struct {
+	Name   string    `hcl:"name,label"`
+	Policy *string   `hcl:"policy,optional"`
+	DSN    *string   `hcl:"dsn,optional"`
+	Range  hcl.Range `hcl:",def_range"`
+}
+
+type signalBlock struct {
+	Name     string    `hcl:"name,label"`
+	Target   float64   `hcl:"target"`
+	Critical *float64  `hcl:"critical,optional"`
+	MaxAge   *string   `hcl:"max_age,optional"`
+	Required *bool     `hcl:"required,optional"`
+	Range    hcl.Range `hcl:",def_range"`
+}
+
+type jobBlock struct {
+	Name                string    `hcl:"name,label"`
+	Weight              *float64  `hcl:"weight,optional"`
+	MinRate             *float64  `hcl:"min_rate,optional"`
+	MaxRate             *float64  `hcl:"max_rate,optional"`
+	MinBatchSize        *int      `hcl:"min_batch_size,optional"`
+	MaxBatchSize        *int      `hcl:"max_batch_size,optional"`
+	TargetBatchDuration *string   `hcl:"target_batch_duration,optional"`
+	Range               hcl.Range `hcl:",def_range"`
+}
+
+type holdsBlock struct {
+	DefaultTTL *string   `hcl:"default_ttl,optional"`
+	MaxTTL     *string   `hcl:"max_ttl,optional"`
+	Range      hcl.Range `hcl:",def_range"`
+}
+
+type listenBlock struct {
+	Address    string    `hcl:"address"`
+	TLSCert    *string   `hcl:"tls_cert,optional"`
+	TLSKey     *string   `hcl:"tls_key,optional"`
+	OpenReads  *bool     `hcl:"open_reads,optional"`
+	MaxRequest *int      `hcl:"max_concurrent_requests,optional"`
+	Range      hcl.Range `hcl:",def_range"`
+}
+
+type tokenBlock struct {
+	Name       string    `hcl:"name,label"`
+	Secret     *string   `hcl:"secret,optional"`
+	SecretFile *string   `hcl:"secret_file,optional"`
+	Scopes     []string  `hcl:"scopes"`
+	Range      hcl.Range `hcl:",def_range"`
+}
+
+type notifierBlock struct {
+	Kind       string    `hcl:"kind,label"`
+	URL        string    `hcl:"url"`
+	Secret     *string   `hcl:"secret,optional"`
+	SecretFile *string   `hcl:"secret_file,optional"`
+	Range      hcl.Range `hcl:",def_range"`
+}
+
+type controllerBlock struct {
+	MaxBudget   *float64  `hcl:"max_budget,optional"`
+	QuietPeriod *string   `hcl:"quiet_period,optional"`
+	Range       hcl.Range `hcl:",def_range"`
+}
+
+// Scope is what a token may do.
+type Scope string
+
+// Token scopes: read everything; pause and resume; admin (reload).
+const (
+	ScopeRead  Scope = "read"
+	ScopePause Scope = "pause"
+	ScopeAdmin Scope = "admin"
+)
+
+// Token is an API token. Secret is never logged.
+type Token struct {
+	Name   string
+	Secret string
+	Scopes []Scope
+}
+
+// Allows reports whether the token has scope s.
+func (t Token) Allows(s Scope) bool { return slices.Contains(t.Scopes, s) }
+
+// Notifier is a paging destination.
+type Notifier struct {
+	Kind   string // webhook, alertmanager or pagerduty
+	URL    string
+	Secret string
+}
+
+// Job is a job's configuration.
+type Job struct {
+	Name                       string
+	Weight, MinRate, MaxRate   float64
+	MinBatchSize, MaxBatchSize int
+	TargetBatchDuration        time.Duration
+}
+
+// Config is a loaded, validated configuration.
+type Config struct {
+	// Path is the file it came from; Version a digest of its text.
+	Path, Version string
+
+	PrimaryDSN      string
+	CoordinationDSN string
+	Cores           float64
+	// Replicas maps each configured replica to its policy.
+	Replicas map[string]throttle.ReplicaPolicy
+	// ReplicaDSNs are replicas to sample directly, by name.
+	ReplicaDSNs map[string]string
+	Rules       map[signals.Name]throttle.Rule
+	Jobs        []Job
+	HoldDefault time.Duration
+	HoldMax     time.Duration
+	Listen      string
+	TLSCert     string
+	TLSKey      string
+	// OpenReads leaves the read endpoints open without a token.
+	OpenReads bool
+	// MaxConcurrent is how many requests the API serves at once before
+	// shedding with 503.
+	MaxConcurrent int
+	Tokens        []Token
+	Notifiers     []Notifier
+	MaxBudget     float64
+	QuietPeriod   time.Duration
+}
+
+// Load reads and validates the file at path, offline.
+func Load(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, src, os.Getenv)
+}
+
+// evalContext offers env("NAME"), which fails when NAME is unset so a
+// missing secret is an error, never an empty password.
+func evalContext(getenv func(string) string) *hcl.EvalContext {
+	return &hcl.EvalContext{Functions: map[string]function.Function{
+		"env": function.New(&function.Spec{
+			Params: []function.Parameter{{Name: "name", Type: cty.String}},
+			Type:   function.StaticReturnType(cty.String),
+			Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+				name := args[0].AsString()
+				v := getenv(name)
+				if v == "" {
+					return cty.NilVal, fmt.Errorf("environment variable %s is not set", name)
+				}
+				return cty.StringVal(v), nil
+			},
+		}),
+	}}
+}
+
+// Parse parses src (named filename in errors) and validates it offline.
+// getenv resolves env() calls.
+func Parse(filename string, src []byte, getenv func(string) string) (*Config, error) {
+	f, diags := hclsyntax.ParseConfig(src, filename, hcl.Pos{Line: 1, Column: 1})
+	if diags.HasErrors() {
+		return nil, diagError(diags)
+	}
+	var doc file
+	if diags := gohcl.DecodeBody(f.Body, evalContext(getenv), &doc); diags.HasErrors() {
+		return nil, diagError(diags)
+	}
+	sum := sha256.Sum256(src)
+	c := &Config{Path: filename, Version: hex.EncodeToString(sum[:6])}
+	v := &validator{}
+	c.build(&doc, v)
+	if len(v.errs) > 0 {
+		return nil, errors.Join(v.errs...)
+	}
+	return c, nil
+}
+
+// diagError turns HCL diagnostics into one error whose lines name file,
+// line and column, and carry HCL's suggestions.
+func diagError(diags hcl.Diagnostics) error {
+	var errs []error
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		msg := d.Summary
+		if d.Detail != "" {
+			msg += ": " + d.Detail
+		}
+		if d.Subject != nil {
+			msg = fmt.Sprintf("%s:%d,%d: %s", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, msg)
+		}
+		errs = append(errs, errors.New("config: "+msg))
+	}
+	return errors.Join(errs...)
+}
+
+type validator struct{ errs []error }
+
+func (v *validator) bad(r hcl.Range, format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf("config: %s:%d: "+format, append([]any{r.Filename, r.Start.Line}, args...)...))
+}
+
+func (v *validator) duration(r hcl.Range, field string, s *string, def time.Duration) time.Duration {
+	if s == nil {
+		return def
+	}
+	d, err := time.ParseDuration(*s)
+	if err != nil || d <= 0 {
+		v.bad(r, "%s = %q: want a positive duration such as \"3s\" or \"1h\"", field, *s)
+		return def
+	}
+	return d
+}
+
+func (v *validator) secret(r hcl.Range, field string, inline, path *string) string {
+	switch {
+	case inline != nil && path != nil:
+		v.bad(r, "give %s or %s_file, not both", field, field)
+	case path != nil:
+		b, err := os.ReadFile(*path)
+		if err != nil {
+			v.bad(r, "%s_file: %v", field, err)
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	case inline != nil:
+		return *inline
+	}
+	return ""
+}
+
+func (c *Config) build(doc *file, v *validator) {
+	if doc.Primary == nil {
+		v.errs = append(v.errs, fmt.Errorf("config: %s: a primary block is required", c.Path))
+		return
+	}
+	p := doc.Primary
+	c.PrimaryDSN = v.secret(p.Range, "dsn", p.DSN, p.DSNFile)
+	if c.PrimaryDSN == "" && (p.DSN == nil || p.DSNFile == nil) {
+		if p.DSN == nil && p.DSNFile == nil {
+			v.bad(p.Range, "primary: dsn (or dsn_file) is required")
+		}
+	}
+	c.CoordinationDSN = c.PrimaryDSN
+	if p.CoordinationDSN != nil {
+		c.CoordinationDSN = *p.CoordinationDSN
+	}
+	if !(p.Cores > 0) || math.IsInf(p.Cores, 0) {
+		v.bad(p.Range, "primary: cores must be a positive number of CPU cores, got %v", p.Cores)
+	}
+	c.Cores = p.Cores
+
+	c.Replicas, c.ReplicaDSNs = map[string]throttle.ReplicaPolicy{}, map[string]string{}
+	for _, r := range doc.Replicas {
+		if _, dup := c.Replicas[r.Name]; dup {
+			v.bad(r.Range, "replica %q is configured twice", r.Name)
+		}
+		policy := throttle.ReplicaOptional
+		if r.Policy != nil {
+			policy = throttle.ReplicaPolicy(*r.Policy)
+		}
+		switch policy {
+		case throttle.ReplicaRequired, throttle.ReplicaOptional, throttle.ReplicaIgnored:
+		default:
+			v.bad(r.Range, "replica %q: policy = %q: want required, optional or ignored", r.Name, policy)
+		}
+		c.Replicas[r.Name] = policy
+		if r.DSN != nil {
+			c.ReplicaDSNs[r.Name] = *r.DSN
+		}
+	}
+
+	c.Rules = throttle.DefaultRules()
+	for _, s := range doc.Signals {
+		name := signals.Name(s.Name)
+		if !signals.Known(name) {
+			v.bad(s.Range, "signal %q: unknown; signals are %v", s.Name, signals.Names)
+			continue
+		}
+		r := throttle.Rule{Target: s.Target, MaxAge: v.duration(s.Range, "max_age", s.MaxAge, 0)}
+		if s.Critical != nil {
+			r.Critical = *s.Critical
+		}
+		if s.Required != nil {
+			r.Required = *s.Required
+		} else if def, ok := c.Rules[name]; ok {
+			r.Required = def.Required
+		}
+		c.Rules[name] = r
+	}
+
+	seen := map[string]bool{}
+	for _, j := range doc.Jobs {
+		if p := jobname.Problem(j.Name); p != "" {
+			v.bad(j.Range, "job %q: name %s", j.Name, p)
+		}
+		if seen[j.Name] {
+			v.bad(j.Range, "job %q is configured twice", j.Name)
+		}
+		seen[j.Name] = true
+		job := Job{Name: j.Name, Weight: 1, TargetBatchDuration: v.duration(j.Range, "target_batch_duration", j.TargetBatchDuration, time.Second)}
+		for _, f := range []struct {
+			name string
+			src  *float64
+			dst  *float64
+		}{{"weight", j.Weight, &job.Weight}, {"min_rate", j.MinRate, &job.MinRate}, {"max_rate", j.MaxRate, &job.MaxRate}} {
+			if f.src == nil {
+				continue
+			}
+			if *f.src < 0 || math.IsNaN(*f.src) || math.IsInf(*f.src, 0) || (f.name == "weight" && *f.src == 0) {
+				v.bad(j.Range, "job %q: %s must be positive, got %v", j.Name, f.name, *f.src)
+			}
+			*f.dst = *f.src
+		}
+		if job.MaxRate > 0 && job.MinRate > job.MaxRate {
+			v.bad(j.Range, "job %q: min_rate %v must not exceed max_rate %v", j.Name, job.MinRate, job.MaxRate)
+		}
+		if j.MinBatchSize != nil {
+			job.MinBatchSize = *j.MinBatchSize
+		}
+		if j.MaxBatchSize != nil {
+			job.MaxBatchSize = *j.MaxBatchSize
+		}
+		if job.MinBatchSize < 0 || job.MaxBatchSize < 0 || (job.MaxBatchSize > 0 && job.MinBatchSize > job.MaxBatchSize) {
+			v.bad(j.Range, "job %q: batch sizes min %d and max %d must be positive with min not above max", j.Name, job.MinBatchSize, job.MaxBatchSize)
+		}
+		c.Jobs = append(c.Jobs, job)
+	}
+
+	c.HoldDefault, c.HoldMax = time.Hour, 24*time.Hour
+	if h := doc.Holds; h != nil {
+		c.HoldDefault = v.duration(h.Range, "default_ttl", h.DefaultTTL, c.HoldDefault)
+		c.HoldMax = v.duration(h.Range, "max_ttl", h.MaxTTL, c.HoldMax)
+		if c.HoldDefault > c.HoldMax {
+			v.bad(h.Range, "holds: default_ttl %s must not exceed max_ttl %s", c.HoldDefault, c.HoldMax)
+		}
+	}
+
+	c.MaxConcurrent = 64
+	if l := doc.Listen; l != nil {
+		if _, _, err := net.SplitHostPort(l.Address); err != nil {
+			v.bad(l.Range, "listen: address = %q: want host:port, such as \"127.0.0.1:18087\"", l.Address)
+		}
+		c.Listen = l.Address
+		if (l.TLSCert == nil) != (l.TLSKey == nil) {
+			v.bad(l.Range, "listen: give both tls_cert and tls_key, or neither")
+		}
+		if l.TLSCert != nil {
+			c.TLSCert, c.TLSKey = *l.TLSCert, *l.TLSKey
+		}
+		if l.OpenReads != nil {
+			c.OpenReads = *l.OpenReads
+		}
+		if l.MaxRequest != nil {
+			if *l.MaxRequest < 1 {
+				v.bad(l.Range, "listen: max_concurrent_requests must be at least 1, got %d", *l.MaxRequest)
+			}
+			c.MaxConcurrent = *l.MaxRequest
+		}
+	}
+
+	names := map[string]bool{}
+	for _, t := range doc.Tokens {
+		if names[t.Name] {
+			v.bad(t.Range, "token %q is configured twice", t.Name)
+		}
+		names[t.Name] = true
+		secret := v.secret(t.Range, "secret", t.Secret, t.SecretFile)
+		if len(secret) < 16 {
+			v.bad(t.Range, "token %q: the secret must be at least 16 characters (from env() or secret_file)", t.Name)
+		}
+		tok := Token{Name: t.Name, Secret: secret}
+		for _, s := range t.Scopes {
+			switch Scope(s) {
+			case ScopeRead, ScopePause, ScopeAdmin:
+				tok.Scopes = append(tok.Scopes, Scope(s))
+			default:
+				v.bad(t.Range, "token %q: scope %q: want read, pause or admin", t.Name, s)
+			}
+		}
+		c.Tokens = append(c.Tokens, tok)
+	}
+	for _, n := range doc.Notifiers {
+		switch n.Kind {
+		case "webhook", "alertmanager", "pagerduty":
+		default:
+			v.bad(n.Range, "notifier %q: want webhook, alertmanager or pagerduty", n.Kind)
+		}
+		if !strings.HasPrefix(n.URL, "http://") && !strings.HasPrefix(n.URL, "https://") {
+			v.bad(n.Range, "notifier %q: url = %q: want an http(s) URL", n.Kind, n.URL)
+		}
+		c.Notifiers = append(c.Notifiers, Notifier{Kind: n.Kind, URL: n.URL, Secret: v.secret(n.Range, "secret", n.Secret, n.SecretFile)})
+	}
+
+	if ctl := doc.Control; ctl != nil {
+		if ctl.MaxBudget != nil {
+			if !(*ctl.MaxBudget > 0) {
+				v.bad(ctl.Range, "controller: max_budget must be positive, got %v", *ctl.MaxBudget)
+			}
+			c.MaxBudget = *ctl.MaxBudget
+		}
+		c.QuietPeriod = v.duration(ctl.Range, "quiet_period", ctl.QuietPeriod, 0)
+	}
+	// The controller's own validation (targets against critical levels,
+	// replica policies, budgets) runs on the assembled rules, so no
+	// configuration it would refuse is ever accepted here.
+	if _, err := throttle.New(c.ControllerConfig()); err != nil {
+		v.errs = append(v.errs, fmt.Errorf("config: %s: %w", c.Path, err))
+	}
+}
+
+// ControllerConfig is the controller configuration this file describes.
+func (c *Config) ControllerConfig() throttle.Config {
+	return throttle.Config{Rules: c.Rules, Replicas: c.Replicas, MaxBudget: c.MaxBudget, QuietPeriod: c.QuietPeriod}
+}
+
+// Token returns the token whose secret is secret, comparing in constant
+// time against every configured token.
+func (c *Config) Token(secret string) (Token, bool) {
+	return lookupToken(c.Tokens, secret)
+}

@@ -1,0 +1,78 @@
+# throttled sidecar configuration. Check it with:
+#   throttled check-config --config examples/throttled.hcl          (offline)
+#   throttled check-config --config examples/throttled.hcl --live   (against the cluster)
+# Secrets never need to be inline: use env("NAME") or a *_file attribute.
+
+primary {
+  # A role granted pg_monitor (not a superuser): the sampler's.
+  dsn   = env("THROTTLED_PRIMARY_DSN")
+  # No SQL reveals the core count; primary_load is on-CPU sessions per core.
+  cores = 16
+  # Holds, the audit log and worker leases live in schema "throttled" of
+  # the primary itself; this role must be able to write it. Defaults to dsn.
+  # coordination_dsn = env("THROTTLED_COORDINATION_DSN")
+}
+
+# Every replica that paces the jobs. required: missing or stale stops all
+# work; optional (the default): its lag binds while it is readable;
+# ignored: shown, never acted on. A replica named here that does not exist
+# on the primary makes --live (and a reload) refuse the whole file.
+replica "replica1" {
+  policy = "required"
+}
+
+# Signal rules override the defaults (primary_load 0.7 / critical 1.0,
+# connection_headroom 10 % free / critical 5 %, replica_lag_seconds 2 s).
+signal "primary_load" {
+  target   = 0.7
+  critical = 1.0
+  max_age  = "3s"
+}
+signal "replica_lag_seconds" {
+  target = 5
+}
+
+# Jobs: weight shares the budget; min/max rate in batches per second.
+job "purge" {
+  weight                = 1
+  max_rate              = 20
+  target_batch_duration = "1s"
+}
+job "archive" {
+  weight = 2
+}
+
+# Every hold expires; longer than max_ttl is refused.
+holds {
+  default_ttl = "1h"
+  max_ttl     = "24h"
+}
+
+listen {
+  address = "127.0.0.1:18087"
+  # tls_cert = "/etc/throttled/tls.crt"
+  # tls_key  = "/etc/throttled/tls.key"
+  # Reads (status, jobs, holds, check) without a token:
+  # open_reads = true
+  max_concurrent_requests = 64
+}
+
+# Bearer tokens with scopes: read, pause (pause and resume), admin (reload).
+token "ops" {
+  secret = env("THROTTLED_TOKEN_OPS")
+  scopes = ["read", "pause", "admin"]
+}
+token "viewer" {
+  secret_file = "/run/secrets/throttled_viewer"
+  scopes      = ["read"]
+}
+
+notifier "webhook" {
+  url    = "http://127.0.0.1:18099/hook"
+  secret = env("THROTTLED_WEBHOOK_SECRET")
+}
+
+controller {
+  max_budget   = 50
+  quiet_period = "30s"
+}
