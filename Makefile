@@ -11,7 +11,8 @@ FUZZ_TARGETS := \
 	./signals:FuzzConninfoValue \
 	./cmd/throttled:FuzzParseSignalsFlags \
 	./cmd/throttled:FuzzParseExecFlags \
-	./config:FuzzParse
+	./config:FuzzParse \
+	./cmd/throttled:FuzzParseScope
 
 .PHONY: help
 help: ## list the targets

@@ -113,6 +113,7 @@ type coordinator struct {
 	known      map[throttle.Job]bool // jobs registered with ctl
 	lastLead   time.Time
 	isLeader   atomic.Bool
+	pending    *throttle.Config // a reloaded controller configuration, applied by run
 }
 
 func newCoordinator(c *Client, opts Options) *coordinator {
@@ -157,6 +158,7 @@ func (co *coordinator) run(ctx context.Context) {
 	defer t.Stop()
 	defer co.stepDown("client closing")
 	for {
+		co.applyPending()
 		co.heartbeat(ctx)
 		co.elect(ctx)
 		if co.leader && time.Since(co.lastLead) >= co.c.tick-heartbeatEvery/2 {
@@ -176,6 +178,44 @@ func (co *coordinator) run(ctx context.Context) {
 			co.lastLead = time.Time{}
 		}
 	}
+}
+
+// reconfigure queues a new controller configuration for run to apply.
+func (co *coordinator) reconfigure(cfg throttle.Config) {
+	co.mu.Lock()
+	co.pending = &cfg
+	co.mu.Unlock()
+}
+
+// applyPending swaps in a reloaded controller configuration. A leader
+// rebuilds its controller at its current budget: a reload changes rules,
+// not the pace.
+func (co *coordinator) applyPending() {
+	co.mu.Lock()
+	p := co.pending
+	co.pending = nil
+	co.mu.Unlock()
+	if p == nil {
+		return
+	}
+	co.opts.Controller = *p
+	if !co.leader {
+		return
+	}
+	ccfg := *p
+	ccfg.Holds = co.c.sources
+	if b := co.c.Decision().Budget; b > 0 {
+		if probe, err := throttle.New(ccfg); err == nil {
+			f := probe.Config()
+			ccfg.InitialBudget = max(f.MinBudget, min(f.MaxBudget, b))
+		}
+	}
+	ctl, err := throttle.New(ccfg)
+	if err != nil {
+		co.c.log.Error("reloaded controller configuration refused", "error", err)
+		return
+	}
+	co.ctl, co.known = ctl, map[throttle.Job]bool{}
 }
 
 // heartbeat reports each local worker's consumption, reads back its

@@ -323,6 +323,22 @@ func (c *Client) Job(cfg jobs.Config, db jobs.DB, fn jobs.BatchFunc) (*jobs.Job,
 	return jobs.New(cfg, db, p, fn)
 }
 
+// Reconfigure replaces the controller's configuration (rules, replica
+// policies, budget) after validating it; in coordinated mode only. A
+// configuration the controller refuses changes nothing.
+func (c *Client) Reconfigure(cfg throttle.Config) error {
+	if c.co == nil {
+		return fmt.Errorf("throttled: Reconfigure needs Options.Coordinate")
+	}
+	probe := cfg
+	probe.Holds = c.sources
+	if _, err := throttle.New(probe); err != nil {
+		return err
+	}
+	c.co.reconfigure(cfg)
+	return nil
+}
+
 // Leader reports whether this process leads (always true without
 // Options.Coordinate).
 func (c *Client) Leader() bool { return c.co == nil || c.co.isLeader.Load() }
@@ -379,6 +395,10 @@ func (c *Client) Close() error {
 	c.closeCoordination()
 	return nil
 }
+
+// Watcher is this process's view of the durable holds, or nil without
+// Options.CoordinationDSN.
+func (c *Client) Watcher() *holds.Watcher { return c.watcher }
 
 // Store is the durable holds and audit log, or nil without
 // Options.CoordinationDSN.

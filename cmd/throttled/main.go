@@ -34,6 +34,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"run", "the sidecar: pace jobs with the cluster's leader and serve the HTTP API", runRun},
 		{"signals", "sample the primary's and replicas' health once, or --watch", runSignals},
 		{"demo", "run the signals live against a throwaway primary and replica", runDemo},
 		{"exec", "run an ad-hoc batch statement under the throttle until it affects no row", runExec},

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/sidecar"
+	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
+)
+
+func runRun(ctx context.Context, args []string, out, errOut io.Writer) int {
+	var path string
+	var lf logFlags
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.StringVar(&path, "config", "", "the configuration file (required)")
+	lf.register(fs)
+	if err := parse(fs, args, errOut); err != nil {
+		return fail(errOut, "run", err)
+	}
+	if path == "" {
+		return fail(errOut, "run", fmt.Errorf("%w: --config is required", errUsage))
+	}
+	log, err := lf.logger(errOut)
+	if err != nil {
+		return fail(errOut, "run", err)
+	}
+	if err := serve(ctx, path, log, out); err != nil {
+		return fail(errOut, "run", err)
+	}
+	return exitOK
+}
+
+// clientOptions is what a configuration asks of the throttled client.
+func clientOptions(cfg *config.Config, log hclog.Logger) throttled.Options {
+	var replicaDSNs, expected []string
+	for name, dsn := range cfg.ReplicaDSNs {
+		replicaDSNs = append(replicaDSNs, dsn)
+		_ = name
+	}
+	for name, p := range cfg.Replicas {
+		if p != throttle.ReplicaIgnored {
+			expected = append(expected, name)
+		}
+	}
+	return throttled.Options{
+		PrimaryDSN: cfg.PrimaryDSN, ReplicaDSNs: replicaDSNs, Cores: cfg.Cores,
+		Signals:         signals.Config{Replicas: expected},
+		Controller:      cfg.ControllerConfig(),
+		CoordinationDSN: cfg.CoordinationDSN,
+		Coordinate:      true,
+		Holds:           holds.Config{DefaultTTL: cfg.HoldDefault, MaxTTL: cfg.HoldMax},
+		Enforce:         &holds.EnforcerConfig{},
+		Logger:          log,
+	}
+}
+
+func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) error {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	if cfg.Listen == "" {
+		return fmt.Errorf("%s: a listen block is required to run", path)
+	}
+	// Never start against a cluster the file does not describe.
+	if err := cfg.Live(ctx); err != nil {
+		return err
+	}
+	client, err := throttled.Open(ctx, clientOptions(cfg, log))
+	if err != nil {
+		return err
+	}
+	defer client.Close() // last: releases leadership and the worker rows
+	slog := log.Named("sidecar")
+
+	var srv *sidecar.Server
+	var reloadMu sync.Mutex
+	// reload loads and validates the file, offline and live, and applies
+	// it only whole: a refused file changes nothing.
+	reload := func(ctx context.Context) (*config.Config, error) {
+		reloadMu.Lock()
+		defer reloadMu.Unlock()
+		next, err := config.Load(path)
+		if err == nil {
+			err = next.Live(ctx)
+		}
+		if err == nil && next.Listen != cfg.Listen {
+			err = fmt.Errorf("listen %q -> %q: the listener changes only on restart", cfg.Listen, next.Listen)
+		}
+		if err == nil {
+			err = client.Reconfigure(next.ControllerConfig())
+		}
+		if err == nil {
+			err = srv.Apply(next)
+		}
+		entry := holds.Entry{Event: holds.EventReload, Actor: "throttled", Source: string(throttle.SourceAuto)}
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err != nil {
+			slog.Error("configuration refused; the last good one stays", "file", path, "error", err, "version", cfg.Version)
+			entry.Reason, entry.Detail = "refused: "+err.Error(), map[string]any{"kept": cfg.Version}
+			_ = client.Store().Audit(actx, entry)
+			return nil, err
+		}
+		slog.Info("configuration reloaded", "file", path, "version", next.Version)
+		entry.Reason, entry.Detail = "applied version "+next.Version, map[string]any{"previous": cfg.Version}
+		_ = client.Store().Audit(actx, entry)
+		cfg = next
+		return next, nil
+	}
+	if srv, err = sidecar.New(client, cfg, reload, slog); err != nil {
+		return err
+	}
+	// What the loop below needs, read before any reload can run; after
+	// this, cfg is touched only under reloadMu.
+	listen, tlsCert, tlsKey, version := cfg.Listen, cfg.TLSCert, cfg.TLSKey, cfg.Version
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 15 * time.Second, IdleTimeout: time.Minute, ErrorLog: slog.StandardLogger(&hclog.StandardLoggerOptions{})}
+	errc := make(chan error, 1)
+	go func() {
+		if tlsCert != "" {
+			errc <- httpSrv.ServeTLS(ln, tlsCert, tlsKey)
+		} else {
+			errc <- httpSrv.Serve(ln)
+		}
+	}()
+	fmt.Fprintf(out, "throttled: serving on %s (config %s, version %s)\n", ln.Addr(), path, version)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			_, _ = reload(ctx)
+		case err := <-errc:
+			return err
+		case <-ctx.Done():
+			// In order: stop taking requests and finish those in flight,
+			// then (deferred) release leadership.
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := httpSrv.Shutdown(sctx)
+			cancel()
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			fmt.Fprintln(out, "throttled: stopped")
+			return nil
+		}
+	}
+}

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/sidecar"
+)
+
+const (
+	opsToken    = "ops-token-0123456789abcdef"
+	viewerToken = "viewer-token-0123456789abcdef"
+)
+
+func writeConfig(t *testing.T, path string, c *pgcluster.Cluster, addr, replica, extra string) {
+	t.Helper()
+	src := fmt.Sprintf(`primary {
+  dsn              = %q
+  coordination_dsn = %q
+  cores            = 2
+}
+replica %q {
+  policy = "required"
+}
+listen {
+  address = %q
+}
+token "ops" {
+  secret = env("THROTTLED_TEST_TOKEN_OPS")
+  scopes = ["read", "pause", "admin"]
+}
+token "viewer" {
+  secret = env("THROTTLED_TEST_TOKEN_VIEWER")
+  scopes = ["read"]
+}
+job "purge" {
+  weight = 1
+}
+notifier "webhook" {
+  url    = "http://127.0.0.1:18099/hook"
+  secret = env("THROTTLED_TEST_TOKEN_OPS")
+}
+%s`, c.Primary.DSN(pgcluster.RoleMonitor), c.Primary.DSN(pgcluster.RoleAdmin), replica, addr, extra)
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type api struct {
+	t    *testing.T
+	base string
+}
+
+func (a api) do(method, path, token string, body any) (int, map[string]any, []any) {
+	a.t.Helper()
+	var rd io.Reader
+	if s, ok := body.(string); ok {
+		rd = strings.NewReader(s)
+	} else if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, a.base+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var obj map[string]any
+	var arr []any
+	if json.Unmarshal(raw, &obj) != nil {
+		json.Unmarshal(raw, &arr)
+	}
+	return resp.StatusCode, obj, arr
+}
+
+func TestSidecarAPI(t *testing.T) {
+	c := pgtest.Cluster(t)
+	t.Setenv("THROTTLED_TEST_TOKEN_OPS", opsToken)
+	t.Setenv("THROTTLED_TEST_TOKEN_VIEWER", viewerToken)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	path := t.TempDir() + "/throttled.hcl"
+	writeConfig(t, path, c, addr, "replica1", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"run", "--config", path, "--log-level", "warn"}, &out, &errOut) }()
+	a := api{t: t, base: "http://" + addr}
+	pgtest.Eventually(t, 20*time.Second, func() error {
+		resp, err := http.Get(a.base + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("readyz %d", resp.StatusCode)
+		}
+		return nil
+	})
+
+	// Every mutating route needs a token with pause or admin; none is a GET.
+	for _, r := range sidecar.Routes() {
+		method, p, _ := strings.Cut(r.Pattern, " ")
+		if method != "GET" && method != "HEAD" && r.Scope != "pause" && r.Scope != "admin" {
+			t.Errorf("route %s mutates without pause or admin scope", r.Pattern)
+		}
+		if method == "GET" && (r.Scope == "pause" || r.Scope == "admin") {
+			t.Errorf("route %s needs a mutating scope on a GET", r.Pattern)
+		}
+		p = strings.NewReplacer("{job}", "purge", "{id}", "h1").Replace(p)
+		if code, _, _ := a.do(method, p, "", nil); r.Scope != "" && code != http.StatusUnauthorized {
+			t.Errorf("%s %s without a token: %d; want 401", method, p, code)
+		}
+	}
+	if code, _, _ := a.do("GET", "/v1/status", "not-a-token-at-all", nil); code != 401 {
+		t.Fatalf("unknown token: %d", code)
+	}
+	pgtest.Eventually(t, 20*time.Second, func() error {
+		code, st, _ := a.do("GET", "/v1/status", viewerToken, nil)
+		if code != 200 || st["leader"] != true || st["mode"] == nil || st["mode"] == "" {
+			return fmt.Errorf("status %d %v", code, st)
+		}
+		return nil
+	})
+	if code, _, _ := a.do("GET", "/check/nope", viewerToken, nil); code != 404 {
+		t.Fatalf("check of an unknown job: %d", code)
+	}
+	pgtest.Eventually(t, 20*time.Second, func() error {
+		if code, body, _ := a.do("GET", "/check/purge", viewerToken, nil); code != 200 {
+			return fmt.Errorf("check purge: %d %v", code, body)
+		}
+		return nil
+	})
+
+	// Pausing needs the pause scope; the actor comes from the token.
+	if code, _, _ := a.do("POST", "/v1/holds", viewerToken, sidecar.PauseRequest{Scope: "job:purge", Reason: "x"}); code != 403 {
+		t.Fatalf("viewer paused: %d", code)
+	}
+	for _, bad := range []any{`{"scope": "job:purge"`, `{"scope":"job:purge","reason":"x","extra":1}`, sidecar.PauseRequest{Scope: "jobs:purge", Reason: "x"},
+		sidecar.PauseRequest{Scope: "job:purge", Reason: ""}, sidecar.PauseRequest{Scope: "all", Reason: "x", TTL: "48h"}} {
+		if code, body, _ := a.do("POST", "/v1/holds", opsToken, bad); code != 400 || body["error"] == "" {
+			t.Errorf("bad pause %v: %d %v", bad, code, body)
+		}
+	}
+	code, hold, _ := a.do("POST", "/v1/holds", opsToken, sidecar.PauseRequest{Scope: "job:purge", TTL: "10m", Reason: "replica rebuild"})
+	if code != 201 || hold["actor"] != "token:ops" || hold["scope"] != "job:purge" {
+		t.Fatalf("pause: %d %v", code, hold)
+	}
+	pgtest.Eventually(t, 2*time.Second, func() error {
+		if code, body, _ := a.do("GET", "/check/purge", viewerToken, nil); code != 417 {
+			return fmt.Errorf("check while held: %d %v", code, body)
+		}
+		return nil
+	})
+	if code, _, list := a.do("GET", "/v1/holds", viewerToken, nil); code != 200 || len(list) != 1 {
+		t.Fatalf("holds: %d %v", code, list)
+	}
+	if code, _, _ := a.do("DELETE", "/v1/holds/"+hold["id"].(string), opsToken, nil); code != 200 {
+		t.Fatalf("resume: %d", code)
+	}
+	pgtest.Eventually(t, 5*time.Second, func() error {
+		if code, _, _ := a.do("GET", "/check/purge", viewerToken, nil); code == 417 {
+			return fmt.Errorf("still held")
+		}
+		return nil
+	})
+
+	// A reload naming a replica that does not exist is refused whole; the
+	// last good configuration stays. A good one applies.
+	_, st, _ := a.do("GET", "/v1/status", viewerToken, nil)
+	version := st["config_version"]
+	writeConfig(t, path, c, addr, "db-retired", "job \"archive\" {\n  weight = 2\n}\n")
+	code, body, _ := a.do("POST", "/v1/reload", opsToken, nil)
+	if code != 409 || !strings.Contains(fmt.Sprint(body["error"]), `replica "db-retired" does not exist`) {
+		t.Fatalf("reload of a bad config: %d %v", code, body)
+	}
+	if _, st, _ := a.do("GET", "/v1/status", viewerToken, nil); st["config_version"] != version {
+		t.Fatalf("refused reload changed the version: %v -> %v", version, st["config_version"])
+	}
+	if code, _, _ := a.do("GET", "/v1/jobs/archive", viewerToken, nil); code != 404 {
+		t.Fatalf("refused reload half-applied: job archive exists (%d)", code)
+	}
+	if code, _, _ := a.do("POST", "/v1/reload", viewerToken, nil); code != 403 {
+		t.Fatalf("viewer reloaded: %d", code)
+	}
+	writeConfig(t, path, c, addr, "replica1", "job \"archive\" {\n  weight = 2\n}\n")
+	if code, body, _ := a.do("POST", "/v1/reload", opsToken, nil); code != 200 || body["applied"] != true {
+		t.Fatalf("reload of a good config: %d %v", code, body)
+	}
+	if code, _, _ := a.do("GET", "/v1/jobs/archive", viewerToken, nil); code != 200 {
+		t.Fatalf("job archive after the reload: %d", code)
+	}
+	_, _, audit := a.do("GET", "/v1/audit?since=1h", viewerToken, nil)
+	text := fmt.Sprint(audit)
+	for _, want := range []string{"hold_created", "hold_released", "config_reload", "refused: ", "applied version", "token:ops"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("audit lacks %q", want)
+		}
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Fatalf("run exit %d: %s", code, errOut.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop within 20 s")
+	}
+	if !strings.Contains(out.String(), "throttled: stopped") {
+		t.Fatalf("output: %s", out.String())
+	}
+	if all := out.String() + errOut.String(); strings.Contains(all, opsToken) || strings.Contains(all, c.Password(pgcluster.RoleMonitor)) {
+		t.Fatal("a secret reached the output")
+	}
+}
+
+func FuzzParseScope(f *testing.F) {
+	for _, s := range []string{"all", "job:purge", "group:purge_", "job:", "all:x", ":", "job:Bad"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sc, err := sidecar.ParseScope(s)
+		if err != nil {
+			return
+		}
+		if sc.Validate() != nil || sc.String() != s {
+			t.Fatalf("ParseScope(%q) = %v, which does not print back", s, sc)
+		}
+	})
+}

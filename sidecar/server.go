@@ -1,0 +1,444 @@
+// Package sidecar is the HTTP API of `throttled run`: status, jobs, holds
+// and the audit log to read; pause and resume and reload to act, each
+// behind a bearer token with the right scope; and a freno-compatible check
+// that answers from memory, never waiting on the database.
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
+)
+
+// maxBody bounds every request body.
+const maxBody = 64 << 10
+
+// Server serves the API. Create it with New; its handler is safe for
+// concurrent use.
+type Server struct {
+	client *throttled.Client
+	store  *holds.Store
+	log    hclog.Logger
+	reload func(ctx context.Context) (*config.Config, error)
+	sem    chan struct{}
+
+	mu     sync.RWMutex
+	cfg    *config.Config
+	pacers map[string]throttled.Pacer
+}
+
+// New returns a Server for client under cfg. reload loads, validates and
+// applies a new configuration, or returns why it was refused.
+func New(client *throttled.Client, cfg *config.Config, reload func(context.Context) (*config.Config, error), log hclog.Logger) (*Server, error) {
+	if client.Store() == nil {
+		return nil, errors.New("sidecar: the client needs a CoordinationDSN")
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	s := &Server{client: client, store: client.Store(), log: log, reload: reload, sem: make(chan struct{}, cfg.MaxConcurrent), pacers: map[string]throttled.Pacer{}}
+	if err := s.Apply(cfg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Apply makes cfg current: its tokens, and a worker for every configured
+// job (so the check answers for it).
+func (s *Server) Apply(cfg *config.Config) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, j := range cfg.Jobs {
+		if _, ok := s.pacers[j.Name]; ok {
+			continue
+		}
+		p, err := s.client.Pacer(jobs.Config{Name: j.Name, Weight: j.Weight, MinRate: j.MinRate, MaxRate: j.MaxRate})
+		if err != nil {
+			return err
+		}
+		s.pacers[j.Name] = p
+	}
+	s.cfg = cfg
+	return nil
+}
+
+func (s *Server) config() *config.Config {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.cfg
+}
+
+// Handler is the API's router.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, r := range Routes() {
+		mux.Handle(r.Pattern, s.guard(r, s.handlerFor(r.Name)))
+	}
+	return mux
+}
+
+// Route is one endpoint and the scope it needs ("" for none).
+type Route struct {
+	Name    string
+	Pattern string
+	Scope   config.Scope
+}
+
+// Routes lists every endpoint with the scope it requires. Every method
+// other than GET and HEAD needs pause or admin.
+func Routes() []Route {
+	return []Route{
+		{"healthz", "GET /healthz", ""},
+		{"readyz", "GET /readyz", ""},
+		{"status", "GET /v1/status", config.ScopeRead},
+		{"jobs", "GET /v1/jobs", config.ScopeRead},
+		{"job", "GET /v1/jobs/{job}", config.ScopeRead},
+		{"holds", "GET /v1/holds", config.ScopeRead},
+		{"audit", "GET /v1/audit", config.ScopeRead},
+		{"check", "GET /check/{job}", config.ScopeRead},
+		{"check", "HEAD /check/{job}", config.ScopeRead},
+		{"pause", "POST /v1/holds", config.ScopePause},
+		{"resume", "DELETE /v1/holds/{id}", config.ScopePause},
+		{"reload", "POST /v1/reload", config.ScopeAdmin},
+	}
+}
+
+func (s *Server) handlerFor(name string) func(http.ResponseWriter, *http.Request, config.Token) {
+	return map[string]func(http.ResponseWriter, *http.Request, config.Token){
+		"healthz": s.healthz, "readyz": s.readyz, "status": s.status, "jobs": s.jobs, "job": s.job,
+		"holds": s.holds, "audit": s.audit, "check": s.check, "pause": s.pause, "resume": s.resume, "reload": s.doReload,
+	}[name]
+}
+
+// guard sheds load beyond the concurrency limit, bounds the request's
+// time and body, and checks the bearer token's scope.
+func (s *Server) guard(r Route, h func(http.ResponseWriter, *http.Request, config.Token)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		select {
+		case s.sem <- struct{}{}:
+			defer func() { <-s.sem }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "too many requests in flight; retry after 1 s")
+			return
+		}
+		ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
+		defer cancel()
+		req = req.WithContext(ctx)
+		req.Body = http.MaxBytesReader(w, req.Body, maxBody)
+		var tok config.Token
+		cfg := s.config()
+		needed := r.Scope
+		if needed == config.ScopeRead && cfg.OpenReads {
+			needed = ""
+		}
+		if needed != "" {
+			secret, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+			if !ok || secret == "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="throttled"`)
+				writeError(w, http.StatusUnauthorized, "a bearer token is required")
+				return
+			}
+			t, found := cfg.Token(secret)
+			if !found {
+				writeError(w, http.StatusUnauthorized, "unknown token")
+				return
+			}
+			if !t.Allows(needed) {
+				writeError(w, http.StatusForbidden, fmt.Sprintf("token %q lacks scope %q", t.Name, needed))
+				return
+			}
+			tok = t
+		}
+		h(w, req, tok)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ config.Token) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "alive"})
+}
+
+// readyz: configuration loaded, holds confirmed (database reachable), and
+// for the leader fresh samples of the primary.
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ config.Token) {
+	var problems []string
+	if hs := s.client.Watcher().Applying(time.Now(), ""); len(hs) > 0 && hs[0].ID == holds.UnconfirmedHoldID {
+		problems = append(problems, hs[0].Reason)
+	}
+	if s.client.Leader() {
+		snap := s.client.Snapshot()
+		if l, ok := snap.Get(signals.PrimaryLoad, nil); !ok || l.Err != nil || snap.Stale(l) {
+			problems = append(problems, "no fresh sample of the primary")
+		}
+	}
+	if len(problems) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "problems": problems})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "config_version": s.config().Version})
+}
+
+type signalJSON struct {
+	Name       signals.Name      `json:"name"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Value      *float64          `json:"value"`
+	AgeSeconds float64           `json:"age_seconds"`
+	Stale      bool              `json:"stale"`
+	Error      string            `json:"error,omitempty"`
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request, _ config.Token) {
+	d := s.client.Decision()
+	out := map[string]any{"leader": s.client.Leader(), "config_version": s.config().Version}
+	if s.client.Leader() {
+		out["mode"], out["budget"], out["binding"], out["reason"], out["decided_at"] = d.Mode, d.Budget, d.Binding, d.Reason, d.At
+		snap := s.client.Snapshot()
+		sigs := []signalJSON{}
+		for _, x := range snap.Samples {
+			j := signalJSON{Name: x.Name, Labels: x.Labels, AgeSeconds: x.Age(snap.At).Seconds(), Stale: snap.Stale(x)}
+			if x.Err != nil {
+				j.Error = x.Err.Error()
+			} else {
+				v := x.Value
+				j.Value = &v
+			}
+			sigs = append(sigs, j)
+		}
+		out["signals"] = sigs
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type jobJSON struct {
+	Job     string  `json:"job"`
+	State   string  `json:"state"`
+	Reason  string  `json:"reason"`
+	Binding string  `json:"binding"`
+	Rate    float64 `json:"rate"`
+}
+
+func (s *Server) jobState(name string) (jobJSON, bool) {
+	s.mu.RLock()
+	p, ok := s.pacers[name]
+	s.mu.RUnlock()
+	if !ok {
+		return jobJSON{}, false
+	}
+	state, reason, binding, rate := p.Explain()
+	return jobJSON{Job: name, State: state, Reason: reason, Binding: binding, Rate: rate}, true
+}
+
+func (s *Server) jobs(w http.ResponseWriter, _ *http.Request, _ config.Token) {
+	list := []jobJSON{}
+	for _, j := range s.config().Jobs {
+		if js, ok := s.jobState(j.Name); ok {
+			list = append(list, js)
+		}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) job(w http.ResponseWriter, r *http.Request, _ config.Token) {
+	js, ok := s.jobState(r.PathValue("job"))
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q is configured", r.PathValue("job")))
+		return
+	}
+	writeJSON(w, http.StatusOK, js)
+}
+
+// check answers as freno does, from memory: 200 go, 429 throttled, 417
+// held or paused, 404 unknown job, 500 when the state is stale or the
+// database unreachable. It never waits on the database.
+func (s *Server) check(w http.ResponseWriter, r *http.Request, _ config.Token) {
+	js, ok := s.jobState(r.PathValue("job"))
+	code, msg := http.StatusOK, "go"
+	switch {
+	case !ok:
+		code, msg = http.StatusNotFound, "unknown job"
+	case js.State == string(throttle.JobPaused) && (strings.Contains(js.Reason, "lease") || strings.Contains(js.Reason, "cannot reach") ||
+		strings.Contains(js.Reason, "unconfirmed") || strings.Contains(js.Reason, "stale") || strings.Contains(js.Reason, "waiting for the leader")):
+		code, msg = http.StatusInternalServerError, js.Reason
+	case js.State == string(throttle.JobPaused):
+		code, msg = http.StatusExpectationFailed, js.Reason
+	case js.State == string(throttle.JobThrottled) && strings.Contains(js.Reason, "cut"),
+		js.Rate <= 0:
+		code, msg = http.StatusTooManyRequests, js.Reason
+	}
+	if code != http.StatusOK {
+		w.Header().Set("Retry-After", "1")
+	}
+	if r.Method == http.MethodHead {
+		w.WriteHeader(code)
+		return
+	}
+	writeJSON(w, code, map[string]any{"status": code, "message": msg, "job": r.PathValue("job"), "rate": js.Rate})
+}
+
+func (s *Server) holds(w http.ResponseWriter, r *http.Request, _ config.Token) {
+	active, err := s.store.Active(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	list := []map[string]any{}
+	for _, h := range active {
+		list = append(list, holdJSON(h))
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func holdJSON(h throttle.Hold) map[string]any {
+	return map[string]any{"id": h.ID, "scope": h.Scope.String(), "source": h.Source, "reason": h.Reason, "actor": h.Actor,
+		"created": h.Created.UTC(), "expires": h.Expires.UTC()}
+}
+
+func (s *Server) audit(w http.ResponseWriter, r *http.Request, _ config.Token) {
+	since := 24 * time.Hour
+	if v := r.URL.Query().Get("since"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("since=%q: want a positive duration such as 1h", v))
+			return
+		}
+		since = d
+	}
+	es, err := s.store.AuditSince(r.Context(), time.Now().Add(-since))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if es == nil {
+		es = []holds.Entry{}
+	}
+	writeJSON(w, http.StatusOK, es)
+}
+
+// PauseRequest is the body of POST /v1/holds.
+type PauseRequest struct {
+	// Scope is "all", "job:NAME" or "group:PREFIX".
+	Scope string `json:"scope"`
+	// TTL is a duration such as "30m"; empty means the default.
+	TTL    string `json:"ttl"`
+	Reason string `json:"reason"`
+}
+
+// ParseScope reads "all", "job:NAME" or "group:PREFIX".
+func ParseScope(s string) (throttle.Scope, error) {
+	kind, value, _ := strings.Cut(s, ":")
+	var sc throttle.Scope
+	switch kind {
+	case "all":
+		if value != "" {
+			return sc, fmt.Errorf("scope %q: all takes no name", s)
+		}
+		sc = throttle.AllJobs()
+	case "job":
+		sc = throttle.OneJob(throttle.Job(value))
+	case "group":
+		sc = throttle.Group(value)
+	default:
+		return sc, fmt.Errorf("scope %q: want all, job:NAME or group:PREFIX", s)
+	}
+	return sc, sc.Validate()
+}
+
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("body: %w", err)
+	}
+	if dec.More() {
+		return errors.New("body: more than one JSON value")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("body: trailing data")
+	}
+	return nil
+}
+
+func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token) {
+	var req PauseRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	sc, err := ParseScope(req.Scope)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	var ttl time.Duration
+	if req.TTL != "" {
+		if ttl, err = time.ParseDuration(req.TTL); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("ttl %q: want a duration such as 30m", req.TTL))
+			return
+		}
+	}
+	h, err := s.store.Add(r.Context(), holds.Request{Scope: sc, Source: throttle.SourceManual, Reason: req.Reason, Actor: "token:" + tok.Name, TTL: ttl})
+	if errors.Is(err, holds.ErrInvalid) {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusCreated, holdJSON(h))
+}
+
+func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok config.Token) {
+	h, err := s.store.Release(r.Context(), r.PathValue("id"), "token:"+tok.Name, throttle.SourceManual, r.URL.Query().Get("reason"))
+	switch {
+	case errors.Is(err, holds.ErrUnknownHold):
+		writeError(w, http.StatusNotFound, err.Error())
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, holdJSON(h))
+	}
+}
+
+func (s *Server) doReload(w http.ResponseWriter, r *http.Request, tok config.Token) {
+	cfg, err := s.reload(r.Context())
+	if err != nil {
+		writeJSON(w, http.StatusConflict, map[string]any{"applied": false, "error": err.Error(), "config_version": s.config().Version})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"applied": true, "config_version": cfg.Version, "by": tok.Name})
+}
+
+// RetryAfter parses a Retry-After header in seconds, for clients.
+func RetryAfter(h http.Header) time.Duration {
+	n, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}
