@@ -121,11 +121,13 @@ type controllerBlock struct {
 // Scope is what a token may do.
 type Scope string
 
-// Token scopes: read everything; pause and resume; admin (reload).
+// Token scopes: read everything; pause and resume; admin (reload); work
+// (take and report tokens, for remote workers).
 const (
 	ScopeRead  Scope = "read"
 	ScopePause Scope = "pause"
 	ScopeAdmin Scope = "admin"
+	ScopeWork  Scope = "work"
 )
 
 // Token is an API token. Secret is never logged.
@@ -430,10 +432,10 @@ func (c *Config) build(doc *file, v *validator) {
 		tok := Token{Name: t.Name, Secret: secret}
 		for _, s := range t.Scopes {
 			switch Scope(s) {
-			case ScopeRead, ScopePause, ScopeAdmin:
+			case ScopeRead, ScopePause, ScopeAdmin, ScopeWork:
 				tok.Scopes = append(tok.Scopes, Scope(s))
 			default:
-				v.bad(t.Range, "token %q: scope %q: want read, pause or admin", t.Name, s)
+				v.bad(t.Range, "token %q: scope %q: want read, pause, admin or work", t.Name, s)
 			}
 		}
 		c.Tokens = append(c.Tokens, tok)

@@ -6,10 +6,13 @@ package sidecar
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -40,7 +43,22 @@ type Server struct {
 	mu     sync.RWMutex
 	cfg    *config.Config
 	pacers map[string]throttled.Pacer
+
+	gmu    sync.Mutex
+	grants map[string]*grant // tokens handed to remote workers, until reported
 }
+
+// grant is a token a remote worker holds: its in-flight slot stays taken
+// until the worker reports, or the grant expires.
+type grant struct {
+	job  string
+	at   time.Time
+	done func(rows int64, took time.Duration, err error)
+}
+
+// GrantTTL is how long a remote worker may hold a token before it is
+// reported for it, as failed.
+const GrantTTL = 5 * time.Minute
 
 // New returns a Server for client under cfg. reload loads, validates and
 // applies a new configuration, or returns why it was refused.
@@ -51,7 +69,8 @@ func New(client *throttled.Client, cfg *config.Config, reload func(context.Conte
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	s := &Server{client: client, store: client.Store(), log: log, reload: reload, sem: make(chan struct{}, cfg.MaxConcurrent), pacers: map[string]throttled.Pacer{}}
+	s := &Server{client: client, store: client.Store(), log: log, reload: reload, sem: make(chan struct{}, cfg.MaxConcurrent),
+		pacers: map[string]throttled.Pacer{}, grants: map[string]*grant{}}
 	if err := s.Apply(cfg); err != nil {
 		return nil, err
 	}
@@ -115,6 +134,8 @@ func Routes() []Route {
 		{"pause", "POST /v1/holds", config.ScopePause},
 		{"resume", "DELETE /v1/holds/{id}", config.ScopePause},
 		{"reload", "POST /v1/reload", config.ScopeAdmin},
+		{"acquire", "POST /v1/jobs/{job}/acquire", config.ScopeWork},
+		{"report", "POST /v1/jobs/{job}/report", config.ScopeWork},
 	}
 }
 
@@ -122,6 +143,7 @@ func (s *Server) handlerFor(name string) func(http.ResponseWriter, *http.Request
 	return map[string]func(http.ResponseWriter, *http.Request, config.Token){
 		"healthz": s.healthz, "readyz": s.readyz, "status": s.status, "jobs": s.jobs, "job": s.job,
 		"holds": s.holds, "audit": s.audit, "check": s.check, "pause": s.pause, "resume": s.resume, "reload": s.doReload,
+		"acquire": s.acquire, "report": s.report,
 	}[name]
 }
 
@@ -441,4 +463,135 @@ func RetryAfter(h http.Header) time.Duration {
 		return 0
 	}
 	return time.Duration(n) * time.Second
+}
+
+// AcquireRequest is the body of POST /v1/jobs/{job}/acquire.
+type AcquireRequest struct {
+	// N is how many tokens to take, 1 to 100. Defaults to 1.
+	N int `json:"n"`
+	// MaxWait bounds the wait for them, such as "2s"; at most 10s.
+	// Defaults to 1s.
+	MaxWait string `json:"max_wait"`
+}
+
+// AcquireResponse lists the tokens granted; report each one.
+type AcquireResponse struct {
+	Tokens []string `json:"tokens"`
+	Rate   float64  `json:"rate"`
+}
+
+// ReportRequest is the body of POST /v1/jobs/{job}/report.
+type ReportRequest struct {
+	Token      string  `json:"token"`
+	Rows       int64   `json:"rows"`
+	DurationMs float64 `json:"duration_ms"`
+	// Error is the batch's error, empty on success.
+	Error string `json:"error"`
+}
+
+// acquire grants up to n tokens within max_wait, each holding an
+// in-flight slot until reported. None granted is 429 with Retry-After: a
+// remote worker waits like a local one, and never faster.
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request, _ config.Token) {
+	var req AcquireRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	req.N = max(req.N, 1)
+	wait := time.Second
+	if req.MaxWait != "" {
+		d, err := time.ParseDuration(req.MaxWait)
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("max_wait %q: want a duration such as 2s", req.MaxWait))
+			return
+		}
+		wait = min(d, 10*time.Second)
+	}
+	if req.N > 100 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("n = %d: at most 100 tokens a request", req.N))
+		return
+	}
+	job := r.PathValue("job")
+	s.mu.RLock()
+	p, ok := s.pacers[job]
+	s.mu.RUnlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q is configured", job))
+		return
+	}
+	s.expireGrants()
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	resp := AcquireResponse{Tokens: []string{}}
+	for range req.N {
+		done, err := p.Wait(ctx)
+		if err != nil {
+			break
+		}
+		id := newGrantID()
+		s.gmu.Lock()
+		s.grants[id] = &grant{job: job, at: time.Now(), done: done}
+		s.gmu.Unlock()
+		resp.Tokens = append(resp.Tokens, id)
+	}
+	_, reason, _, rate := p.Explain()
+	resp.Rate = rate
+	if len(resp.Tokens) == 0 {
+		retry := 1
+		if rate > 0 {
+			retry = max(1, int(math.Ceil(1/rate)))
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(retry))
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": "no token within max_wait", "reason": reason, "rate": rate})
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) report(w http.ResponseWriter, r *http.Request, _ config.Token) {
+	var req ReportRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if req.Rows < 0 || req.DurationMs < 0 || math.IsNaN(req.DurationMs) || math.IsInf(req.DurationMs, 0) {
+		writeError(w, http.StatusBadRequest, "rows and duration_ms must not be negative")
+		return
+	}
+	s.gmu.Lock()
+	g, ok := s.grants[req.Token]
+	if ok && g.job == r.PathValue("job") {
+		delete(s.grants, req.Token)
+	}
+	s.gmu.Unlock()
+	if !ok || g.job != r.PathValue("job") {
+		writeError(w, http.StatusNotFound, "unknown or already reported token for this job")
+		return
+	}
+	var err error
+	if req.Error != "" {
+		err = errors.New(req.Error)
+	}
+	g.done(req.Rows, time.Duration(req.DurationMs*float64(time.Millisecond)), err)
+	writeJSON(w, http.StatusOK, map[string]any{"reported": true})
+}
+
+// expireGrants reports tokens held past GrantTTL as failed, freeing their
+// slots: a worker that died does not hold the job's capacity forever.
+func (s *Server) expireGrants() {
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	for id, g := range s.grants {
+		if age := time.Since(g.at); age > GrantTTL {
+			g.done(0, age, errors.New("token not reported within the grant TTL"))
+			delete(s.grants, id)
+		}
+	}
+}
+
+func newGrantID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -10,17 +10,23 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/sidecar"
+	"github.com/throttled/throttled/sidecar/remote"
 )
 
 const (
 	opsToken    = "ops-token-0123456789abcdef"
 	viewerToken = "viewer-token-0123456789abcdef"
+	workerToken = "worker-token-0123456789abcdef"
 )
 
 func writeConfig(t *testing.T, path string, c *pgcluster.Cluster, addr, replica, extra string) {
@@ -43,6 +49,13 @@ token "ops" {
 token "viewer" {
   secret = env("THROTTLED_TEST_TOKEN_VIEWER")
   scopes = ["read"]
+}
+token "worker" {
+  secret = env("THROTTLED_TEST_TOKEN_WORKER")
+  scopes = ["work"]
+}
+controller {
+  max_budget = 5
 }
 job "purge" {
   weight = 1
@@ -93,6 +106,7 @@ func TestSidecarAPI(t *testing.T) {
 	c := pgtest.Cluster(t)
 	t.Setenv("THROTTLED_TEST_TOKEN_OPS", opsToken)
 	t.Setenv("THROTTLED_TEST_TOKEN_VIEWER", viewerToken)
+	t.Setenv("THROTTLED_TEST_TOKEN_WORKER", workerToken)
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close()
@@ -118,10 +132,10 @@ func TestSidecarAPI(t *testing.T) {
 	// Every mutating route needs a token with pause or admin; none is a GET.
 	for _, r := range sidecar.Routes() {
 		method, p, _ := strings.Cut(r.Pattern, " ")
-		if method != "GET" && method != "HEAD" && r.Scope != "pause" && r.Scope != "admin" {
-			t.Errorf("route %s mutates without pause or admin scope", r.Pattern)
+		if method != "GET" && method != "HEAD" && r.Scope != "pause" && r.Scope != "admin" && r.Scope != "work" {
+			t.Errorf("route %s mutates without pause, admin or work scope", r.Pattern)
 		}
-		if method == "GET" && (r.Scope == "pause" || r.Scope == "admin") {
+		if method == "GET" && (r.Scope == "pause" || r.Scope == "admin" || r.Scope == "work") {
 			t.Errorf("route %s needs a mutating scope on a GET", r.Pattern)
 		}
 		p = strings.NewReplacer("{job}", "purge", "{id}", "h1").Replace(p)
@@ -148,6 +162,42 @@ func TestSidecarAPI(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A remote worker, through the Go client, is paced like a local one:
+	// never faster than the budget (at most 5 batches/s here).
+	rc, err := remote.New(remote.Config{BaseURL: a.base, Token: workerToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := pgxpool.New(ctx, c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var remoteBatches atomic.Int64
+	rj, err := jobs.New(jobs.Config{Name: "purge"}, db, rc.Pacer("purge"), func(ctx context.Context, tx pgx.Tx, b jobs.Batch) (jobs.Result, error) {
+		_, err := tx.Exec(ctx, "SELECT 1")
+		return jobs.Result{Rows: 1, Done: remoteBatches.Add(1) >= 12}, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := rj.Run(ctx); err != nil {
+		t.Fatalf("remote job: %v", err)
+	}
+	if elapsed := time.Since(start); 12 > 5+5*elapsed.Seconds()+1 {
+		t.Fatalf("12 remote batches in %s: faster than 5 a second", elapsed)
+	}
+	if code, _, _ := a.do("POST", "/v1/jobs/purge/acquire", viewerToken, sidecar.AcquireRequest{N: 1}); code != 403 {
+		t.Fatalf("acquire with a read token: %d", code)
+	}
+	if code, _, _ := a.do("POST", "/v1/jobs/purge/report", workerToken, sidecar.ReportRequest{Token: "forged"}); code != 404 {
+		t.Fatalf("report of an unknown token: %d", code)
+	}
+	if code, _, _ := a.do("POST", "/v1/jobs/purge/acquire", workerToken, sidecar.AcquireRequest{N: 1000}); code != 400 {
+		t.Fatalf("acquire of 1000 tokens: %d", code)
+	}
 
 	// Pausing needs the pause scope; the actor comes from the token.
 	if code, _, _ := a.do("POST", "/v1/holds", viewerToken, sidecar.PauseRequest{Scope: "job:purge", Reason: "x"}); code != 403 {

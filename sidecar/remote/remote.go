@@ -1,0 +1,170 @@
+// Package remote is a Go client of the sidecar's token API, for workers
+// that do not embed the controller: its Pacer satisfies the jobs
+// package's Pacer, so a jobs.Job paced through the sidecar behaves like a
+// local one.
+//
+// It never turns an outage into a retry storm: a throttled answer (429)
+// waits the Retry-After the sidecar gives (plus jitter) and asks again for
+// as long as the caller's context allows; a failure (503 load shed, 5xx,
+// a network error) backs off with full jitter, never shorter than
+// Retry-After, and gives up after MaxAttempts in a row.
+package remote
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Config configures a [Client].
+type Config struct {
+	// BaseURL is the sidecar, such as "http://127.0.0.1:18087". Required.
+	BaseURL string
+	// Token is a bearer token with the work scope. Required.
+	Token string
+	// MaxAttempts is how many failures in a row a Wait tolerates. Defaults
+	// to 6.
+	MaxAttempts int
+	// Backoff and MaxBackoff shape the full-jitter backoff after a
+	// failure. Default 200ms and 10s.
+	Backoff, MaxBackoff time.Duration
+	// HTTPClient defaults to one with a 15 s timeout.
+	HTTPClient *http.Client
+
+	sleep func(context.Context, time.Duration) error // tests replace it
+}
+
+// ErrGaveUp reports a Wait that failed MaxAttempts times in a row.
+var ErrGaveUp = errors.New("remote: gave up")
+
+// Client talks to one sidecar. It is safe for concurrent use.
+type Client struct{ cfg Config }
+
+// New validates cfg and returns a Client.
+func New(cfg Config) (*Client, error) {
+	if _, err := url.ParseRequestURI(cfg.BaseURL); err != nil || cfg.BaseURL == "" {
+		return nil, fmt.Errorf("remote: BaseURL %q: want an http(s) URL", cfg.BaseURL)
+	}
+	if cfg.Token == "" {
+		return nil, errors.New("remote: Token is required")
+	}
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 6)
+	cfg.Backoff = cmp.Or(cfg.Backoff, 200*time.Millisecond)
+	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, 10*time.Second)
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 15 * time.Second}
+	}
+	if cfg.sleep == nil {
+		cfg.sleep = sleep
+	}
+	return &Client{cfg: cfg}, nil
+}
+
+// Pacer paces one job through the sidecar.
+type Pacer struct {
+	c   *Client
+	job string
+}
+
+// Pacer returns job's pacer.
+func (c *Client) Pacer(job string) *Pacer { return &Pacer{c: c, job: job} }
+
+// Wait takes one token for the job, waiting as the sidecar says, and
+// returns the function that reports the batch (and frees its slot).
+func (p *Pacer) Wait(ctx context.Context) (func(rows int64, took time.Duration, err error), error) {
+	failures := 0
+	for {
+		code, retryAfter, body, err := p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/acquire", map[string]any{"n": 1, "max_wait": "2s"})
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		switch {
+		case err == nil && code == http.StatusOK:
+			var resp struct {
+				Tokens []string `json:"tokens"`
+			}
+			if err := json.Unmarshal(body, &resp); err != nil || len(resp.Tokens) == 0 {
+				return nil, fmt.Errorf("remote: acquire %s: unreadable answer", p.job)
+			}
+			return p.reporter(resp.Tokens[0]), nil
+		case err == nil && code == http.StatusTooManyRequests:
+			// Throttled: pacing, not failure. Wait as told, jittered so
+			// many workers do not come back in step.
+			failures = 0
+			d := max(retryAfter, time.Second)
+			if err := p.c.cfg.sleep(ctx, d+time.Duration(rand.Int64N(int64(d/2)+1))); err != nil {
+				return nil, err
+			}
+			continue
+		case err == nil && code < 500 && code != http.StatusServiceUnavailable:
+			return nil, fmt.Errorf("remote: acquire %s: %d: %s", p.job, code, bytes.TrimSpace(body))
+		}
+		failures++
+		if failures >= p.c.cfg.MaxAttempts {
+			if err == nil {
+				err = fmt.Errorf("%d: %s", code, bytes.TrimSpace(body))
+			}
+			return nil, fmt.Errorf("%w after %d attempts to acquire for %s: %w", ErrGaveUp, failures, p.job, err)
+		}
+		ceiling := min(p.c.cfg.MaxBackoff, p.c.cfg.Backoff<<min(failures-1, 20))
+		d := max(retryAfter, time.Duration(rand.Int64N(int64(ceiling)+1)))
+		if err := p.c.cfg.sleep(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (p *Pacer) reporter(token string) func(int64, time.Duration, error) {
+	return func(rows int64, took time.Duration, err error) {
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		// One report, bounded; an unreported token expires on the sidecar.
+		_, _, _, _ = p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/report", map[string]any{
+			"token": token, "rows": rows, "duration_ms": float64(took) / float64(time.Millisecond), "error": msg})
+	}
+}
+
+func (c *Client) post(ctx context.Context, path string, body any) (int, time.Duration, []byte, error) {
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.BaseURL+path, bytes.NewReader(b))
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var retry time.Duration
+	if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 {
+		retry = time.Duration(n) * time.Second
+	}
+	return resp.StatusCode, retry, raw, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
