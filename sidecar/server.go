@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -46,6 +47,8 @@ type Server struct {
 
 	gmu    sync.Mutex
 	grants map[string]*grant // tokens handed to remote workers, until reported
+
+	reloadsApplied, reloadsRefused, shed atomic.Int64
 }
 
 // grant is a token a remote worker holds: its in-flight slot stays taken
@@ -134,6 +137,7 @@ func Routes() []Route {
 		{"pause", "POST /v1/holds", config.ScopePause},
 		{"resume", "DELETE /v1/holds/{id}", config.ScopePause},
 		{"reload", "POST /v1/reload", config.ScopeAdmin},
+		{"metrics", "GET /metrics", config.ScopeRead},
 		{"acquire", "POST /v1/jobs/{job}/acquire", config.ScopeWork},
 		{"report", "POST /v1/jobs/{job}/report", config.ScopeWork},
 	}
@@ -143,7 +147,7 @@ func (s *Server) handlerFor(name string) func(http.ResponseWriter, *http.Request
 	return map[string]func(http.ResponseWriter, *http.Request, config.Token){
 		"healthz": s.healthz, "readyz": s.readyz, "status": s.status, "jobs": s.jobs, "job": s.job,
 		"holds": s.holds, "audit": s.audit, "check": s.check, "pause": s.pause, "resume": s.resume, "reload": s.doReload,
-		"acquire": s.acquire, "report": s.report,
+		"acquire": s.acquire, "report": s.report, "metrics": s.metricsHandler(),
 	}[name]
 }
 
@@ -155,6 +159,7 @@ func (s *Server) guard(r Route, h func(http.ResponseWriter, *http.Request, confi
 		case s.sem <- struct{}{}:
 			defer func() { <-s.sem }()
 		default:
+			s.shed.Add(1)
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, "too many requests in flight; retry after 1 s")
 			return
@@ -372,11 +377,11 @@ type PauseRequest struct {
 
 // ParseScope reads "all", "job:NAME" or "group:PREFIX".
 func ParseScope(s string) (throttle.Scope, error) {
-	kind, value, _ := strings.Cut(s, ":")
+	kind, value, hasValue := strings.Cut(s, ":")
 	var sc throttle.Scope
 	switch kind {
 	case "all":
-		if value != "" {
+		if hasValue {
 			return sc, fmt.Errorf("scope %q: all takes no name", s)
 		}
 		sc = throttle.AllJobs()

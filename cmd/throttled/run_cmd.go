@@ -111,6 +111,7 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		entry := holds.Entry{Event: holds.EventReload, Actor: "throttled", Source: string(throttle.SourceAuto)}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
+		srv.ReloadResult(err == nil)
 		if err != nil {
 			slog.Error("configuration refused; the last good one stays", "file", path, "error", err, "version", cfg.Version)
 			entry.Reason, entry.Detail = "refused: "+err.Error(), map[string]any{"kept": cfg.Version}

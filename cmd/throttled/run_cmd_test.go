@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/pgtest"
 	"github.com/throttled/throttled/jobs"
@@ -257,6 +258,37 @@ func TestSidecarAPI(t *testing.T) {
 	if code, _, _ := a.do("GET", "/v1/jobs/archive", viewerToken, nil); code != 200 {
 		t.Fatalf("job archive after the reload: %d", code)
 	}
+	// Metrics: linted, and saying what happened.
+	req, _ := http.NewRequest("GET", a.base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+viewerToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	problems, err := promlint.New(bytes.NewReader(metrics)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "throttled_") {
+			t.Errorf("metric lint: %s: %s", p.Metric, p.Text)
+		}
+	}
+	for _, want := range []string{"throttled_controller_leader 1", `throttled_config_reloads_total{result="refused"} 1`,
+		`throttled_config_reloads_total{result="applied"} 1`, `throttled_jobs_rate_batches_per_second{job="archive"}`,
+		`throttled_signals_value{replica="",signal="primary_load"}`, `throttled_holds_active{source="manual"} 0`, "throttled_build_info{"} {
+		if !bytes.Contains(metrics, []byte(want)) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	for _, line := range strings.Split(string(metrics), "\n") {
+		if name, _, _ := strings.Cut(line, " "); strings.HasPrefix(name, "throttled_") && strings.Contains(line, "_total") && !strings.Contains(name, "_total") {
+			t.Errorf("counter name without _total: %s", line)
+		}
+	}
+
 	_, _, audit := a.do("GET", "/v1/audit?since=1h", viewerToken, nil)
 	text := fmt.Sprint(audit)
 	for _, want := range []string{"hold_created", "hold_released", "config_reload", "refused: ", "applied version", "token:ops"} {
@@ -282,7 +314,7 @@ func TestSidecarAPI(t *testing.T) {
 }
 
 func FuzzParseScope(f *testing.F) {
-	for _, s := range []string{"all", "job:purge", "group:purge_", "job:", "all:x", ":", "job:Bad"} {
+	for _, s := range []string{"all", "job:purge", "group:purge_", "job:", "all:x", "all:", ":", "job:Bad"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

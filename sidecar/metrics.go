@@ -1,0 +1,124 @@
+package sidecar
+
+import (
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
+)
+
+// Metric descriptions: names throttled_<subsystem>_<thing>_<unit>, labels
+// from bounded sets (signal and replica names, job names from the
+// configuration, modes, hold sources).
+var (
+	descSignalValue = prometheus.NewDesc("throttled_signals_value", "Latest reading of each signal (smoothed where the signal is).", []string{"signal", "replica"}, nil)
+	descSignalAge   = prometheus.NewDesc("throttled_signals_age_seconds", "Age of each signal's latest sample.", []string{"signal", "replica"}, nil)
+	descSignalFail  = prometheus.NewDesc("throttled_signals_failed", "1 while a signal's latest sample failed (its value is unknown).", []string{"signal", "replica"}, nil)
+	descMode        = prometheus.NewDesc("throttled_controller_mode", "1 for the controller's current mode.", []string{"mode"}, nil)
+	descBudget      = prometheus.NewDesc("throttled_controller_budget_batches_per_second", "Total background budget.", nil, nil)
+	descLeader      = prometheus.NewDesc("throttled_controller_leader", "1 while this process leads the cluster.", nil, nil)
+	descJobRate     = prometheus.NewDesc("throttled_jobs_rate_batches_per_second", "Each configured job's allocated rate in this process.", []string{"job"}, nil)
+	descJobPaused   = prometheus.NewDesc("throttled_jobs_paused", "1 while a job is paused.", []string{"job"}, nil)
+	descHolds       = prometheus.NewDesc("throttled_holds_active", "Active holds by source.", []string{"source"}, nil)
+	descReloads     = prometheus.NewDesc("throttled_config_reloads_total", "Configuration reloads by result (applied or refused).", []string{"result"}, nil)
+	descGrants      = prometheus.NewDesc("throttled_api_grants_outstanding", "Tokens granted to remote workers and not yet reported.", nil, nil)
+	descShed        = prometheus.NewDesc("throttled_api_shed_requests_total", "Requests refused with 503 past the concurrency limit.", nil, nil)
+	descBuild       = prometheus.NewDesc("throttled_build_info", "Build information.", []string{"version", "go_version"}, nil)
+)
+
+// collector reads the server's state at scrape time: no database query,
+// so a scrape never waits on a hung primary.
+type collector struct {
+	s *Server
+}
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSignalValue, descSignalAge, descSignalFail, descMode, descBudget, descLeader,
+		descJobRate, descJobPaused, descHolds, descReloads, descGrants, descShed, descBuild} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	leader := s.client.Leader()
+	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, boolf(leader))
+	if leader {
+		snap := s.client.Snapshot()
+		for _, x := range snap.Samples {
+			replica := x.Labels[signals.LabelReplica]
+			ch <- prometheus.MustNewConstMetric(descSignalAge, prometheus.GaugeValue, x.Age(snap.At).Seconds(), string(x.Name), replica)
+			ch <- prometheus.MustNewConstMetric(descSignalFail, prometheus.GaugeValue, boolf(x.Err != nil), string(x.Name), replica)
+			if x.Err == nil {
+				ch <- prometheus.MustNewConstMetric(descSignalValue, prometheus.GaugeValue, x.Value, string(x.Name), replica)
+			}
+		}
+		d := s.client.Decision()
+		for _, m := range []throttle.Mode{throttle.ModeRunning, throttle.ModeThrottled, throttle.ModePaused, throttle.ModeCritical, throttle.ModeStale} {
+			ch <- prometheus.MustNewConstMetric(descMode, prometheus.GaugeValue, boolf(d.Mode == m), string(m))
+		}
+		ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, d.Budget)
+	}
+	for _, j := range s.config().Jobs {
+		if js, ok := s.jobState(j.Name); ok {
+			ch <- prometheus.MustNewConstMetric(descJobRate, prometheus.GaugeValue, js.Rate, j.Name)
+			ch <- prometheus.MustNewConstMetric(descJobPaused, prometheus.GaugeValue, boolf(js.State == string(throttle.JobPaused)), j.Name)
+		}
+	}
+	bySource := map[throttle.Source]float64{throttle.SourceManual: 0, throttle.SourceAuto: 0, throttle.SourceGrafanaAlert: 0, throttle.SourceCLI: 0}
+	for _, h := range s.client.Watcher().Active() {
+		if h.Expires.After(time.Now()) {
+			bySource[h.Source]++
+		}
+	}
+	for src, n := range bySource {
+		ch <- prometheus.MustNewConstMetric(descHolds, prometheus.GaugeValue, n, string(src))
+	}
+	ch <- prometheus.MustNewConstMetric(descReloads, prometheus.CounterValue, float64(s.reloadsApplied.Load()), "applied")
+	ch <- prometheus.MustNewConstMetric(descReloads, prometheus.CounterValue, float64(s.reloadsRefused.Load()), "refused")
+	s.gmu.Lock()
+	grants := len(s.grants)
+	s.gmu.Unlock()
+	ch <- prometheus.MustNewConstMetric(descGrants, prometheus.GaugeValue, float64(grants))
+	ch <- prometheus.MustNewConstMetric(descShed, prometheus.CounterValue, float64(s.shed.Load()))
+	version := "devel"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		version = bi.Main.Version
+	}
+	ch <- prometheus.MustNewConstMetric(descBuild, prometheus.GaugeValue, 1, version, runtime.Version())
+}
+
+func boolf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Registry returns a registry holding the server's metrics and the Go
+// runtime's, never the global one.
+func (s *Server) Registry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{s: s}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return reg
+}
+
+// ReloadResult counts a reload for the metrics.
+func (s *Server) ReloadResult(applied bool) {
+	if applied {
+		s.reloadsApplied.Add(1)
+	} else {
+		s.reloadsRefused.Add(1)
+	}
+}
+
+func (s *Server) metricsHandler() func(http.ResponseWriter, *http.Request, config.Token) {
+	h := promhttp.HandlerFor(s.Registry(), promhttp.HandlerOpts{Timeout: 5 * time.Second})
+	return func(w http.ResponseWriter, r *http.Request, _ config.Token) { h.ServeHTTP(w, r) }
+}
