@@ -7,35 +7,47 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/user"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/throttle"
 )
 
 // coordFlags are the flags every holds command takes.
 type coordFlags struct {
 	dsn   string
+	addr  string // a sidecar's API instead of the database
+	token string
 	actor string
 	json  bool
 }
 
 func (c *coordFlags) register(fs *flag.FlagSet, withActor bool) {
 	fs.StringVar(&c.dsn, "primary-dsn", "", "the primary, as a role that may write schema throttled (default $THROTTLED_PRIMARY_DSN)")
+	fs.StringVar(&c.addr, "addr", "", "a sidecar's URL, such as http://127.0.0.1:18087, instead of the database (token from $THROTTLED_TOKEN)")
 	if withActor {
-		fs.StringVar(&c.actor, "actor", "", "who is acting (default: the OS user)")
+		fs.StringVar(&c.actor, "actor", "", "who is acting (default: the OS user; through --addr, the token's name)")
 	}
 }
 
 func (c *coordFlags) resolve(getenv func(string) string) error {
+	if c.addr != "" {
+		if c.token = getenv("THROTTLED_TOKEN"); c.token == "" {
+			return fmt.Errorf("%w: --addr needs a token in THROTTLED_TOKEN", errUsage)
+		}
+		return nil
+	}
 	c.dsn = firstNonEmpty(c.dsn, getenv("THROTTLED_PRIMARY_DSN"))
 	if c.dsn == "" {
-		return fmt.Errorf("%w: --primary-dsn (or THROTTLED_PRIMARY_DSN) is required", errUsage)
+		return fmt.Errorf("%w: --primary-dsn (or THROTTLED_PRIMARY_DSN), or --addr, is required", errUsage)
 	}
 	if c.actor == "" {
 		c.actor = getenv("USER")
@@ -133,6 +145,16 @@ func runPause(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if len(errs) > 0 {
 		return fail(errOut, "pause", fmt.Errorf("%w: %w", errUsage, errors.Join(errs...)))
 	}
+	if cf.addr != "" {
+		raw, err := apiCall(ctx, cf.addr, cf.token, "POST", "/v1/holds", map[string]string{"scope": sc.String(), "ttl": ttl.String(), "reason": reason})
+		if err != nil {
+			return fail(errOut, "pause", err)
+		}
+		var h map[string]any
+		_ = json.Unmarshal(raw, &h)
+		fmt.Fprintf(out, "hold %v on %v by %v until %v: %v\n", h["id"], h["scope"], h["actor"], h["expires"], h["reason"])
+		return exitOK
+	}
 	store, pool, err := openStore(ctx, cf.dsn, holds.Config{MaxTTL: maxTTL, DefaultTTL: min(time.Hour, maxTTL)})
 	if err != nil {
 		return fail(errOut, "pause", err)
@@ -173,6 +195,9 @@ func runResume(ctx context.Context, args []string, out, errOut io.Writer) int {
 	} else if sf.job != "" || sf.prefix != "" || sf.all {
 		return fail(errOut, "resume", fmt.Errorf("%w: give --hold or a scope, not both", errUsage))
 	}
+	if cf.addr != "" {
+		return resumeAPI(ctx, cf, id, sc, reason, out, errOut)
+	}
 	store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
 	if err != nil {
 		return fail(errOut, "resume", err)
@@ -209,14 +234,24 @@ func runHolds(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if err := cf.resolve(os.Getenv); err != nil {
 		return fail(errOut, "holds", err)
 	}
-	store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
-	if err != nil {
-		return fail(errOut, "holds", err)
-	}
-	defer pool.Close()
-	active, err := store.Active(ctx)
-	if err != nil {
-		return fail(errOut, "holds", err)
+	var active []throttle.Hold
+	if cf.addr != "" {
+		raw, err := apiCall(ctx, cf.addr, cf.token, "GET", "/v1/holds", nil)
+		if err != nil {
+			return fail(errOut, "holds", err)
+		}
+		if active, err = holdsFromAPI(raw); err != nil {
+			return fail(errOut, "holds", err)
+		}
+	} else {
+		store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
+		if err != nil {
+			return fail(errOut, "holds", err)
+		}
+		defer pool.Close()
+		if active, err = store.Active(ctx); err != nil {
+			return fail(errOut, "holds", err)
+		}
 	}
 	if cf.json {
 		type jsonHold struct {
@@ -266,14 +301,24 @@ func runAudit(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if since <= 0 {
 		return fail(errOut, "audit", fmt.Errorf("%w: --since must be positive, got %s", errUsage, since))
 	}
-	store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
-	if err != nil {
-		return fail(errOut, "audit", err)
-	}
-	defer pool.Close()
-	entries, err := store.AuditSince(ctx, time.Now().Add(-since))
-	if err != nil {
-		return fail(errOut, "audit", err)
+	var entries []holds.Entry
+	if cf.addr != "" {
+		raw, err := apiCall(ctx, cf.addr, cf.token, "GET", "/v1/audit?since="+since.String(), nil)
+		if err == nil {
+			err = json.Unmarshal(raw, &entries)
+		}
+		if err != nil {
+			return fail(errOut, "audit", err)
+		}
+	} else {
+		store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
+		if err != nil {
+			return fail(errOut, "audit", err)
+		}
+		defer pool.Close()
+		if entries, err = store.AuditSince(ctx, time.Now().Add(-since)); err != nil {
+			return fail(errOut, "audit", err)
+		}
 	}
 	if cf.json {
 		enc := json.NewEncoder(out)
@@ -288,6 +333,149 @@ func runAudit(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fmt.Fprintln(tw, "TIME\tEVENT\tHOLD\tACTOR\tSOURCE\tREASON")
 	for _, e := range entries {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), e.Event, firstNonEmpty(e.HoldID, "-"), e.Actor, e.Source, e.Reason)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+// holdsFromAPI reads GET /v1/holds.
+func holdsFromAPI(raw []byte) ([]throttle.Hold, error) {
+	var list []struct {
+		ID      string          `json:"id"`
+		Scope   string          `json:"scope"`
+		Source  throttle.Source `json:"source"`
+		Reason  string          `json:"reason"`
+		Actor   string          `json:"actor"`
+		Created time.Time       `json:"created"`
+		Expires time.Time       `json:"expires"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, err
+	}
+	var out []throttle.Hold
+	for _, h := range list {
+		sc, err := sidecar.ParseScope(h.Scope)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, throttle.Hold{ID: h.ID, Scope: sc, Source: h.Source, Reason: h.Reason, Actor: h.Actor, Created: h.Created, Expires: h.Expires})
+	}
+	return out, nil
+}
+
+// resumeAPI releases holds through a sidecar: one by ID, or every active
+// hold with exactly the scope.
+func resumeAPI(ctx context.Context, cf coordFlags, id string, sc throttle.Scope, reason string, out, errOut io.Writer) int {
+	var ids []string
+	if id != "" {
+		ids = []string{id}
+	} else {
+		raw, err := apiCall(ctx, cf.addr, cf.token, "GET", "/v1/holds", nil)
+		if err != nil {
+			return fail(errOut, "resume", err)
+		}
+		active, err := holdsFromAPI(raw)
+		if err != nil {
+			return fail(errOut, "resume", err)
+		}
+		for _, h := range active {
+			if h.Scope == sc {
+				ids = append(ids, h.ID)
+			}
+		}
+		if len(ids) == 0 {
+			return fail(errOut, "resume", fmt.Errorf("no active hold on %s; see `throttled holds`", sc))
+		}
+	}
+	for _, hid := range ids {
+		if _, err := apiCall(ctx, cf.addr, cf.token, "DELETE", "/v1/holds/"+url.PathEscape(hid)+"?reason="+url.QueryEscape(reason), nil); err != nil {
+			return fail(errOut, "resume", err)
+		}
+		fmt.Fprintf(out, "released hold %s\n", hid)
+	}
+	fmt.Fprintln(out, "jobs restart slowly: at a quarter of their rate before the pause")
+	return exitOK
+}
+
+// runStatus shows the cluster's pacing: through a sidecar's API, or from
+// the leader's last publication and the workers' leases in the database.
+func runStatus(ctx context.Context, args []string, out, errOut io.Writer) int {
+	var cf coordFlags
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	cf.register(fs, false)
+	fs.BoolVar(&cf.json, "json", false, "print JSON")
+	if err := parse(fs, args, errOut); err != nil {
+		return fail(errOut, "status", err)
+	}
+	if err := cf.resolve(os.Getenv); err != nil {
+		return fail(errOut, "status", err)
+	}
+	if cf.addr != "" {
+		raw, err := apiCall(ctx, cf.addr, cf.token, "GET", "/v1/status", nil)
+		if err != nil {
+			return fail(errOut, "status", err)
+		}
+		if cf.json {
+			out.Write(raw)
+			return exitOK
+		}
+		var st map[string]any
+		_ = json.Unmarshal(raw, &st)
+		fmt.Fprintf(out, "leader: %v  mode: %v  budget: %v batches/s  binding: %v\nreason: %v\nconfig version: %v\n",
+			st["leader"], st["mode"], st["budget"], st["binding"], st["reason"], st["config_version"])
+		return exitOK
+	}
+	_, pool, err := openStore(ctx, cf.dsn, holds.Config{})
+	if err != nil {
+		return fail(errOut, "status", err)
+	}
+	defer pool.Close()
+	type workerRow struct {
+		ID, Job, State, Reason string
+		Rate                   float64
+		LeaseValid             bool
+	}
+	st := struct {
+		Leader, Mode, Binding, Reason string
+		Budget                        float64
+		PublishedAt                   time.Time
+		Workers                       []workerRow
+	}{}
+	err = pool.QueryRow(ctx, "SELECT leader, mode, binding, reason, budget, published_at FROM throttled.leader WHERE id = 1").
+		Scan(&st.Leader, &st.Mode, &st.Binding, &st.Reason, &st.Budget, &st.PublishedAt)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fail(errOut, "status", err)
+	}
+	rows, err := pool.Query(ctx, `SELECT id, job, state, reason, alloc_rate, lease_until > now() FROM throttled.workers
+		WHERE heartbeat_at > now() - interval '10 seconds' ORDER BY job, id`)
+	if err != nil {
+		return fail(errOut, "status", err)
+	}
+	st.Workers, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (workerRow, error) {
+		var w workerRow
+		return w, r.Scan(&w.ID, &w.Job, &w.State, &w.Reason, &w.Rate, &w.LeaseValid)
+	})
+	if err != nil {
+		return fail(errOut, "status", err)
+	}
+	if cf.json {
+		_ = json.NewEncoder(out).Encode(st)
+		return exitOK
+	}
+	if st.Leader == "" {
+		fmt.Fprintln(out, "no leader has published yet")
+	} else {
+		fmt.Fprintf(out, "leader %s, %s ago: mode %s, budget %.2f batches/s, binding %s\nreason: %s\n",
+			st.Leader, time.Since(st.PublishedAt).Round(time.Millisecond), st.Mode, st.Budget, firstNonEmpty(st.Binding, "-"), st.Reason)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tJOB\tSTATE\tRATE\tLEASE\tREASON")
+	for _, w := range st.Workers {
+		lease := "valid"
+		if !w.LeaseValid {
+			lease = "expired"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\n", w.ID, w.Job, w.State, w.Rate, lease, w.Reason)
 	}
 	tw.Flush()
 	return exitOK

@@ -42,6 +42,7 @@ func commands() []command {
 		{"pause", "hold one job, a group or all jobs, in every process, until it expires or is released", runPause},
 		{"resume", "release holds (jobs restart slowly)", runResume},
 		{"holds", "list the active holds", runHolds},
+		{"status", "the cluster's leader, mode, budget and workers", runStatus},
 		{"audit", "read the audit log of holds, mode changes and pauses not honoured", runAudit},
 		{"check-config", "validate a configuration file, offline or (--live) against the cluster", runCheckConfig},
 		{"sim", "compare pacing policies on simulated scenarios", runSim},

@@ -289,6 +289,32 @@ func TestSidecarAPI(t *testing.T) {
 		}
 	}
 
+	// The CLI works through the API as well as against the database.
+	t.Setenv("THROTTLED_TOKEN", opsToken)
+	if out := cli(t, "pause", "--addr", a.base, "--job", "purge", "--ttl", "5m", "--reason", "from the CLI"); !strings.Contains(out, "on job:purge by token:ops") {
+		t.Fatalf("pause --addr: %s", out)
+	}
+	if out := cli(t, "holds", "--addr", a.base); !strings.Contains(out, "from the CLI") {
+		t.Fatalf("holds --addr: %s", out)
+	}
+	if out := cli(t, "resume", "--addr", a.base, "--job", "purge", "--reason", "done"); !strings.Contains(out, "released hold") {
+		t.Fatalf("resume --addr: %s", out)
+	}
+	if out := cli(t, "status", "--addr", a.base); !strings.Contains(out, "leader: true") {
+		t.Fatalf("status --addr: %s", out)
+	}
+	if out := cli(t, "status", "--primary-dsn", c.Primary.DSN(pgcluster.RoleAdmin)); !strings.Contains(out, "leader ") || !strings.Contains(out, "purge") {
+		t.Fatalf("status --primary-dsn: %s", out)
+	}
+	if out := cli(t, "audit", "--addr", a.base, "--since", "1h"); !strings.Contains(out, "from the CLI") {
+		t.Fatalf("audit --addr: %s", out)
+	}
+	t.Setenv("THROTTLED_TOKEN", viewerToken)
+	var eo bytes.Buffer
+	if code := run(context.Background(), []string{"pause", "--addr", a.base, "--all", "--reason", "x"}, io.Discard, &eo); code != exitError || !strings.Contains(eo.String(), "403") {
+		t.Fatalf("pause --addr with a read token: exit %d: %s", code, eo.String())
+	}
+
 	_, _, audit := a.do("GET", "/v1/audit?since=1h", viewerToken, nil)
 	text := fmt.Sprint(audit)
 	for _, want := range []string{"hold_created", "hold_released", "config_reload", "refused: ", "applied version", "token:ops"} {

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// apiCall sends one request to a sidecar, bounded by 10 s, with the token
+// from THROTTLED_TOKEN. It returns the body of a 2xx answer, or an error
+// carrying the sidecar's message.
+func apiCall(ctx context.Context, addr, token, method, path string, body any) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(addr, "/")+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --addr %q: %w", errUsage, addr, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+			return nil, fmt.Errorf("%s %s: %d: %s", method, path, resp.StatusCode, e.Error)
+		}
+		return nil, fmt.Errorf("%s %s: %d", method, path, resp.StatusCode)
+	}
+	return raw, nil
+}
