@@ -23,6 +23,7 @@ help: ## list the targets
 .PHONY: deps
 deps: ## install the PostgreSQL server if missing, download Go modules
 	@scripts/ensure-postgres
+	@scripts/ensure-alertmanager
 	@$(GO) mod download
 
 .PHONY: build

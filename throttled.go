@@ -51,6 +51,9 @@ type Options struct {
 	// job sessions working under a hold, audits them and, if configured,
 	// cancels them.
 	Enforce *holds.EnforcerConfig
+	// OnEnforce, when set, receives every enforcement check's violations
+	// (none, when all is well), for paging.
+	OnEnforce func([]holds.Violation)
 	// Coordinate (with CoordinationDSN) makes this process one of many
 	// pacing jobs against the same cluster: the processes elect one leader
 	// (a session advisory lock), which alone samples and decides and
@@ -66,20 +69,21 @@ type Options struct {
 // Client runs the sampler and the controller in this process and paces
 // the jobs it hands out. Its methods are safe for concurrent use.
 type Client struct {
-	poller  *signals.Poller
-	ctl     *throttle.Controller
-	ls      *throttle.Limiters
-	holds   *throttle.Holds
-	store   *holds.Store   // nil without CoordinationDSN
-	watcher *holds.Watcher // nil without CoordinationDSN
-	coord   *pgxpool.Pool
-	co      *coordinator // nil unless Options.Coordinate
-	sources unionHolds
-	tick    time.Duration
-	audits  chan holds.Entry
-	log     hclog.Logger
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	poller    *signals.Poller
+	ctl       *throttle.Controller
+	ls        *throttle.Limiters
+	holds     *throttle.Holds
+	store     *holds.Store   // nil without CoordinationDSN
+	watcher   *holds.Watcher // nil without CoordinationDSN
+	coord     *pgxpool.Pool
+	co        *coordinator // nil unless Options.Coordinate
+	sources   unionHolds
+	tick      time.Duration
+	audits    chan holds.Entry
+	onEnforce func([]holds.Violation)
+	log       hclog.Logger
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 
 	mu   sync.Mutex
 	last throttle.Decision
@@ -105,7 +109,8 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{poller: poller, ls: throttle.NewLimiters(nil), holds: local, log: log.Named("controller"), audits: make(chan holds.Entry, 64)}
+	c := &Client{poller: poller, ls: throttle.NewLimiters(nil), holds: local, log: log.Named("controller"), audits: make(chan holds.Entry, 64),
+		onEnforce: opts.OnEnforce}
 	sources := unionHolds{local}
 	if opts.CoordinationDSN != "" {
 		if err := c.openCoordination(ctx, opts, log); err != nil {
@@ -229,6 +234,8 @@ func (c *Client) enforce(ctx context.Context, cfg holds.EnforcerConfig) {
 		cancel()
 		if err != nil {
 			c.log.Warn("enforcement check failed", "error", err)
+		} else if c.onEnforce != nil {
+			c.onEnforce(vs)
 		}
 		for _, v := range vs {
 			c.log.Error("pause not honoured", "job", v.Job, "pid", v.PID, "running_for", v.RunningFor, "cancelled", v.Cancelled)

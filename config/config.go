@@ -35,6 +35,8 @@ import (
 
 // file is the HCL document.
 type file struct {
+	Cluster   *string          `hcl:"cluster,optional"`
+	Dashboard *string          `hcl:"dashboard_url,optional"`
 	Primary   *primaryBlock    `hcl:"primary,block"`
 	Replicas  []replicaBlock   `hcl:"replica,block"`
 	Signals   []signalBlock    `hcl:"signal,block"`
@@ -183,6 +185,11 @@ type Config struct {
 	Notifiers     []Notifier
 	MaxBudget     float64
 	QuietPeriod   time.Duration
+	// Cluster names the database cluster in pages. Defaults to
+	// "postgres".
+	Cluster string
+	// Dashboard is the URL every page links to.
+	Dashboard string
 }
 
 // Load reads and validates the file at path, offline.
@@ -293,6 +300,16 @@ func (c *Config) build(doc *file, v *validator) {
 	if doc.Primary == nil {
 		v.errs = append(v.errs, fmt.Errorf("config: %s: a primary block is required", c.Path))
 		return
+	}
+	c.Cluster = "postgres"
+	if doc.Cluster != nil {
+		if *doc.Cluster == "" {
+			v.errs = append(v.errs, fmt.Errorf("config: %s: cluster must not be empty", c.Path))
+		}
+		c.Cluster = *doc.Cluster
+	}
+	if doc.Dashboard != nil {
+		c.Dashboard = *doc.Dashboard
 	}
 	p := doc.Primary
 	c.PrimaryDSN = v.secret(p.Range, "dsn", p.DSN, p.DSNFile)

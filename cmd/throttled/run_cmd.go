@@ -18,6 +18,7 @@ import (
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/page"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
@@ -81,12 +82,31 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 	if err := cfg.Live(ctx); err != nil {
 		return err
 	}
-	client, err := throttled.Open(ctx, clientOptions(cfg, log))
+	// Pages: only the leader decides, so only the leader pages.
+	pager := page.New(page.Config{Notifiers: notifiers(cfg), Cluster: cfg.Cluster, Dashboard: cfg.Dashboard, Logger: log.Named("page")})
+	opts := clientOptions(cfg, log)
+	opts.OnEnforce = func(vs []holds.Violation) {
+		jobs := map[string]string{}
+		for _, v := range vs {
+			jobs[string(v.Job)] = fmt.Sprintf("job %s kept working %s under a hold (pid %d)", v.Job, v.RunningFor.Round(time.Second), v.PID)
+		}
+		pager.Unhonoured(time.Now(), jobs)
+	}
+	client, err := throttled.Open(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer client.Close() // last: releases leadership and the worker rows
 	slog := log.Named("sidecar")
+	pctx, stopPager := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPager()
+	decisions := client.Decisions()
+	go pager.Run(pctx)
+	go func() {
+		for d := range decisions {
+			pager.Decision(d)
+		}
+	}()
 
 	var srv *sidecar.Server
 	var reloadMu sync.Mutex
@@ -107,6 +127,9 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		}
 		if err == nil {
 			err = srv.Apply(next)
+		}
+		if err == nil {
+			pager.SetNotifiers(notifiers(next), next.Cluster, next.Dashboard)
 		}
 		entry := holds.Entry{Event: holds.EventReload, Actor: "throttled", Source: string(throttle.SourceAuto)}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -167,4 +190,20 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 			return nil
 		}
 	}
+}
+
+// notifiers builds the configured paging destinations.
+func notifiers(cfg *config.Config) []page.Notifier {
+	var out []page.Notifier
+	for _, n := range cfg.Notifiers {
+		switch n.Kind {
+		case "webhook":
+			out = append(out, page.Webhook{URL: n.URL, Secret: n.Secret})
+		case "alertmanager":
+			out = append(out, page.Alertmanager{URL: n.URL})
+		case "pagerduty":
+			out = append(out, page.PagerDuty{URL: n.URL, RoutingKey: n.Secret})
+		}
+	}
+	return out
 }

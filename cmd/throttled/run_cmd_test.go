@@ -56,7 +56,8 @@ token "worker" {
   scopes = ["work"]
 }
 controller {
-  max_budget = 5
+  max_budget   = 5
+  quiet_period = "3s"
 }
 job "purge" {
   weight = 1

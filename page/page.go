@@ -1,0 +1,376 @@
+// Package page tells a person: when throttled auto-pauses on critical
+// load, latches, keeps a signal stale too long, or sees a job not honour a
+// pause. Each cause is one deduplicated page, resolved when the cause ends,
+// sent to Prometheus Alertmanager (API v2), PagerDuty (Events API v2) or a
+// webhook signed with HMAC-SHA256. Delivery runs off the controller's
+// path, retried with backoff and a cap: a slow pager never delays a
+// decision.
+package page
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/throttled/throttled/throttle"
+)
+
+// Alert is one page, firing or resolved.
+type Alert struct {
+	// Key deduplicates: one page per cluster and cause.
+	Key   string `json:"key"`
+	Cause string `json:"cause"` // critical, latched, stale or pause_not_honoured
+	// Cluster names the database cluster.
+	Cluster   string             `json:"cluster"`
+	Summary   string             `json:"summary"`
+	Signal    string             `json:"signal,omitempty"`
+	Value     float64            `json:"value,omitempty"`
+	Threshold float64            `json:"threshold,omitempty"`
+	Jobs      []throttle.JobRate `json:"jobs,omitempty"`
+	Dashboard string             `json:"dashboard,omitempty"`
+	Firing    bool               `json:"firing"`
+	StartsAt  time.Time          `json:"starts_at"`
+	EndsAt    time.Time          `json:"ends_at,omitzero"`
+}
+
+// Notifier delivers one alert.
+type Notifier interface {
+	Notify(ctx context.Context, a Alert) error
+}
+
+// Config configures a [Pager].
+type Config struct {
+	Notifiers []Notifier
+	// Cluster names the cluster in every page. Defaults to "postgres".
+	Cluster string
+	// Dashboard is linked from every page.
+	Dashboard string
+	// StaleAfter is how long signals may stay stale before a page.
+	// Defaults to 30s.
+	StaleAfter time.Duration
+	// Resend repeats active alerts (Alertmanager forgets one not resent).
+	// Defaults to 1m.
+	Resend time.Duration
+	// MaxAttempts bounds each delivery. Defaults to 5.
+	MaxAttempts int
+	Logger      hclog.Logger
+}
+
+// Pager turns decisions and enforcement results into pages. Its methods
+// never block; Run delivers.
+type Pager struct {
+	cfg   Config
+	log   hclog.Logger
+	queue chan Alert
+
+	mu         sync.Mutex
+	active     map[string]Alert
+	staleSince time.Time
+	staleDone  bool
+}
+
+// New returns a Pager.
+func New(cfg Config) *Pager {
+	cfg.Cluster = cmp.Or(cfg.Cluster, "postgres")
+	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, 30*time.Second)
+	cfg.Resend = cmp.Or(cfg.Resend, time.Minute)
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 5)
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &Pager{cfg: cfg, log: cfg.Logger, queue: make(chan Alert, 256), active: map[string]Alert{}}
+}
+
+// Decision pages on a decision's events: critical and latched fire,
+// recovered and resumed resolve; stale fires once it has lasted
+// StaleAfter, and resolves when fresh.
+func (p *Pager) Decision(d throttle.Decision) {
+	for _, e := range d.Events {
+		switch e.Kind {
+		case throttle.EventCritical:
+			p.fire(Alert{Key: "critical:" + e.Signal, Cause: "critical", Summary: e.Message, Signal: e.Signal, Value: e.Value,
+				Threshold: e.Threshold, Jobs: e.Jobs, StartsAt: e.At})
+		case throttle.EventLatched:
+			p.fire(Alert{Key: "latched", Cause: "latched", Summary: e.Message, Signal: e.Signal, Value: e.Value, Threshold: e.Threshold,
+				Jobs: e.Jobs, StartsAt: e.At})
+		case throttle.EventRecovered:
+			p.resolvePrefix("critical:", e.At)
+			p.resolvePrefix("latched", e.At)
+		case throttle.EventResumed:
+			p.resolvePrefix("latched", e.At)
+		}
+	}
+	p.mu.Lock()
+	stale := d.Mode == throttle.ModeStale
+	switch {
+	case stale && p.staleSince.IsZero():
+		p.staleSince, p.staleDone = d.At, false
+	case !stale:
+		p.staleSince = time.Time{}
+	}
+	fireStale := stale && !p.staleDone && d.At.Sub(p.staleSince) >= p.cfg.StaleAfter
+	if fireStale {
+		p.staleDone = true
+	}
+	since := p.staleSince
+	p.mu.Unlock()
+	if fireStale {
+		p.fire(Alert{Key: "stale", Cause: "stale", Signal: d.Binding, StartsAt: since,
+			Summary: fmt.Sprintf("stale for %s: %s; all work stopped", d.At.Sub(since).Round(time.Second), d.Reason)})
+	}
+	if !stale {
+		p.resolvePrefix("stale", d.At)
+	}
+}
+
+// Unhonoured pages for each job whose sessions kept working under a hold
+// (jobs), and resolves those no longer in the list.
+func (p *Pager) Unhonoured(now time.Time, jobs map[string]string) {
+	for job, summary := range jobs {
+		p.fire(Alert{Key: "pause_not_honoured:" + job, Cause: "pause_not_honoured", Summary: summary, StartsAt: now})
+	}
+	p.mu.Lock()
+	var gone []string
+	for key := range p.active {
+		if job, ok := strings.CutPrefix(key, p.cfg.Cluster+":pause_not_honoured:"); ok {
+			if _, still := jobs[job]; !still {
+				gone = append(gone, "pause_not_honoured:"+job)
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, key := range gone {
+		p.resolvePrefix(key, now)
+	}
+}
+
+// fire sends a new page once; a page already active is not sent again
+// (Run resends it to Alertmanager on its own schedule).
+func (p *Pager) fire(a Alert) {
+	p.mu.Lock()
+	a.Cluster, a.Dashboard, a.Firing = p.cfg.Cluster, p.cfg.Dashboard, true
+	a.Key = a.Cluster + ":" + a.Key
+	if _, dup := p.active[a.Key]; dup {
+		p.mu.Unlock()
+		return
+	}
+	p.active[a.Key] = a
+	p.mu.Unlock()
+	p.enqueue(a)
+}
+
+func (p *Pager) resolvePrefix(prefix string, at time.Time) {
+	p.mu.Lock()
+	prefix = p.cfg.Cluster + ":" + prefix
+	var done []Alert
+	for key, a := range p.active {
+		if strings.HasPrefix(key, prefix) {
+			a.Firing, a.EndsAt = false, at
+			done = append(done, a)
+			delete(p.active, key)
+		}
+	}
+	p.mu.Unlock()
+	for _, a := range done {
+		p.enqueue(a)
+	}
+}
+
+func (p *Pager) enqueue(a Alert) {
+	select {
+	case p.queue <- a:
+	default:
+		p.log.Error("page queue full; page dropped", "key", a.Key, "firing", a.Firing)
+	}
+}
+
+// SetNotifiers replaces the destinations, cluster name and dashboard
+// link (a reloaded configuration); pages already sent stay as they are.
+func (p *Pager) SetNotifiers(ns []Notifier, cluster, dashboard string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg.Notifiers, p.cfg.Dashboard = ns, dashboard
+	if cluster != "" {
+		p.cfg.Cluster = cluster
+	}
+}
+
+func (p *Pager) notifiers() []Notifier {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.Notifiers
+}
+
+// Active returns the alerts firing now.
+func (p *Pager) Active() []Alert {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Alert
+	for _, a := range p.active {
+		out = append(out, a)
+	}
+	return out
+}
+
+// Run delivers pages until ctx ends: each to every notifier, retried with
+// exponential backoff up to MaxAttempts; active alerts are resent every
+// Resend.
+func (p *Pager) Run(ctx context.Context) {
+	t := time.NewTicker(p.cfg.Resend)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case a := <-p.queue:
+			p.deliver(ctx, a)
+		case <-t.C:
+			for _, a := range p.Active() {
+				p.deliver(ctx, a)
+			}
+		}
+	}
+}
+
+func (p *Pager) deliver(ctx context.Context, a Alert) {
+	for _, n := range p.notifiers() {
+		backoff := 500 * time.Millisecond
+		for attempt := 1; ; attempt++ {
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := n.Notify(dctx, a)
+			cancel()
+			if err == nil {
+				p.log.Info("page delivered", "key", a.Key, "firing", a.Firing, "notifier", fmt.Sprintf("%T", n))
+				break
+			}
+			if attempt >= p.cfg.MaxAttempts || ctx.Err() != nil {
+				p.log.Error("page not delivered", "key", a.Key, "firing", a.Firing, "error", err, "attempts", attempt)
+				break
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, 10*time.Second)
+		}
+	}
+}
+
+func post(ctx context.Context, url string, body []byte, headers map[string]string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("page: %s: %d: %s", url, resp.StatusCode, bytes.TrimSpace(raw))
+	}
+	return nil
+}
+
+// Webhook posts the alert as JSON, signed: X-Throttled-Timestamp is the
+// Unix time and X-Throttled-Signature the hex HMAC-SHA256, under Secret,
+// of the timestamp, a dot and the body.
+type Webhook struct {
+	URL, Secret string
+	now         func() time.Time
+}
+
+// Sign returns the signature of body at timestamp ts under secret.
+func Sign(secret, ts string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(ts + "."))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// Notify implements Notifier.
+func (w Webhook) Notify(ctx context.Context, a Alert) error {
+	body, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	now := time.Now
+	if w.now != nil {
+		now = w.now
+	}
+	ts := strconv.FormatInt(now().Unix(), 10)
+	return post(ctx, w.URL, body, map[string]string{"X-Throttled-Timestamp": ts, "X-Throttled-Signature": Sign(w.Secret, ts, body)})
+}
+
+// alertNames are the Alertmanager alert names, one per cause; the shipped
+// alert rules use the same.
+var alertNames = map[string]string{
+	"critical": "ThrottledCritical", "latched": "ThrottledLatched", "stale": "ThrottledStale",
+	"pause_not_honoured": "ThrottledPauseNotHonoured",
+}
+
+// Alertmanager posts to Prometheus Alertmanager's API v2 (URL is its
+// base, such as http://alertmanager:9093). A resolve carries endsAt.
+type Alertmanager struct{ URL string }
+
+// Notify implements Notifier.
+func (am Alertmanager) Notify(ctx context.Context, a Alert) error {
+	var jobs []string
+	for _, j := range a.Jobs {
+		jobs = append(jobs, fmt.Sprintf("%s at %.2f/s", j.Job, j.Rate))
+	}
+	alert := map[string]any{
+		"labels": map[string]string{"alertname": alertNames[a.Cause], "cluster": a.Cluster, "cause": a.Cause, "signal": a.Signal, "severity": "page"},
+		"annotations": map[string]string{"summary": a.Summary, "jobs": strings.Join(jobs, ", "), "dashboard": a.Dashboard,
+			"value": strconv.FormatFloat(a.Value, 'g', 4, 64), "threshold": strconv.FormatFloat(a.Threshold, 'g', 4, 64)},
+		"startsAt":     a.StartsAt.UTC().Format(time.RFC3339Nano),
+		"generatorURL": a.Dashboard,
+	}
+	if !a.Firing {
+		alert["endsAt"] = a.EndsAt.UTC().Format(time.RFC3339Nano)
+	}
+	body, _ := json.Marshal([]any{alert})
+	return post(ctx, strings.TrimRight(am.URL, "/")+"/api/v2/alerts", body, nil)
+}
+
+// PagerDuty posts to the Events API v2 at URL (its enqueue endpoint):
+// trigger and resolve under one dedup_key per cluster and cause.
+type PagerDuty struct{ URL, RoutingKey string }
+
+// Notify implements Notifier.
+func (pd PagerDuty) Notify(ctx context.Context, a Alert) error {
+	action := "trigger"
+	if !a.Firing {
+		action = "resolve"
+	}
+	ev := map[string]any{"routing_key": pd.RoutingKey, "event_action": action, "dedup_key": a.Key}
+	if a.Firing {
+		ev["payload"] = map[string]any{"summary": a.Summary, "source": a.Cluster, "severity": "critical", "component": a.Signal,
+			"custom_details": map[string]any{"signal": a.Signal, "value": a.Value, "threshold": a.Threshold, "jobs": a.Jobs}}
+		if a.Dashboard != "" {
+			ev["links"] = []map[string]string{{"href": a.Dashboard, "text": "throttled dashboard"}}
+		}
+	}
+	body, _ := json.Marshal(ev)
+	return post(ctx, pd.URL, body, nil)
+}
