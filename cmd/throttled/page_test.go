@@ -83,7 +83,9 @@ func TestCriticalLoadPagesAlertmanagerAndResolves(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"run", "--config", path, "--log-level", "off"}, io.Discard, io.Discard) }()
+	go func() {
+		done <- run(ctx, []string{"run", "--config", path, "--log-level", "off"}, io.Discard, io.Discard)
+	}()
 	pgtest.Eventually(t, 20*time.Second, func() error {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
