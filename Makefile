@@ -24,6 +24,7 @@ help: ## list the targets
 deps: ## install the PostgreSQL server if missing, download Go modules
 	@scripts/ensure-postgres
 	@scripts/ensure-alertmanager
+	@scripts/ensure-promtool
 	@$(GO) mod download
 
 .PHONY: build
@@ -39,6 +40,8 @@ test: deps ## vet, all tests under -race against a real primary and replica, a s
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+	promtool check rules deploy/alerts.yml
+	promtool test rules deploy/alerts_test.yml
 	@$(MAKE) --no-print-directory fuzz
 
 .PHONY: fuzz

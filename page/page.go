@@ -79,6 +79,8 @@ type Pager struct {
 	active     map[string]Alert
 	staleSince time.Time
 	staleDone  bool
+	sent       map[string]int64 // deliveries by notifier kind
+	failed     map[string]int64
 }
 
 // New returns a Pager.
@@ -90,7 +92,8 @@ func New(cfg Config) *Pager {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Pager{cfg: cfg, log: cfg.Logger, queue: make(chan Alert, 256), active: map[string]Alert{}}
+	return &Pager{cfg: cfg, log: cfg.Logger, queue: make(chan Alert, 256), active: map[string]Alert{},
+		sent: map[string]int64{}, failed: map[string]int64{}}
 }
 
 // Decision pages on a decision's events: critical and latched fire,
@@ -252,11 +255,13 @@ func (p *Pager) deliver(ctx context.Context, a Alert) {
 			err := n.Notify(dctx, a)
 			cancel()
 			if err == nil {
-				p.log.Info("page delivered", "key", a.Key, "firing", a.Firing, "notifier", fmt.Sprintf("%T", n))
+				p.log.Info("page delivered", "key", a.Key, "firing", a.Firing, "notifier", kindOf(n))
+				p.count(p.sent, n)
 				break
 			}
 			if attempt >= p.cfg.MaxAttempts || ctx.Err() != nil {
 				p.log.Error("page not delivered", "key", a.Key, "firing", a.Firing, "error", err, "attempts", attempt)
+				p.count(p.failed, n)
 				break
 			}
 			t := time.NewTimer(backoff)
@@ -269,6 +274,36 @@ func (p *Pager) deliver(ctx context.Context, a Alert) {
 			backoff = min(2*backoff, 10*time.Second)
 		}
 	}
+}
+
+func (p *Pager) count(m map[string]int64, n Notifier) {
+	p.mu.Lock()
+	m[kindOf(n)]++
+	p.mu.Unlock()
+}
+
+// Counts returns deliveries sent and failed (after every retry), by
+// notifier kind: webhook, alertmanager, pagerduty.
+func (p *Pager) Counts() (sent, failed map[string]int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sent, failed = map[string]int64{}, map[string]int64{}
+	for _, k := range []string{"webhook", "alertmanager", "pagerduty"} {
+		sent[k], failed[k] = p.sent[k], p.failed[k]
+	}
+	return sent, failed
+}
+
+func kindOf(n Notifier) string {
+	switch n.(type) {
+	case Webhook:
+		return "webhook"
+	case Alertmanager:
+		return "alertmanager"
+	case PagerDuty:
+		return "pagerduty"
+	}
+	return "other"
 }
 
 func post(ctx context.Context, url string, body []byte, headers map[string]string) error {

@@ -164,6 +164,12 @@ func TestStalePagesOnlyAfterItsThresholdAndRetriesAreCapped(t *testing.T) {
 	if bad.fail != 998 {
 		t.Fatalf("%d attempts; want 2", 1000-bad.fail)
 	}
+	if sent, failed := q.Counts(); sent["webhook"] != 0 || failed["webhook"] != 1 {
+		t.Fatalf("counts sent %v failed %v", sent, failed)
+	}
+	if sent, _ := p.Counts(); sent["webhook"] != 2 {
+		t.Fatalf("sent %v; want 2 (the page and its resolve)", sent)
+	}
 }
 
 func TestUnhonouredFiresPerJobAndResolves(t *testing.T) {

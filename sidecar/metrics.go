@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,11 +24,15 @@ var (
 	descMode        = prometheus.NewDesc("throttled_controller_mode", "1 for the controller's current mode.", []string{"mode"}, nil)
 	descBudget      = prometheus.NewDesc("throttled_controller_budget_batches_per_second", "Total background budget.", nil, nil)
 	descLeader      = prometheus.NewDesc("throttled_controller_leader", "1 while this process leads the cluster.", nil, nil)
+	descLatched     = prometheus.NewDesc("throttled_controller_latched", "1 while a critical pause waits for a person to resume.", nil, nil)
+	descViolations  = prometheus.NewDesc("throttled_enforce_violations", "Job sessions working under a hold at the last enforcement check.", nil, nil)
 	descJobRate     = prometheus.NewDesc("throttled_jobs_rate_batches_per_second", "Each configured job's allocated rate in this process.", []string{"job"}, nil)
 	descJobPaused   = prometheus.NewDesc("throttled_jobs_paused", "1 while a job is paused.", []string{"job"}, nil)
 	descHolds       = prometheus.NewDesc("throttled_holds_active", "Active holds by source.", []string{"source"}, nil)
 	descReloads     = prometheus.NewDesc("throttled_config_reloads_total", "Configuration reloads by result (applied or refused).", []string{"result"}, nil)
 	descGrants      = prometheus.NewDesc("throttled_api_grants_outstanding", "Tokens granted to remote workers and not yet reported.", nil, nil)
+	descPagesSent   = prometheus.NewDesc("throttled_notifications_sent_total", "Pages and resolves delivered, by notifier kind.", []string{"notifier"}, nil)
+	descPagesFailed = prometheus.NewDesc("throttled_notifications_failed_total", "Pages and resolves not delivered after every retry, by notifier kind.", []string{"notifier"}, nil)
 	descShed        = prometheus.NewDesc("throttled_api_shed_requests_total", "Requests refused with 503 past the concurrency limit.", nil, nil)
 	descBuild       = prometheus.NewDesc("throttled_build_info", "Build information.", []string{"version", "go_version"}, nil)
 )
@@ -39,8 +44,8 @@ type collector struct {
 }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSignalValue, descSignalAge, descSignalFail, descMode, descBudget, descLeader,
-		descJobRate, descJobPaused, descHolds, descReloads, descGrants, descShed, descBuild} {
+	for _, d := range []*prometheus.Desc{descSignalValue, descSignalAge, descSignalFail, descMode, descBudget, descLeader, descLatched, descViolations,
+		descJobRate, descJobPaused, descHolds, descReloads, descGrants, descShed, descBuild, descPagesSent, descPagesFailed} {
 		ch <- d
 	}
 }
@@ -64,7 +69,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descMode, prometheus.GaugeValue, boolf(d.Mode == m), string(m))
 		}
 		ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, d.Budget)
+		ch <- prometheus.MustNewConstMetric(descLatched, prometheus.GaugeValue, boolf(d.Latched))
 	}
+	ch <- prometheus.MustNewConstMetric(descViolations, prometheus.GaugeValue, float64(s.violations.Load()))
 	for _, j := range s.config().Jobs {
 		if js, ok := s.jobState(j.Name); ok {
 			ch <- prometheus.MustNewConstMetric(descJobRate, prometheus.GaugeValue, js.Rate, j.Name)
@@ -87,6 +94,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	s.gmu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descGrants, prometheus.GaugeValue, float64(grants))
 	ch <- prometheus.MustNewConstMetric(descShed, prometheus.CounterValue, float64(s.shed.Load()))
+	if s.pages != nil {
+		sent, failed := s.pages.Counts()
+		for kind, n := range sent {
+			ch <- prometheus.MustNewConstMetric(descPagesSent, prometheus.CounterValue, float64(n), kind)
+			ch <- prometheus.MustNewConstMetric(descPagesFailed, prometheus.CounterValue, float64(failed[kind]), kind)
+		}
+	}
 	version := "devel"
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
 		version = bi.Main.Version
@@ -107,6 +121,34 @@ func (s *Server) Registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s: s}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return reg
+}
+
+// PageCounter reports deliveries sent and failed by notifier kind.
+type PageCounter interface {
+	Counts() (sent, failed map[string]int64)
+}
+
+// SetPager makes the pager's counts part of the metrics.
+func (s *Server) SetPager(p PageCounter) { s.pages = p }
+
+// SetViolations records the last enforcement check's violations.
+func (s *Server) SetViolations(n int) { s.violations.Store(int64(n)) }
+
+// MetricNames lists the names of every metric the server exports.
+func MetricNames() []string {
+	ch := make(chan *prometheus.Desc, 32)
+	collector{}.Describe(ch)
+	close(ch)
+	var out []string
+	for d := range ch {
+		// Desc has no name accessor; its String form carries fqName.
+		s := d.String()
+		if i := strings.Index(s, `fqName: "`); i >= 0 {
+			rest := s[i+len(`fqName: "`):]
+			out = append(out, rest[:strings.Index(rest, `"`)])
+		}
+	}
+	return out
 }
 
 // ReloadResult counts a reload for the metrics.

@@ -48,7 +48,8 @@ type Server struct {
 	gmu    sync.Mutex
 	grants map[string]*grant // tokens handed to remote workers, until reported
 
-	reloadsApplied, reloadsRefused, shed atomic.Int64
+	reloadsApplied, reloadsRefused, shed, violations atomic.Int64
+	pages                                            PageCounter
 }
 
 // grant is a token a remote worker holds: its in-flight slot stays taken

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -85,7 +86,12 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 	// Pages: only the leader decides, so only the leader pages.
 	pager := page.New(page.Config{Notifiers: notifiers(cfg), Cluster: cfg.Cluster, Dashboard: cfg.Dashboard, Logger: log.Named("page")})
 	opts := clientOptions(cfg, log)
+	var srv *sidecar.Server
+	var srvReady atomic.Bool
 	opts.OnEnforce = func(vs []holds.Violation) {
+		if srvReady.Load() {
+			srv.SetViolations(len(vs))
+		}
 		jobs := map[string]string{}
 		for _, v := range vs {
 			jobs[string(v.Job)] = fmt.Sprintf("job %s kept working %s under a hold (pid %d)", v.Job, v.RunningFor.Round(time.Second), v.PID)
@@ -108,7 +114,6 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		}
 	}()
 
-	var srv *sidecar.Server
 	var reloadMu sync.Mutex
 	// reload loads and validates the file, offline and live, and applies
 	// it only whole: a refused file changes nothing.
@@ -150,6 +155,8 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 	if srv, err = sidecar.New(client, cfg, reload, slog); err != nil {
 		return err
 	}
+	srv.SetPager(pager)
+	srvReady.Store(true)
 	// What the loop below needs, read before any reload can run; after
 	// this, cfg is touched only under reloadMu.
 	listen, tlsCert, tlsKey, version := cfg.Listen, cfg.TLSCert, cfg.TLSKey, cfg.Version
