@@ -374,6 +374,9 @@ func (c *Client) Holds() *throttle.Holds { return c.holds }
 // Controller is the client's controller.
 func (c *Client) Controller() *throttle.Controller { return c.ctl }
 
+// SamplerStats is how sampling each server has gone in this process.
+func (c *Client) SamplerStats() []signals.ServerStats { return c.poller.Stats() }
+
 // Snapshot is the latest sample of every signal.
 func (c *Client) Snapshot() signals.Snapshot { return c.poller.Snapshot() }
 

@@ -33,6 +33,14 @@ var (
 	descGrants      = prometheus.NewDesc("throttled_api_grants_outstanding", "Tokens granted to remote workers and not yet reported.", nil, nil)
 	descPagesSent   = prometheus.NewDesc("throttled_notifications_sent_total", "Pages and resolves delivered, by notifier kind.", []string{"notifier"}, nil)
 	descPagesFailed = prometheus.NewDesc("throttled_notifications_failed_total", "Pages and resolves not delivered after every retry, by notifier kind.", []string{"notifier"}, nil)
+	descSampleDur   = prometheus.NewDesc("throttled_signals_sample_duration_seconds", "How long the last sampling round of each server took.", []string{"server"}, nil)
+	descSamples     = prometheus.NewDesc("throttled_signals_samples_total", "Sampling rounds, by server.", []string{"server"}, nil)
+	descSampleFail  = prometheus.NewDesc("throttled_signals_sample_failures_total", "Sampling rounds that failed, by server.", []string{"server"}, nil)
+	descJobBatches  = prometheus.NewDesc("throttled_jobs_batches_total", "Batches reported by remote workers, by job.", []string{"job"}, nil)
+	descJobRows     = prometheus.NewDesc("throttled_jobs_rows_total", "Rows reported by remote workers, by job.", []string{"job"}, nil)
+	descJobErrors   = prometheus.NewDesc("throttled_jobs_errors_total", "Failed batches reported by remote workers, by job.", []string{"job"}, nil)
+	descJobRetries  = prometheus.NewDesc("throttled_jobs_retries_total", "Retried batches reported by remote workers, by job.", []string{"job"}, nil)
+	descJobSize     = prometheus.NewDesc("throttled_jobs_batch_size", "Last batch size reported by remote workers, by job.", []string{"job"}, nil)
 	descShed        = prometheus.NewDesc("throttled_api_shed_requests_total", "Requests refused with 503 past the concurrency limit.", nil, nil)
 	descBuild       = prometheus.NewDesc("throttled_build_info", "Build information.", []string{"version", "go_version"}, nil)
 )
@@ -45,7 +53,8 @@ type collector struct {
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSignalValue, descSignalAge, descSignalFail, descMode, descBudget, descLeader, descLatched, descViolations,
-		descJobRate, descJobPaused, descHolds, descReloads, descGrants, descShed, descBuild, descPagesSent, descPagesFailed} {
+		descJobRate, descJobPaused, descHolds, descReloads, descGrants, descShed, descBuild, descPagesSent, descPagesFailed,
+		descSampleDur, descSamples, descSampleFail, descJobBatches, descJobRows, descJobErrors, descJobRetries, descJobSize} {
 		ch <- d
 	}
 }
@@ -70,6 +79,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, d.Budget)
 		ch <- prometheus.MustNewConstMetric(descLatched, prometheus.GaugeValue, boolf(d.Latched))
+		for _, st := range s.client.SamplerStats() {
+			ch <- prometheus.MustNewConstMetric(descSampleDur, prometheus.GaugeValue, st.LastDuration.Seconds(), st.Server)
+			ch <- prometheus.MustNewConstMetric(descSamples, prometheus.CounterValue, float64(st.Ticks), st.Server)
+			ch <- prometheus.MustNewConstMetric(descSampleFail, prometheus.CounterValue, float64(st.Failures), st.Server)
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(descViolations, prometheus.GaugeValue, float64(s.violations.Load()))
 	for _, j := range s.config().Jobs {
@@ -77,6 +91,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descJobRate, prometheus.GaugeValue, js.Rate, j.Name)
 			ch <- prometheus.MustNewConstMetric(descJobPaused, prometheus.GaugeValue, boolf(js.State == string(throttle.JobPaused)), j.Name)
 		}
+		r := s.reported(j.Name)
+		ch <- prometheus.MustNewConstMetric(descJobBatches, prometheus.CounterValue, float64(r.batches), j.Name)
+		ch <- prometheus.MustNewConstMetric(descJobRows, prometheus.CounterValue, float64(r.rows), j.Name)
+		ch <- prometheus.MustNewConstMetric(descJobErrors, prometheus.CounterValue, float64(r.errors), j.Name)
+		ch <- prometheus.MustNewConstMetric(descJobRetries, prometheus.CounterValue, float64(r.retries), j.Name)
+		ch <- prometheus.MustNewConstMetric(descJobSize, prometheus.GaugeValue, float64(r.batchSize), j.Name)
 	}
 	bySource := map[throttle.Source]float64{throttle.SourceManual: 0, throttle.SourceAuto: 0, throttle.SourceGrafanaAlert: 0, throttle.SourceCLI: 0}
 	for _, h := range s.client.Watcher().Active() {
@@ -119,7 +139,7 @@ func boolf(b bool) float64 {
 // runtime's, never the global one.
 func (s *Server) Registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{s: s}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(collector{s: s}, s.wait, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return reg
 }
 
@@ -136,8 +156,9 @@ func (s *Server) SetViolations(n int) { s.violations.Store(int64(n)) }
 
 // MetricNames lists the names of every metric the server exports.
 func MetricNames() []string {
-	ch := make(chan *prometheus.Desc, 32)
+	ch := make(chan *prometheus.Desc, 64)
 	collector{}.Describe(ch)
+	newWaitHistogram().Describe(ch)
 	close(ch)
 	var out []string
 	for d := range ch {
@@ -163,4 +184,13 @@ func (s *Server) ReloadResult(applied bool) {
 func (s *Server) metricsHandler() func(http.ResponseWriter, *http.Request, config.Token) {
 	h := promhttp.HandlerFor(s.Registry(), promhttp.HandlerOpts{Timeout: 5 * time.Second})
 	return func(w http.ResponseWriter, r *http.Request, _ config.Token) { h.ServeHTTP(w, r) }
+}
+
+// newWaitHistogram measures how long remote workers wait for a token.
+func newWaitHistogram() *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "throttled_jobs_wait_seconds",
+		Help:    "How long an acquire waited for its tokens (or for nothing, when none came), by job.",
+		Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10},
+	}, []string{"job"})
 }

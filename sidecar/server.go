@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
@@ -50,6 +51,14 @@ type Server struct {
 
 	reloadsApplied, reloadsRefused, shed, violations atomic.Int64
 	pages                                            PageCounter
+	wait                                             *prometheus.HistogramVec
+	reports                                          map[string]*reportTotals // by job, under gmu
+}
+
+// reportTotals sums remote workers' reports for one job.
+type reportTotals struct {
+	batches, rows, errors, retries int64
+	batchSize                      int
 }
 
 // grant is a token a remote worker holds: its in-flight slot stays taken
@@ -74,7 +83,7 @@ func New(client *throttled.Client, cfg *config.Config, reload func(context.Conte
 		log = hclog.NewNullLogger()
 	}
 	s := &Server{client: client, store: client.Store(), log: log, reload: reload, sem: make(chan struct{}, cfg.MaxConcurrent),
-		pacers: map[string]throttled.Pacer{}, grants: map[string]*grant{}}
+		pacers: map[string]throttled.Pacer{}, grants: map[string]*grant{}, wait: newWaitHistogram(), reports: map[string]*reportTotals{}}
 	if err := s.Apply(cfg); err != nil {
 		return nil, err
 	}
@@ -493,6 +502,19 @@ type ReportRequest struct {
 	DurationMs float64 `json:"duration_ms"`
 	// Error is the batch's error, empty on success.
 	Error string `json:"error"`
+	// BatchSize and Retry are optional: the batch's size, and whether it
+	// was a retry, for the metrics.
+	BatchSize int  `json:"batch_size,omitempty"`
+	Retry     bool `json:"retry,omitempty"`
+}
+
+func (s *Server) reported(job string) reportTotals {
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	if r := s.reports[job]; r != nil {
+		return *r
+	}
+	return reportTotals{}
 }
 
 // acquire grants up to n tokens within max_wait, each holding an
@@ -529,6 +551,8 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, _ config.Token)
 	s.expireGrants()
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
+	start := time.Now()
+	defer func() { s.wait.WithLabelValues(job).Observe(time.Since(start).Seconds()) }()
 	resp := AcquireResponse{Tokens: []string{}}
 	for range req.N {
 		done, err := p.Wait(ctx)
@@ -569,6 +593,22 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, _ config.Token) 
 	g, ok := s.grants[req.Token]
 	if ok && g.job == r.PathValue("job") {
 		delete(s.grants, req.Token)
+		t := s.reports[g.job]
+		if t == nil {
+			t = &reportTotals{}
+			s.reports[g.job] = t
+		}
+		t.batches++
+		t.rows += req.Rows
+		if req.Error != "" {
+			t.errors++
+		}
+		if req.Retry {
+			t.retries++
+		}
+		if req.BatchSize > 0 {
+			t.batchSize = req.BatchSize
+		}
 	}
 	s.gmu.Unlock()
 	if !ok || g.job != r.PathValue("job") {

@@ -119,6 +119,49 @@ type Poller struct {
 	mu     sync.Mutex
 	latest map[string][]Sample // by sampler id
 	learnt map[string]bool     // replica names learnt from replica DSNs
+	stats  map[string]*ServerStats
+}
+
+// ServerStats is how sampling one server has gone.
+type ServerStats struct {
+	// Server is "primary" or "replica-N".
+	Server string
+	// Ticks and Failures count sampling rounds, and those that failed.
+	Ticks, Failures int64
+	// LastDuration is how long the last round took.
+	LastDuration time.Duration
+}
+
+// Stats returns each server's sampling statistics, primary first.
+func (p *Poller) Stats() []ServerStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []ServerStats
+	for _, id := range slices.Sorted(maps.Keys(p.stats)) {
+		out = append(out, *p.stats[id])
+	}
+	return out
+}
+
+// sampleAndStore takes one round of s and records it.
+func (p *Poller) sampleAndStore(ctx context.Context, s sampler) {
+	start := time.Now()
+	samples := s.sample(ctx, p.cfg.now)
+	took := time.Since(start)
+	failed := slices.ContainsFunc(samples, func(x Sample) bool { return x.Err != nil })
+	p.mu.Lock()
+	st := p.stats[s.id()]
+	if st == nil {
+		st = &ServerStats{Server: s.id()}
+		p.stats[s.id()] = st
+	}
+	st.Ticks++
+	if failed {
+		st.Failures++
+	}
+	st.LastDuration = took
+	p.latest[s.id()] = samples
+	p.mu.Unlock()
 }
 
 // New validates cfg and returns a Poller. It does not connect.
@@ -127,7 +170,7 @@ func New(cfg Config) (*Poller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &Poller{cfg: cfg, log: cfg.Logger, latest: map[string][]Sample{}, learnt: map[string]bool{}}
+	p := &Poller{cfg: cfg, log: cfg.Logger, latest: map[string][]Sample{}, learnt: map[string]bool{}, stats: map[string]*ServerStats{}}
 	ps, err := newServer(kindPrimary, cfg.PrimaryDSN, cfg.Timeout, cfg.AllowSuperuser, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("signals: PrimaryDSN: %w", err)
@@ -175,7 +218,7 @@ func (p *Poller) Connect(ctx context.Context) error {
 func (p *Poller) Tick(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, s := range p.samplers() {
-		wg.Go(func() { p.store(s.id(), s.sample(ctx, p.cfg.now)) })
+		wg.Go(func() { p.sampleAndStore(ctx, s) })
 	}
 	wg.Wait()
 }
@@ -190,7 +233,7 @@ func (p *Poller) Run(ctx context.Context) error {
 			t := time.NewTicker(p.cfg.Interval)
 			defer t.Stop()
 			for {
-				p.store(s.id(), s.sample(ctx, p.cfg.now))
+				p.sampleAndStore(ctx, s)
 				select {
 				case <-ctx.Done():
 					return
@@ -221,12 +264,6 @@ func (p *Poller) Snapshot() Snapshot {
 	p.mu.Unlock()
 	sortSamples(all)
 	return Snapshot{At: p.cfg.now(), MaxAge: p.cfg.MaxAge, Samples: all}
-}
-
-func (p *Poller) store(id string, samples []Sample) {
-	p.mu.Lock()
-	p.latest[id] = samples
-	p.mu.Unlock()
 }
 
 func (p *Poller) learn(name string) {

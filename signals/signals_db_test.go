@@ -534,3 +534,23 @@ func BenchmarkTick(b *testing.B) {
 		b.Fatal(s.Err)
 	}
 }
+
+func TestStatsCountRoundsAndFailures(t *testing.T) {
+	c := pgtest.Cluster(t)
+	p := newPoller(t, c, nil)
+	for range 3 {
+		tick(t, p, PrimaryLoad, "")
+	}
+	st := p.Stats()
+	if len(st) != 2 || st[0].Server != "primary" || st[0].Ticks != 3 || st[0].Failures != 0 || st[0].LastDuration <= 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	bad, err := New(Config{PrimaryDSN: "postgres://u:p@127.0.0.1:1/x?sslmode=disable", Cores: 1, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Tick(context.Background())
+	if st := bad.Stats(); len(st) != 1 || st[0].Failures != 1 {
+		t.Fatalf("stats of an unreachable primary %+v", st)
+	}
+}
