@@ -86,17 +86,7 @@ func TestCriticalLoadPagesAlertmanagerAndResolves(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"run", "--config", path, "--log-level", "off"}, io.Discard, io.Discard)
 	}()
-	pgtest.Eventually(t, 20*time.Second, func() error {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("readyz %d", resp.StatusCode)
-		}
-		return nil
-	})
+	waitReady(t, "http://"+addr, 20*time.Second)
 	load, err := c.CPULoad(context.Background(), 2, 2*time.Minute, "")
 	if err != nil {
 		t.Fatal(err)

@@ -119,17 +119,7 @@ func TestSidecarAPI(t *testing.T) {
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, []string{"run", "--config", path, "--log-level", "warn"}, &out, &errOut) }()
 	a := api{t: t, base: "http://" + addr}
-	pgtest.Eventually(t, 20*time.Second, func() error {
-		resp, err := http.Get(a.base + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("readyz %d", resp.StatusCode)
-		}
-		return nil
-	})
+	waitReady(t, a.base, 20*time.Second)
 
 	// Every mutating route needs a token with pause or admin; none is a GET.
 	for _, r := range sidecar.Routes() {
@@ -354,5 +344,21 @@ func FuzzParseScope(f *testing.F) {
 		if sc.Validate() != nil || sc.String() != s {
 			t.Fatalf("ParseScope(%q) = %v, which does not print back", s, sc)
 		}
+	})
+}
+
+// waitReady polls base+"/readyz" until it answers 200, or fails the test.
+func waitReady(t *testing.T, base string, timeout time.Duration) {
+	t.Helper()
+	pgtest.Eventually(t, timeout, func() error {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("readyz %d", resp.StatusCode)
+		}
+		return nil
 	})
 }

@@ -48,17 +48,7 @@ func TestSidecarProcessReloadsOnSIGHUPShedsLoadAndNeverHangs(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	a := api{t: t, base: "http://" + addr}
-	pgtest.Eventually(t, 30*time.Second, func() error {
-		resp, err := http.Get(a.base + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("readyz %d", resp.StatusCode)
-		}
-		return nil
-	})
+	waitReady(t, a.base, 30*time.Second)
 
 	// SIGHUP: a new job appears, and the version changes.
 	_, st, _ := a.do("GET", "/v1/status", viewerToken, nil)
