@@ -1,0 +1,100 @@
+package dashboards
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/throttled/throttled/sidecar"
+)
+
+var update = flag.Bool("update", false, "rewrite the committed dashboards")
+
+// TestGeneratedDashboardsAreCommitted fails when a committed JSON file
+// differs from what this package generates.
+func TestGeneratedDashboardsAreCommitted(t *testing.T) {
+	for name, d := range All() {
+		want := Marshal(d)
+		got, err := os.ReadFile(name)
+		if *update {
+			if err := os.WriteFile(name, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s is not what the generator makes; run: go test ./dashboards -run Generated -update", name)
+		}
+	}
+}
+
+var (
+	metricRe = regexp.MustCompile(`throttled_[a-z_]+`)
+	rateRe   = regexp.MustCompile(`(rate|increase)\(([^\[]+)\[([^\]]+)\]\)`)
+)
+
+// TestDashboardsLint: the datasource and cluster variables, a unit and
+// the datasource variable on every panel and query, $__rate_interval in
+// every rate, counters only under rate or increase, and only metrics the
+// code exports.
+func TestDashboardsLint(t *testing.T) {
+	exported := sidecar.MetricNames()
+	uids := map[string]bool{}
+	for name, d := range All() {
+		if d.UID == "" || uids[d.UID] {
+			t.Errorf("%s: uid %q missing or not unique", name, d.UID)
+		}
+		uids[d.UID] = true
+		var vars []string
+		for _, v := range d.Templating.List {
+			vars = append(vars, v.Name)
+		}
+		if !slices.Contains(vars, "datasource") || !slices.Contains(vars, "cluster") {
+			t.Errorf("%s: variables %v; want datasource and cluster", name, vars)
+		}
+		for _, p := range d.Panels {
+			if p.FieldConfig.Defaults.Unit == "" {
+				t.Errorf("%s: panel %q has no unit", name, p.Title)
+			}
+			if p.Datasource.UID != "${datasource}" {
+				t.Errorf("%s: panel %q does not use the datasource variable", name, p.Title)
+			}
+			if len(p.Targets) == 0 {
+				t.Errorf("%s: panel %q has no query", name, p.Title)
+			}
+			for _, q := range p.Targets {
+				if q.Datasource.UID != "${datasource}" {
+					t.Errorf("%s: panel %q: a query without the datasource variable", name, p.Title)
+				}
+				if !strings.Contains(q.Expr, `cluster=~"$cluster"`) {
+					t.Errorf("%s: panel %q: %s does not filter on the cluster variable", name, p.Title, q.Expr)
+				}
+				for _, m := range rateRe.FindAllStringSubmatch(q.Expr, -1) {
+					if m[3] != "$__rate_interval" {
+						t.Errorf("%s: panel %q: %s over %s; want $__rate_interval", name, p.Title, m[1], m[3])
+					}
+				}
+				underRate := strings.Join(func() []string {
+					var s []string
+					for _, m := range rateRe.FindAllStringSubmatch(q.Expr, -1) {
+						s = append(s, m[2])
+					}
+					return s
+				}(), " ")
+				for _, metric := range metricRe.FindAllString(q.Expr, -1) {
+					base := strings.TrimSuffix(metric, "_bucket")
+					if !slices.Contains(exported, base) {
+						t.Errorf("%s: panel %q uses %s, which throttled does not export", name, p.Title, metric)
+					}
+					if (strings.HasSuffix(metric, "_total") || strings.HasSuffix(metric, "_bucket")) && !strings.Contains(underRate, metric) {
+						t.Errorf("%s: panel %q uses counter %s outside rate or increase", name, p.Title, metric)
+					}
+				}
+			}
+		}
+	}
+}
