@@ -46,6 +46,17 @@ type file struct {
 	Tokens    []tokenBlock     `hcl:"token,block"`
 	Notifiers []notifierBlock  `hcl:"notifier,block"`
 	Control   *controllerBlock `hcl:"controller,block"`
+	Grafana   *grafanaBlock    `hcl:"grafana,block"`
+}
+
+type grafanaBlock struct {
+	WebhookSecret     *string   `hcl:"webhook_secret,optional"`
+	WebhookSecretFile *string   `hcl:"webhook_secret_file,optional"`
+	SignatureHeader   *string   `hcl:"signature_header,optional"`
+	TimestampHeader   *string   `hcl:"timestamp_header,optional"`
+	ReplayWindow      *string   `hcl:"replay_window,optional"`
+	HoldTTL           *string   `hcl:"hold_ttl,optional"`
+	Range             hcl.Range `hcl:",def_range"`
 }
 
 type primaryBlock struct {
@@ -190,6 +201,23 @@ type Config struct {
 	Cluster string
 	// Dashboard is the URL every page links to.
 	Dashboard string
+	// Grafana configures the Alerting webhook contact point.
+	Grafana Grafana
+}
+
+// Grafana configures POST /v1/hooks/grafana.
+type Grafana struct {
+	// WebhookSecret verifies Grafana's HMAC-SHA256 signature; empty means
+	// only bearer tokens (scope pause) are accepted.
+	WebhookSecret string
+	// SignatureHeader and TimestampHeader name Grafana's headers. Default
+	// X-Grafana-Alerting-Signature and X-Grafana-Alerting-Timestamp.
+	SignatureHeader, TimestampHeader string
+	// ReplayWindow is how old a signed timestamp may be. Defaults to 5m.
+	ReplayWindow time.Duration
+	// HoldTTL is the life of a hold an alert makes, renewed by each
+	// repeated notification. Defaults to 1h.
+	HoldTTL time.Duration
 }
 
 // Load reads and validates the file at path, offline.
@@ -469,6 +497,25 @@ func (c *Config) build(doc *file, v *validator) {
 		c.Notifiers = append(c.Notifiers, Notifier{Kind: n.Kind, URL: n.URL, Secret: v.secret(n.Range, "secret", n.Secret, n.SecretFile)})
 	}
 
+	c.Grafana = Grafana{SignatureHeader: "X-Grafana-Alerting-Signature", TimestampHeader: "X-Grafana-Alerting-Timestamp",
+		ReplayWindow: 5 * time.Minute, HoldTTL: time.Hour}
+	if g := doc.Grafana; g != nil {
+		c.Grafana.WebhookSecret = v.secret(g.Range, "webhook_secret", g.WebhookSecret, g.WebhookSecretFile)
+		if c.Grafana.WebhookSecret != "" && len(c.Grafana.WebhookSecret) < 16 {
+			v.bad(g.Range, "grafana: webhook_secret must be at least 16 characters")
+		}
+		if g.SignatureHeader != nil {
+			c.Grafana.SignatureHeader = *g.SignatureHeader
+		}
+		if g.TimestampHeader != nil {
+			c.Grafana.TimestampHeader = *g.TimestampHeader
+		}
+		c.Grafana.ReplayWindow = v.duration(g.Range, "replay_window", g.ReplayWindow, c.Grafana.ReplayWindow)
+		c.Grafana.HoldTTL = v.duration(g.Range, "hold_ttl", g.HoldTTL, c.Grafana.HoldTTL)
+		if c.Grafana.HoldTTL > c.HoldMax {
+			v.bad(g.Range, "grafana: hold_ttl %s exceeds the holds' max_ttl %s", c.Grafana.HoldTTL, c.HoldMax)
+		}
+	}
 	if ctl := doc.Control; ctl != nil {
 		if ctl.MaxBudget != nil {
 			if !(*ctl.MaxBudget > 0) {

@@ -124,6 +124,10 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
+// ScopeHook marks a route that authenticates itself: a webhook signature,
+// or a bearer token with the pause scope.
+const ScopeHook config.Scope = "hook"
+
 // Route is one endpoint and the scope it needs ("" for none).
 type Route struct {
 	Name    string
@@ -148,6 +152,7 @@ func Routes() []Route {
 		{"resume", "DELETE /v1/holds/{id}", config.ScopePause},
 		{"reload", "POST /v1/reload", config.ScopeAdmin},
 		{"metrics", "GET /metrics", config.ScopeRead},
+		{"grafana", "POST /v1/hooks/grafana", ScopeHook},
 		{"acquire", "POST /v1/jobs/{job}/acquire", config.ScopeWork},
 		{"report", "POST /v1/jobs/{job}/report", config.ScopeWork},
 	}
@@ -157,7 +162,7 @@ func (s *Server) handlerFor(name string) func(http.ResponseWriter, *http.Request
 	return map[string]func(http.ResponseWriter, *http.Request, config.Token){
 		"healthz": s.healthz, "readyz": s.readyz, "status": s.status, "jobs": s.jobs, "job": s.job,
 		"holds": s.holds, "audit": s.audit, "check": s.check, "pause": s.pause, "resume": s.resume, "reload": s.doReload,
-		"acquire": s.acquire, "report": s.report, "metrics": s.metricsHandler(),
+		"acquire": s.acquire, "report": s.report, "metrics": s.metricsHandler(), "grafana": s.grafanaHook,
 	}[name]
 }
 
@@ -181,7 +186,7 @@ func (s *Server) guard(r Route, h func(http.ResponseWriter, *http.Request, confi
 		var tok config.Token
 		cfg := s.config()
 		needed := r.Scope
-		if needed == config.ScopeRead && cfg.OpenReads {
+		if needed == config.ScopeRead && cfg.OpenReads || needed == ScopeHook {
 			needed = ""
 		}
 		if needed != "" {
