@@ -47,7 +47,9 @@ func TestGrafanaWebhook(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"run", "--config", path, "--log-level", "off"}, io.Discard, io.Discard) }()
+	go func() {
+		done <- run(ctx, []string{"run", "--config", path, "--log-level", "off"}, io.Discard, io.Discard)
+	}()
 	base := "http://" + addr
 	waitReady(t, base, 20*time.Second)
 	a := api{t: t, base: base}
