@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
@@ -49,6 +50,53 @@ type worker struct {
 	mu                     sync.Mutex
 	state, reason, binding string
 	rate                   float64
+	unavailable            bool        // paused because no valid allocation can be had
+	expiry                 *time.Timer // pauses the worker when its lease lapses
+}
+
+// Unavailable reports whether the worker is paused for want of a valid
+// allocation (lease expired, database unreachable, no leader yet), as
+// opposed to a hold or the controller's decision.
+func (w *worker) Unavailable() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.unavailable
+}
+
+// lapse pauses the worker for want of an allocation.
+func (w *worker) lapse(reason string) {
+	w.l.Pause(reason)
+	w.mu.Lock()
+	w.state, w.reason, w.rate, w.unavailable = string(throttle.JobPaused), reason, 0, true
+	w.mu.Unlock()
+}
+
+// lease applies a valid allocation until remaining has passed: a timer
+// pauses the worker then unless a heartbeat renews it first, so a worker
+// never works past its lease, however slow its heartbeats.
+func (w *worker) lease(a throttle.Allocation, remaining time.Duration, state, reason, binding string) {
+	w.mu.Lock()
+	if w.expiry != nil {
+		w.expiry.Stop()
+	}
+	w.expiry = time.AfterFunc(remaining, func() { w.lapse("allocation lease expired: no leader renewed it") })
+	w.state, w.reason, w.binding, w.rate, w.unavailable = state, reason, binding, a.Rate, false
+	w.mu.Unlock()
+	w.l.Apply(a)
+	if state == string(throttle.JobPaused) {
+		w.l.Pause(reason)
+	} else {
+		w.l.Resume()
+	}
+}
+
+func (w *worker) stop() {
+	w.mu.Lock()
+	if w.expiry != nil {
+		w.expiry.Stop()
+	}
+	w.mu.Unlock()
+	w.l.Pause("worker stopped")
 }
 
 func (w *worker) Wait(ctx context.Context) (func(int64, time.Duration, error), error) {
@@ -133,7 +181,7 @@ func (co *coordinator) register(ctx context.Context, cfg jobs.Config) (*worker, 
 		return w, nil
 	}
 	w := &worker{id: co.procID + "/" + cfg.Name, cfg: cfg, l: throttle.NewLimiter(j, nil)}
-	w.set(string(throttle.JobPaused), "waiting for the leader's first allocation", "", 0)
+	w.lapse("waiting for the leader's first allocation")
 	if err := co.upsert(ctx, w); err != nil {
 		return nil, err
 	}
@@ -141,11 +189,44 @@ func (co *coordinator) register(ctx context.Context, cfg jobs.Config) (*worker, 
 	return w, nil
 }
 
+// update changes a registered job's weight and rate limits.
+func (co *coordinator) update(ctx context.Context, cfg jobs.Config) error {
+	co.mu.Lock()
+	w, ok := co.workers[throttle.Job(cfg.Name)]
+	co.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("throttled: job %q is not registered", cfg.Name)
+	}
+	w.mu.Lock()
+	w.cfg.Weight, w.cfg.MinRate, w.cfg.MaxRate = cfg.Weight, cfg.MinRate, cfg.MaxRate
+	w.mu.Unlock()
+	return co.upsert(ctx, w)
+}
+
+// remove stops a job of this process and deletes its worker row.
+func (co *coordinator) remove(ctx context.Context, j throttle.Job) error {
+	co.mu.Lock()
+	w, ok := co.workers[j]
+	delete(co.workers, j)
+	co.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	w.stop()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := co.c.coord.Exec(ctx, "DELETE FROM throttled.workers WHERE id = $1", w.id)
+	return err
+}
+
 func (co *coordinator) upsert(ctx context.Context, w *worker) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	w.mu.Lock()
+	weight, minRate, maxRate := max(w.cfg.Weight, 0), w.cfg.MinRate, w.cfg.MaxRate
+	w.mu.Unlock()
 	_, err := co.c.coord.Exec(ctx, `INSERT INTO throttled.workers (id, job, weight, min_rate, max_rate) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()`, w.id, w.cfg.Name, max(w.cfg.Weight, 0), w.cfg.MinRate, w.cfg.MaxRate)
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), weight = $3, min_rate = $4, max_rate = $5`, w.id, w.cfg.Name, weight, minRate, maxRate)
 	if err != nil {
 		return fmt.Errorf("throttled: register worker %s: %w", w.id, err)
 	}
@@ -203,7 +284,7 @@ func (co *coordinator) applyPending() {
 		return
 	}
 	ccfg := *p
-	ccfg.Holds = co.c.sources
+	ccfg.Holds = co.c.durable
 	if b := co.c.Decision().Budget; b > 0 {
 		if probe, err := throttle.New(ccfg); err == nil {
 			f := probe.Config()
@@ -219,9 +300,11 @@ func (co *coordinator) applyPending() {
 }
 
 // heartbeat reports each local worker's consumption, reads back its
-// allocation and applies it. A lease that is not valid, or a heartbeat
-// that fails, pauses the worker: no work without a current allocation.
-// A hold the watcher reports pauses it at once, leader or not.
+// allocation and applies it, every worker at once. A valid lease is
+// applied until it lapses (a timer pauses the worker then); a failed
+// heartbeat or an expired lease pauses it now. Any hold this process
+// knows of (durable, in-process, or configured) pauses it at once, leader
+// or not.
 func (co *coordinator) heartbeat(ctx context.Context) {
 	co.mu.Lock()
 	ws := make([]*worker, 0, len(co.workers))
@@ -229,42 +312,45 @@ func (co *coordinator) heartbeat(ctx context.Context) {
 		ws = append(ws, w)
 	}
 	co.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, w := range ws {
-		hctx, cancel := context.WithTimeout(ctx, time.Second)
-		var a throttle.Allocation
-		var valid bool
-		var state, reason, binding string
-		err := co.c.coord.QueryRow(hctx, `UPDATE throttled.workers
-			SET heartbeat_at = now(), batches = $2, errors = $3, duration_ms = $4
-			WHERE id = $1
-			RETURNING alloc_rate, alloc_burst, alloc_inflight, lease_until > now(), state, reason, binding`,
-			w.id, w.batches.Load(), w.errors.Load(), float64(w.durUs.Load())/1000).
-			Scan(&a.Rate, &a.Burst, &a.MaxInFlight, &valid, &state, &reason, &binding)
-		cancel()
-		if errors.Is(err, pgx.ErrNoRows) {
-			err = co.upsert(ctx, w) // removed as stale while we could not reach it
-		}
-		job := throttle.Job(w.cfg.Name)
-		switch hs := co.c.watcher.Applying(time.Now(), job); {
-		case len(hs) > 0:
-			reason := "paused: hold " + hs[0].ID + ": " + hs[0].Reason
-			w.l.Pause(reason)
-			w.set(string(throttle.JobPaused), reason, "", 0)
-		case err != nil:
-			w.l.Pause("no allocation: cannot reach the coordination database")
-			w.set(string(throttle.JobPaused), "no allocation: "+err.Error(), "", 0)
-		case !valid:
-			w.l.Pause("allocation lease expired: no leader renewed it")
-			w.set(string(throttle.JobPaused), "allocation lease expired: no leader renewed it", binding, 0)
-		default:
-			w.l.Apply(a)
-			if state == string(throttle.JobPaused) {
-				w.l.Pause(reason)
-			} else {
-				w.l.Resume()
-			}
-			w.set(state, reason, binding, a.Rate)
-		}
+		wg.Go(func() { co.beat(ctx, w) })
+	}
+	wg.Wait()
+}
+
+func (co *coordinator) beat(ctx context.Context, w *worker) {
+	hctx, cancel := context.WithTimeout(ctx, time.Second)
+	var a throttle.Allocation
+	var remaining float64
+	var state, reason, binding string
+	err := co.c.coord.QueryRow(hctx, `UPDATE throttled.workers
+		SET heartbeat_at = now(), batches = $2, errors = $3, duration_ms = $4
+		WHERE id = $1
+		RETURNING alloc_rate, alloc_burst, alloc_inflight, extract(epoch FROM lease_until - now())::float8, state, reason, binding`,
+		w.id, w.batches.Load(), w.errors.Load(), float64(w.durUs.Load())/1000).
+		Scan(&a.Rate, &a.Burst, &a.MaxInFlight, &remaining, &state, &reason, &binding)
+	cancel()
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = co.upsert(ctx, w) // removed as stale while we could not reach it
+		remaining = 0
+	}
+	if hs := co.c.sources.Applying(time.Now(), throttle.Job(w.cfg.Name)); len(hs) > 0 {
+		reason := "paused: hold " + hs[0].ID + ": " + hs[0].Reason
+		w.l.Pause(reason)
+		w.mu.Lock()
+		w.state, w.reason, w.rate = string(throttle.JobPaused), reason, 0
+		w.unavailable = hs[0].ID == holds.UnconfirmedHoldID
+		w.mu.Unlock()
+		return
+	}
+	switch {
+	case err != nil:
+		w.lapse("no allocation: cannot reach the coordination database: " + err.Error())
+	case remaining <= 0 || math.IsNaN(remaining) || math.IsInf(remaining, 0):
+		w.lapse("allocation lease expired: no leader renewed it")
+	default:
+		w.lease(a, time.Duration(remaining*float64(time.Second)), state, reason, binding)
 	}
 }
 
@@ -307,7 +393,9 @@ func (co *coordinator) elect(ctx context.Context) {
 // quarter of the last published budget.
 func (co *coordinator) becomeLeader(ctx context.Context) error {
 	ccfg := co.opts.Controller
-	ccfg.Holds = co.c.sources
+	// The leader decides for the cluster on the holds every process
+	// shares; a process's in-process holds pause only its own jobs.
+	ccfg.Holds = co.c.durable
 	// A recent publication is the cluster's budget a moment ago: start
 	// cautious from it. An old one says nothing about now.
 	var last float64

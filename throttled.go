@@ -77,7 +77,8 @@ type Client struct {
 	watcher   *holds.Watcher // nil without CoordinationDSN
 	coord     *pgxpool.Pool
 	co        *coordinator // nil unless Options.Coordinate
-	sources   unionHolds
+	sources   unionHolds   // every hold this process knows of
+	durable   unionHolds   // the durable and configured ones, shared by the cluster
 	tick      time.Duration
 	audits    chan holds.Entry
 	onEnforce func([]holds.Violation)
@@ -111,19 +112,20 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c := &Client{poller: poller, ls: throttle.NewLimiters(nil), holds: local, log: log.Named("controller"), audits: make(chan holds.Entry, 64),
 		onEnforce: opts.OnEnforce}
-	sources := unionHolds{local}
+	var durable unionHolds
 	if opts.CoordinationDSN != "" {
 		if err := c.openCoordination(ctx, opts, log); err != nil {
 			return nil, err
 		}
-		sources = append(sources, c.watcher)
+		durable = append(durable, c.watcher)
 	}
 	ccfg := opts.Controller
 	if ccfg.Holds != nil {
-		sources = append(sources, ccfg.Holds)
+		durable = append(durable, ccfg.Holds)
 	}
+	sources := append(unionHolds{local}, durable...)
 	ccfg.Holds = sources
-	c.sources = sources
+	c.sources, c.durable = sources, durable
 	if c.ctl, err = throttle.New(ccfg); err != nil {
 		c.closeCoordination()
 		return nil, err
@@ -346,6 +348,25 @@ func (c *Client) Reconfigure(cfg throttle.Config) error {
 	return nil
 }
 
+// UpdateJob changes a registered job's weight and rate limits
+// (coordinated mode).
+func (c *Client) UpdateJob(cfg jobs.Config) error {
+	if c.co == nil {
+		return c.ctl.Register(throttle.JobConfig{Name: throttle.Job(cfg.Name), Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate})
+	}
+	return c.co.update(context.Background(), cfg)
+}
+
+// RemoveJob stops a job of this process: its pacer grants nothing more.
+func (c *Client) RemoveJob(name string) error {
+	if c.co == nil {
+		c.ls.Get(throttle.Job(name)).Pause("job removed")
+		c.ctl.Unregister(throttle.Job(name))
+		return nil
+	}
+	return c.co.remove(context.Background(), throttle.Job(name))
+}
+
 // Leader reports whether this process leads (always true without
 // Options.Coordinate).
 func (c *Client) Leader() bool { return c.co == nil || c.co.isLeader.Load() }
@@ -397,7 +418,7 @@ func (c *Client) Close() error {
 	if c.co != nil {
 		c.co.mu.Lock()
 		for _, w := range c.co.workers {
-			w.l.Pause("throttled client closed")
+			w.stop()
 		}
 		c.co.mu.Unlock()
 		c.co.unregister()

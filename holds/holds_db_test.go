@@ -97,6 +97,15 @@ func TestReleaseRules(t *testing.T) {
 	if _, err := store.Release(ctx, person.ID, "throttled", throttle.SourceAuto, "load recovered"); !errors.Is(err, holds.ErrPersonsHold) {
 		t.Fatalf("auto released a person's hold: %v", err)
 	}
+	// Nor does a Grafana alert, nor may it end throttled's own hold.
+	for _, id := range []string{person.ID, auto.ID} {
+		if _, err := store.Release(ctx, id, "grafana", throttle.SourceGrafanaAlert, "alert resolved"); !errors.Is(err, holds.ErrPersonsHold) {
+			t.Fatalf("grafana-alert released hold %s: %v", id, err)
+		}
+	}
+	if released, err := store.ReleaseScope(ctx, throttle.OneJob("purge"), "grafana", throttle.SourceGrafanaAlert, "alert resolved"); err != nil || len(released) != 0 {
+		t.Fatalf("grafana-alert scope release: %v, %v; want nothing released", released, err)
+	}
 	if released, err := store.ReleaseScope(ctx, throttle.OneJob("purge"), "throttled", throttle.SourceAuto, "load recovered"); err != nil || len(released) != 1 || released[0].ID != auto.ID {
 		t.Fatalf("auto release of the scope: %v, %v; want only %s", released, err, auto.ID)
 	}

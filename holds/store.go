@@ -136,7 +136,8 @@ func (s *Store) Add(ctx context.Context, r Request) (throttle.Hold, error) {
 }
 
 // Release ends the active hold id on behalf of actor and source, and
-// audits it. Automation (source auto) may not release a person's hold.
+// audits it. Automation (source auto or grafana-alert) may release only
+// holds of its own source, never a person's.
 func (s *Store) Release(ctx context.Context, id, actor string, source throttle.Source, reason string) (throttle.Hold, error) {
 	n, err := strconv.ParseInt(strings.TrimPrefix(id, "h"), 10, 64)
 	if err != nil {
@@ -151,7 +152,7 @@ func (s *Store) Release(ctx context.Context, id, actor string, source throttle.S
 		} else if err != nil {
 			return err
 		}
-		if source == throttle.SourceAuto && h.Source != throttle.SourceAuto {
+		if automated(source) && h.Source != source {
 			return fmt.Errorf("%w: hold %s was made by %s (%s)", ErrPersonsHold, h.ID, h.Actor, h.Source)
 		}
 		if _, err := tx.Exec(ctx, "UPDATE throttled.holds SET released_at = now(), released_by = $2 WHERE id = $1", n, actor); err != nil {
@@ -175,7 +176,7 @@ func (s *Store) ReleaseScope(ctx context.Context, scope throttle.Scope, actor st
 	}
 	var out []throttle.Hold
 	for _, h := range active {
-		if h.Scope != scope || (source == throttle.SourceAuto && h.Source != throttle.SourceAuto) {
+		if h.Scope != scope || (automated(source) && h.Source != source) {
 			continue
 		}
 		r, err := s.Release(ctx, h.ID, actor, source, reason)
@@ -188,6 +189,12 @@ func (s *Store) ReleaseScope(ctx context.Context, scope throttle.Scope, actor st
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// automated reports whether source is automation (throttled itself, or a
+// Grafana alert), which may release only the holds it made itself.
+func automated(source throttle.Source) bool {
+	return source == throttle.SourceAuto || source == throttle.SourceGrafanaAlert
 }
 
 // Active returns the unreleased, unexpired holds, oldest first.

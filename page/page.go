@@ -65,7 +65,11 @@ type Config struct {
 	Resend time.Duration
 	// MaxAttempts bounds each delivery. Defaults to 5.
 	MaxAttempts int
-	Logger      hclog.Logger
+	// Leading, when set, reports whether this process leads; a process
+	// that stops leading forgets its active pages (the new leader owns
+	// them) instead of resending them forever.
+	Leading func() bool
+	Logger  hclog.Logger
 }
 
 // Pager turns decisions and enforcement results into pages. Its methods
@@ -155,7 +159,22 @@ func (p *Pager) Unhonoured(now time.Time, jobs map[string]string) {
 	}
 	p.mu.Unlock()
 	for _, key := range gone {
-		p.resolvePrefix(key, now)
+		p.resolveKey(key, now)
+	}
+}
+
+// resolveKey resolves the one alert with exactly this key.
+func (p *Pager) resolveKey(key string, at time.Time) {
+	p.mu.Lock()
+	full := p.cfg.Cluster + ":" + key
+	a, ok := p.active[full]
+	if ok {
+		a.Firing, a.EndsAt = false, at
+		delete(p.active, full)
+	}
+	p.mu.Unlock()
+	if ok {
+		p.enqueue(a)
 	}
 }
 
@@ -199,15 +218,13 @@ func (p *Pager) enqueue(a Alert) {
 	}
 }
 
-// SetNotifiers replaces the destinations, cluster name and dashboard
-// link (a reloaded configuration); pages already sent stay as they are.
-func (p *Pager) SetNotifiers(ns []Notifier, cluster, dashboard string) {
+// SetNotifiers replaces the destinations and dashboard link (a reloaded
+// configuration). The cluster name keys every page, so it changes only on
+// restart.
+func (p *Pager) SetNotifiers(ns []Notifier, dashboard string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cfg.Notifiers, p.cfg.Dashboard = ns, dashboard
-	if cluster != "" {
-		p.cfg.Cluster = cluster
-	}
 }
 
 func (p *Pager) notifiers() []Notifier {
@@ -240,15 +257,29 @@ func (p *Pager) Run(ctx context.Context) {
 		case a := <-p.queue:
 			p.deliver(ctx, a)
 		case <-t.C:
+			if p.cfg.Leading != nil && !p.cfg.Leading() {
+				p.mu.Lock()
+				clear(p.active)
+				p.mu.Unlock()
+				continue
+			}
+			// Only Alertmanager forgets an alert that is not resent.
 			for _, a := range p.Active() {
-				p.deliver(ctx, a)
+				p.deliverTo(ctx, a, func(n Notifier) bool { _, ok := n.(Alertmanager); return ok })
 			}
 		}
 	}
 }
 
 func (p *Pager) deliver(ctx context.Context, a Alert) {
+	p.deliverTo(ctx, a, func(Notifier) bool { return true })
+}
+
+func (p *Pager) deliverTo(ctx context.Context, a Alert, want func(Notifier) bool) {
 	for _, n := range p.notifiers() {
+		if !want(n) {
+			continue
+		}
 		backoff := 500 * time.Millisecond
 		for attempt := 1; ; attempt++ {
 			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -186,3 +186,15 @@ func TestUnhonouredFiresPerJobAndResolves(t *testing.T) {
 		t.Fatalf("fire %v resolve %v", r.bodies[0], r.bodies[1])
 	}
 }
+
+// A job whose name is a prefix of another's: the first honouring its
+// pause must not resolve the second's page, which still fires.
+func TestUnhonouredResolvesExactlyTheJobThatRecovered(t *testing.T) {
+	p := New(Config{})
+	p.Unhonoured(t0, map[string]string{"purge": "a", "purge_sessions": "b"})
+	p.Unhonoured(t0.Add(2*time.Second), map[string]string{"purge_sessions": "b"})
+	got := p.Active()
+	if len(got) != 1 || !strings.Contains(got[0].Key, "purge_sessions") {
+		t.Fatalf("active pages %+v; want purge_sessions's alone", got)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"strconv"
@@ -41,6 +42,7 @@ type Server struct {
 	log    hclog.Logger
 	reload func(ctx context.Context) (*config.Config, error)
 	sem    chan struct{}
+	work   chan struct{} // acquire waits hold these, not sem
 
 	mu     sync.RWMutex
 	cfg    *config.Config
@@ -83,6 +85,7 @@ func New(client *throttled.Client, cfg *config.Config, reload func(context.Conte
 		log = hclog.NewNullLogger()
 	}
 	s := &Server{client: client, store: client.Store(), log: log, reload: reload, sem: make(chan struct{}, cfg.MaxConcurrent),
+		work:   make(chan struct{}, cfg.MaxConcurrent),
 		pacers: map[string]throttled.Pacer{}, grants: map[string]*grant{}, wait: newWaitHistogram(), reports: map[string]*reportTotals{}}
 	if err := s.Apply(cfg); err != nil {
 		return nil, err
@@ -91,21 +94,49 @@ func New(client *throttled.Client, cfg *config.Config, reload func(context.Conte
 }
 
 // Apply makes cfg current: its tokens, and a worker for every configured
-// job (so the check answers for it).
+// job. New jobs are registered, changed ones updated, removed ones
+// stopped; the database work happens outside the lock the check path
+// reads under, and a failure undoes the jobs this call added.
 func (s *Server) Apply(cfg *config.Config) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	have := maps.Clone(s.pacers)
+	s.mu.RUnlock()
+	next := map[string]throttled.Pacer{}
+	var added []string
+	undo := func() {
+		for _, name := range added {
+			_ = s.client.RemoveJob(name)
+		}
+	}
 	for _, j := range cfg.Jobs {
-		if _, ok := s.pacers[j.Name]; ok {
+		jc := jobs.Config{Name: j.Name, Weight: j.Weight, MinRate: j.MinRate, MaxRate: j.MaxRate}
+		if p, ok := have[j.Name]; ok {
+			if err := s.client.UpdateJob(jc); err != nil {
+				undo()
+				return err
+			}
+			next[j.Name] = p
 			continue
 		}
-		p, err := s.client.Pacer(jobs.Config{Name: j.Name, Weight: j.Weight, MinRate: j.MinRate, MaxRate: j.MaxRate})
+		p, err := s.client.Pacer(jc)
 		if err != nil {
+			undo()
 			return err
 		}
-		s.pacers[j.Name] = p
+		added = append(added, j.Name)
+		next[j.Name] = p
 	}
-	s.cfg = cfg
+	s.mu.Lock()
+	old := s.pacers
+	s.pacers, s.cfg = next, cfg
+	s.mu.Unlock()
+	for name := range old {
+		if _, kept := next[name]; !kept {
+			if err := s.client.RemoveJob(name); err != nil {
+				s.log.Warn("cannot remove a job dropped from the configuration", "job", name, "error", err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -169,10 +200,16 @@ func (s *Server) handlerFor(name string) func(http.ResponseWriter, *http.Request
 // guard sheds load beyond the concurrency limit, bounds the request's
 // time and body, and checks the bearer token's scope.
 func (s *Server) guard(r Route, h func(http.ResponseWriter, *http.Request, config.Token)) http.Handler {
+	// Remote workers waiting for tokens have slots of their own, so they
+	// can never crowd out the check, health and pause endpoints.
+	sem := s.sem
+	if r.Scope == config.ScopeWork {
+		sem = s.work
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		select {
-		case s.sem <- struct{}{}:
-			defer func() { <-s.sem }()
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
 		default:
 			s.shed.Add(1)
 			w.Header().Set("Retry-After", "1")
@@ -282,6 +319,9 @@ type jobJSON struct {
 	Reason  string  `json:"reason"`
 	Binding string  `json:"binding"`
 	Rate    float64 `json:"rate"`
+	// Unavailable: paused for want of a valid allocation (lease lapsed,
+	// database unreachable, holds unconfirmed), not by a hold or decision.
+	Unavailable bool `json:"unavailable"`
 }
 
 func (s *Server) jobState(name string) (jobJSON, bool) {
@@ -292,7 +332,11 @@ func (s *Server) jobState(name string) (jobJSON, bool) {
 		return jobJSON{}, false
 	}
 	state, reason, binding, rate := p.Explain()
-	return jobJSON{Job: name, State: state, Reason: reason, Binding: binding, Rate: rate}, true
+	js := jobJSON{Job: name, State: state, Reason: reason, Binding: binding, Rate: rate}
+	if u, ok := p.(interface{ Unavailable() bool }); ok {
+		js.Unavailable = u.Unavailable()
+	}
+	return js, true
 }
 
 func (s *Server) jobs(w http.ResponseWriter, _ *http.Request, _ config.Token) {
@@ -323,8 +367,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, _ config.Token) {
 	switch {
 	case !ok:
 		code, msg = http.StatusNotFound, "unknown job"
-	case js.State == string(throttle.JobPaused) && (strings.Contains(js.Reason, "lease") || strings.Contains(js.Reason, "cannot reach") ||
-		strings.Contains(js.Reason, "unconfirmed") || strings.Contains(js.Reason, "stale") || strings.Contains(js.Reason, "waiting for the leader")):
+	case js.Unavailable, js.State == string(throttle.JobPaused) && strings.HasPrefix(js.Reason, "stale:"):
 		code, msg = http.StatusInternalServerError, js.Reason
 	case js.State == string(throttle.JobPaused):
 		code, msg = http.StatusExpectationFailed, js.Reason

@@ -95,6 +95,11 @@ func TestPauseStopsEveryWorkerOfTheJobAndOnlyThem(t *testing.T) {
 	ctx := context.Background()
 	oldNew(t, admin, "mp_x", 200_000)
 	oldNew(t, admin, "mp_y", 200_000)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logConnections(t, admin)
+		}
+	})
 	x1, x2 := startWorker(t, c, "mp-x", "mp_x"), startWorker(t, c, "mp-x", "mp_x")
 	y := startWorker(t, c, "mp-y", "mp_y")
 	for _, job := range []string{"mp-x", "mp-y"} {
@@ -216,5 +221,24 @@ func TestCheckConfig(t *testing.T) {
 	}
 	if strings.Contains(errOut.String(), c.Password(pgcluster.RoleMonitor)) {
 		t.Fatal("the error shows the DSN's password")
+	}
+}
+
+// logConnections logs the primary's client backends by application and
+// state: what a failing pacing test needs to see.
+func logConnections(t *testing.T, admin *pgx.Conn) {
+	rows, err := admin.Query(context.Background(), `SELECT coalesce(application_name, ''), usename, coalesce(state, ''), count(*)
+		FROM pg_stat_activity WHERE backend_type = 'client backend' GROUP BY 1, 2, 3 ORDER BY 4 DESC`)
+	if err != nil {
+		t.Logf("pg_stat_activity: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var app, user, state string
+		var n int
+		if err := rows.Scan(&app, &user, &state, &n); err == nil {
+			t.Logf("connections: %d %s as %s (%s)", n, app, user, state)
+		}
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -84,7 +86,9 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		return err
 	}
 	// Pages: only the leader decides, so only the leader pages.
-	pager := page.New(page.Config{Notifiers: notifiers(cfg), Cluster: cfg.Cluster, Dashboard: cfg.Dashboard, Logger: log.Named("page")})
+	var leading func() bool
+	pager := page.New(page.Config{Notifiers: notifiers(cfg), Cluster: cfg.Cluster, Dashboard: cfg.Dashboard, Logger: log.Named("page"),
+		Leading: func() bool { return leading != nil && leading() }})
 	opts := clientOptions(cfg, log)
 	var srv *sidecar.Server
 	var srvReady atomic.Bool
@@ -103,6 +107,7 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		return err
 	}
 	defer client.Close() // last: releases leadership and the worker rows
+	leading = client.Leader
 	slog := log.Named("sidecar")
 	pctx, stopPager := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPager()
@@ -124,17 +129,20 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		if err == nil {
 			err = next.Live(ctx)
 		}
-		if err == nil && next.Listen != cfg.Listen {
-			err = fmt.Errorf("listen %q -> %q: the listener changes only on restart", cfg.Listen, next.Listen)
+		if err == nil {
+			err = restartOnly(cfg, next)
+		}
+		// The controller's configuration was validated with the file; the
+		// jobs are applied (or undone) next, and only then the controller
+		// and the pager change, so a refusal changes nothing.
+		if err == nil {
+			err = srv.Apply(next)
 		}
 		if err == nil {
 			err = client.Reconfigure(next.ControllerConfig())
 		}
 		if err == nil {
-			err = srv.Apply(next)
-		}
-		if err == nil {
-			pager.SetNotifiers(notifiers(next), next.Cluster, next.Dashboard)
+			pager.SetNotifiers(notifiers(next), next.Dashboard)
 		}
 		entry := holds.Entry{Event: holds.EventReload, Actor: "throttled", Source: string(throttle.SourceAuto)}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -213,4 +221,28 @@ func notifiers(cfg *config.Config) []page.Notifier {
 		}
 	}
 	return out
+}
+
+// restartOnly refuses a reload that changes what takes effect only on
+// restart, rather than reporting it applied while it is not.
+func restartOnly(cur, next *config.Config) error {
+	var changed []string
+	check := func(name string, differ bool) {
+		if differ {
+			changed = append(changed, name)
+		}
+	}
+	check("listen address", cur.Listen != next.Listen)
+	check("tls_cert/tls_key", cur.TLSCert != next.TLSCert || cur.TLSKey != next.TLSKey)
+	check("max_concurrent_requests", cur.MaxConcurrent != next.MaxConcurrent)
+	check("primary dsn", cur.PrimaryDSN != next.PrimaryDSN)
+	check("coordination_dsn", cur.CoordinationDSN != next.CoordinationDSN)
+	check("cores", cur.Cores != next.Cores)
+	check("replica dsns", !maps.Equal(cur.ReplicaDSNs, next.ReplicaDSNs))
+	check("holds default_ttl/max_ttl", cur.HoldDefault != next.HoldDefault || cur.HoldMax != next.HoldMax)
+	check("cluster", cur.Cluster != next.Cluster)
+	if len(changed) > 0 {
+		return fmt.Errorf("%s change only on restart; restart throttled to apply them", strings.Join(changed, ", "))
+	}
+	return nil
 }

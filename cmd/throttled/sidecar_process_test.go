@@ -66,37 +66,65 @@ func TestSidecarProcessReloadsOnSIGHUPShedsLoadAndNeverHangs(t *testing.T) {
 		t.Fatal("the version did not change on SIGHUP")
 	}
 
-	// Shedding: hold both request slots with acquires that wait (the job
-	// is held), then a third request gets 503 at once.
+	// Shedding: hold both worker slots with acquires that wait (the job
+	// is held); a third acquire gets 503 at once, while an operator's
+	// requests still have slots of their own.
 	if code, _, _ := a.do("POST", "/v1/holds", opsToken, sidecar.PauseRequest{Scope: "job:purge", Reason: "shed test"}); code != 201 {
 		t.Fatalf("pause: %d", code)
 	}
+	acquire := func(maxWait string) (*http.Response, error) {
+		b, _ := json.Marshal(sidecar.AcquireRequest{N: 1, MaxWait: maxWait})
+		req, _ := http.NewRequest("POST", a.base+"/v1/jobs/purge/acquire", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+workerToken)
+		return http.DefaultClient.Do(req)
+	}
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		resp, err := acquire("100ms")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests {
+			return fmt.Errorf("acquire on the held job got %d", resp.StatusCode)
+		}
+		return nil
+	})
+	// Each holder retries while shed (a slot is freed just after its
+	// response is written), until it waits.
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
-			b, _ := json.Marshal(sidecar.AcquireRequest{N: 1, MaxWait: "3s"})
-			req, _ := http.NewRequest("POST", a.base+"/v1/jobs/purge/acquire", bytes.NewReader(b))
-			req.Header.Set("Authorization", "Bearer "+workerToken)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
+			deadline := time.Now().Add(3 * time.Second)
+			for time.Now().Before(deadline) {
+				resp, err := acquire("5s")
+				if err != nil {
+					return
+				}
 				resp.Body.Close()
+				if resp.StatusCode != http.StatusServiceUnavailable {
+					return
+				}
 			}
 		})
 	}
 	var shed *http.Response
-	pgtest.Eventually(t, 3*time.Second, func() error {
-		resp, err := http.Get(a.base + "/healthz")
+	pgtest.Eventually(t, 4*time.Second, func() error {
+		resp, err := acquire("100ms")
 		if err != nil {
 			return err
 		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusServiceUnavailable {
-			return fmt.Errorf("healthz %d while two requests wait", resp.StatusCode)
+			return fmt.Errorf("a third acquire got %d while two wait", resp.StatusCode)
 		}
 		shed = resp
 		return nil
 	})
 	if shed.Header.Get("Retry-After") == "" {
 		t.Fatal("503 without Retry-After")
+	}
+	if code, _, _ := a.do("GET", "/v1/holds", viewerToken, nil); code != 200 {
+		t.Errorf("an operator's request got %d while workers filled their slots", code)
 	}
 	wg.Wait()
 

@@ -1,0 +1,122 @@
+package throttled_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/throttle"
+)
+
+func coordinated(t *testing.T, c *pgcluster.Cluster, budget float64) throttled.Options {
+	t.Helper()
+	return throttled.Options{PrimaryDSN: c.Primary.DSN(pgcluster.RoleMonitor), Cores: 2,
+		CoordinationDSN: c.Primary.DSN(pgcluster.RoleAdmin), Coordinate: true,
+		Controller: throttle.Config{MaxBudget: budget, InitialBudget: budget}}
+}
+
+func running(p throttled.Pacer) error {
+	if st, r, _, _ := p.Explain(); st == string(throttle.JobPaused) {
+		return fmt.Errorf("%s: %s", st, r)
+	}
+	return nil
+}
+
+// An in-process hold (Client.Holds) pauses this process's jobs in
+// coordinated mode even when another process leads and never sees it.
+func TestNonLeaderHonoursItsInProcessHolds(t *testing.T) {
+	c := pgtest.Cluster(t)
+	ctx := context.Background()
+	opts := coordinated(t, c, 20)
+	a, err := throttled.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		if !a.Leader() {
+			return errors.New("first process does not lead yet")
+		}
+		return nil
+	})
+	b, err := throttled.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	p, err := b.Pacer(jobs.Config{Name: "local-hold"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 15*time.Second, func() error { return running(p) })
+	if b.Leader() {
+		t.Fatal("second process leads; the test needs a follower")
+	}
+	if _, err := b.Holds().Add(throttle.HoldRequest{Scope: throttle.OneJob("local-hold"), Source: throttle.SourceManual, Reason: "stop", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 2*time.Second, func() error {
+		if running(p) == nil {
+			return errors.New("still running under its own process's hold")
+		}
+		return nil
+	})
+	// And it stays paused: the leader's next allocation does not undo it.
+	pgtest.Steady(t, 3*time.Second, func() error {
+		if done, ok := p.Allow(); ok {
+			done(0, 0, nil)
+			return errors.New("the follower's job got a token under its own hold")
+		}
+		return nil
+	})
+}
+
+// Every worker stops within its lease when the database hangs, however
+// many jobs the process runs: heartbeats do not queue behind each other.
+func TestEveryWorkerStopsWithinTheLease(t *testing.T) {
+	c := pgtest.Cluster(t)
+	ctx := context.Background()
+	tc, err := throttled.Open(ctx, coordinated(t, c, 80))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	var ps []throttled.Pacer
+	for i := range 8 {
+		p, err := tc.Pacer(jobs.Config{Name: fmt.Sprintf("lease-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	pgtest.Eventually(t, 20*time.Second, func() error {
+		for _, p := range ps {
+			if err := running(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err := c.HangPrimary(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.ResumePrimary)
+	hungAt := time.Now()
+	pgtest.Eventually(t, 30*time.Second, func() error {
+		for _, p := range ps {
+			if running(p) == nil {
+				return errors.New("a worker still runs")
+			}
+		}
+		return nil
+	})
+	if d := time.Since(hungAt); d > throttled.DefaultLease+time.Second {
+		t.Errorf("the last worker paused %s after the hang; its lease is %s", d, throttled.DefaultLease)
+	}
+}
