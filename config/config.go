@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -56,6 +58,8 @@ type grafanaBlock struct {
 	TimestampHeader   *string   `hcl:"timestamp_header,optional"`
 	ReplayWindow      *string   `hcl:"replay_window,optional"`
 	HoldTTL           *string   `hcl:"hold_ttl,optional"`
+	UserHeader        *string   `hcl:"user_header,optional"`
+	ReturnURLs        []string  `hcl:"return_urls,optional"`
 	Range             hcl.Range `hcl:",def_range"`
 }
 
@@ -218,6 +222,13 @@ type Grafana struct {
 	// HoldTTL is the life of a hold an alert makes, renewed by each
 	// repeated notification. Defaults to 1h.
 	HoldTTL time.Duration
+	// UserHeader, when set, is the header an SSO proxy in front of
+	// throttled sets to the signed-in user (for example X-WEBAUTH-USER);
+	// the confirm page then trusts it to name the person pausing.
+	UserHeader string
+	// ReturnURLs are the URL prefixes the confirm page may send a person
+	// back to (the Grafana they came from).
+	ReturnURLs []string
 }
 
 // Load reads and validates the file at path, offline.
@@ -512,6 +523,20 @@ func (c *Config) build(doc *file, v *validator) {
 		}
 		c.Grafana.ReplayWindow = v.duration(g.Range, "replay_window", g.ReplayWindow, c.Grafana.ReplayWindow)
 		c.Grafana.HoldTTL = v.duration(g.Range, "hold_ttl", g.HoldTTL, c.Grafana.HoldTTL)
+		if g.UserHeader != nil {
+			c.Grafana.UserHeader = http.CanonicalHeaderKey(strings.TrimSpace(*g.UserHeader))
+			if c.Grafana.UserHeader == "" || strings.ContainsAny(c.Grafana.UserHeader, " :") {
+				v.bad(g.Range, "grafana: user_header = %q: want a header name such as X-WEBAUTH-USER", *g.UserHeader)
+			}
+		}
+		for _, r := range g.ReturnURLs {
+			u, err := url.Parse(r)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				v.bad(g.Range, "grafana: return_urls: %q: want an absolute http(s) URL such as https://grafana.example.com/", r)
+				continue
+			}
+			c.Grafana.ReturnURLs = append(c.Grafana.ReturnURLs, r)
+		}
 		if c.Grafana.HoldTTL > c.HoldMax {
 			v.bad(g.Range, "grafana: hold_ttl %s exceeds the holds' max_ttl %s", c.Grafana.HoldTTL, c.HoldMax)
 		}

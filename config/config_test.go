@@ -15,6 +15,7 @@ var env = map[string]string{
 	"THROTTLED_TOKEN_OPS":      "ops-secret-0123456789",
 	"THROTTLED_TOKEN_VIEWER":   "viewer-secret-0123456789",
 	"THROTTLED_WEBHOOK_SECRET": "hook-secret",
+	"THROTTLED_GRAFANA_SECRET": "grafana-secret-0123456789",
 }
 
 func getenv(k string) string { return env[k] }
@@ -110,6 +111,8 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 		{"unknown signal", smallest + "signal \"cpu\" {\n  target = 1\n}\n", []string{"throttled.hcl:26:", `signal "cpu": unknown`}},
 		{"duration", smallest + "holds {\n  max_ttl = \"forever\"\n}\n", []string{"throttled.hcl:26:", `max_ttl = "forever"`}},
 		{"syntax", smallest + "job {", []string{"throttled.hcl:26,5: Unclosed configuration block"}},
+		{"return url", smallest + "grafana {\n  return_urls = [\"grafana.example.com\"]\n}\n", []string{"throttled.hcl:26:", `return_urls: "grafana.example.com": want an absolute http(s) URL`}},
+		{"user header", smallest + "grafana {\n  user_header = \"X User: me\"\n}\n", []string{"throttled.hcl:26:", `user_header = "X User: me"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := tc.src
@@ -157,4 +160,14 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted a config the controller refuses: %v", err)
 		}
 	})
+}
+
+func TestGrafanaConfirmPageSettings(t *testing.T) {
+	c, err := Parse("throttled.hcl", []byte(smallest+"grafana {\n  user_header = \"x-webauth-user\"\n  return_urls = [\"https://grafana.example.com/d/\"]\n}\n"), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Grafana.UserHeader != "X-Webauth-User" || len(c.Grafana.ReturnURLs) != 1 || c.Grafana.ReturnURLs[0] != "https://grafana.example.com/d/" {
+		t.Fatalf("grafana settings: %+v", c.Grafana)
+	}
 }

@@ -99,6 +99,15 @@ type FieldDefaults struct {
 	Min        *float64    `json:"min,omitempty"`
 	Thresholds *Thresholds `json:"thresholds,omitempty"`
 	Mappings   []any       `json:"mappings,omitempty"`
+	Links      []Link      `json:"links,omitempty"`
+}
+
+// Link is a data link: a URL per row or point, with its fields and
+// variables interpolated by Grafana.
+type Link struct {
+	Title       string `json:"title"`
+	URL         string `json:"url"`
+	TargetBlank bool   `json:"targetBlank"`
 }
 
 // Thresholds draw target and critical lines.
@@ -122,6 +131,11 @@ func variables() Templating {
 		{Name: "datasource", Label: "Prometheus", Type: "datasource", Query: "prometheus"},
 		{Name: "cluster", Label: "Cluster", Type: "query", Datasource: &ds, Refresh: 2,
 			Query: map[string]string{"query": "label_values(throttled_build_info, cluster)", "refId": "cluster"}},
+		// Where the Pause… and Resume… links go: the sidecar's confirm
+		// page, and back to this Grafana (which must be in the sidecar's
+		// grafana.return_urls).
+		{Name: "throttled_url", Label: "throttled URL", Type: "textbox", Query: "http://localhost:8080"},
+		{Name: "grafana_url", Label: "Grafana URL", Type: "textbox", Query: "http://localhost:3000"},
 	}}
 }
 
@@ -181,6 +195,14 @@ func Jobs() Dashboard {
 		[2]string{`sum by (job) (increase(throttled_jobs_rows_total{` + c + `}[$__rate_interval]))`, ""})
 	for i := range table.Targets {
 		table.Targets[i].Instant, table.Targets[i].Format = true, "table"
+	}
+	// Each row links to the confirm page for its job: the person sees the
+	// job's state and the database's signals, gives a reason and a TTL,
+	// and comes back here.
+	back := "&return=${grafana_url:percentencode}%2Fd%2Fthrottled-jobs"
+	table.FieldConfig.Defaults.Links = []Link{
+		{Title: "Pause…", URL: "${throttled_url}/ui/pause?job=${__data.fields.job:percentencode}" + back},
+		{Title: "Resume…", URL: "${throttled_url}/ui/resume?job=${__data.fields.job:percentencode}" + back},
 	}
 	return Dashboard{
 		UID: "throttled-jobs", Title: "throttled: jobs", Tags: []string{"throttled", "postgres"},

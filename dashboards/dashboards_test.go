@@ -98,3 +98,33 @@ func TestDashboardsLint(t *testing.T) {
 		}
 	}
 }
+
+// Every data link goes to a page the sidecar serves with GET, carries the
+// row's job, and returns to this dashboard.
+func TestDataLinksReachTheConfirmPage(t *testing.T) {
+	pages := map[string]bool{}
+	for _, r := range sidecar.Routes() {
+		if method, path, _ := strings.Cut(r.Pattern, " "); method == "GET" && r.Scope == sidecar.ScopeUI {
+			pages[path] = true
+		}
+	}
+	n := 0
+	for file, d := range All() {
+		for _, p := range d.Panels {
+			for _, l := range p.FieldConfig.Defaults.Links {
+				n++
+				rest, ok := strings.CutPrefix(l.URL, "${throttled_url}")
+				path, query, _ := strings.Cut(rest, "?")
+				if !ok || !pages[path] {
+					t.Errorf("%s: panel %q: link %q goes to %q, not a confirm page the sidecar serves", file, p.Title, l.Title, path)
+				}
+				if !strings.Contains(query, "job=${__data.fields.job") || !strings.Contains(query, "return=${grafana_url") {
+					t.Errorf("%s: panel %q: link %q lacks the row's job or the way back: %s", file, p.Title, l.Title, query)
+				}
+			}
+		}
+	}
+	if n < 2 {
+		t.Fatalf("%d data links; the jobs table needs Pause… and Resume…", n)
+	}
+}

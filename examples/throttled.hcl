@@ -72,6 +72,17 @@ notifier "webhook" {
   secret = env("THROTTLED_WEBHOOK_SECRET")
 }
 
+# Grafana: the Alerting contact point (POST /v1/hooks/grafana) and the
+# confirm page the jobs dashboard's Pause… and Resume… links open.
+grafana {
+  webhook_secret = env("THROTTLED_GRAFANA_SECRET")
+  # Behind an SSO proxy that sets the signed-in user (only when every
+  # request reaches throttled through that proxy):
+  # user_header = "X-WEBAUTH-USER"
+  # Where the confirm page may send a person back to:
+  return_urls = ["https://grafana.example.com/d/"]
+}
+
 controller {
   max_budget   = 50
   quiet_period = "30s"

@@ -43,6 +43,9 @@ type Server struct {
 	reload func(ctx context.Context) (*config.Config, error)
 	sem    chan struct{}
 	work   chan struct{} // acquire waits hold these, not sem
+	// csrfKey signs the confirm page's forms; it lives as long as the
+	// process, so a restart invalidates forms already served.
+	csrfKey []byte
 
 	mu     sync.RWMutex
 	cfg    *config.Config
@@ -85,8 +88,11 @@ func New(client *throttled.Client, cfg *config.Config, reload func(context.Conte
 		log = hclog.NewNullLogger()
 	}
 	s := &Server{client: client, store: client.Store(), log: log, reload: reload, sem: make(chan struct{}, cfg.MaxConcurrent),
-		work:   make(chan struct{}, cfg.MaxConcurrent),
+		work: make(chan struct{}, cfg.MaxConcurrent), csrfKey: make([]byte, 32),
 		pacers: map[string]throttled.Pacer{}, grants: map[string]*grant{}, wait: newWaitHistogram(), reports: map[string]*reportTotals{}}
+	if _, err := rand.Read(s.csrfKey); err != nil {
+		return nil, fmt.Errorf("sidecar: CSRF key: %w", err)
+	}
 	if err := s.Apply(cfg); err != nil {
 		return nil, err
 	}
@@ -184,6 +190,10 @@ func Routes() []Route {
 		{"reload", "POST /v1/reload", config.ScopeAdmin},
 		{"metrics", "GET /metrics", config.ScopeRead},
 		{"grafana", "POST /v1/hooks/grafana", ScopeHook},
+		{"ui-pause", "GET /ui/pause", ScopeUI},
+		{"ui-pause", "GET /ui/resume", ScopeUI},
+		{"ui-pause-post", "POST /ui/pause", ScopeUI},
+		{"ui-release", "POST /ui/release", ScopeUI},
 		{"acquire", "POST /v1/jobs/{job}/acquire", config.ScopeWork},
 		{"report", "POST /v1/jobs/{job}/report", config.ScopeWork},
 	}
@@ -194,6 +204,7 @@ func (s *Server) handlerFor(name string) func(http.ResponseWriter, *http.Request
 		"healthz": s.healthz, "readyz": s.readyz, "status": s.status, "jobs": s.jobs, "job": s.job,
 		"holds": s.holds, "audit": s.audit, "check": s.check, "pause": s.pause, "resume": s.resume, "reload": s.doReload,
 		"acquire": s.acquire, "report": s.report, "metrics": s.metricsHandler(), "grafana": s.grafanaHook,
+		"ui-pause": s.uiPauseGet, "ui-pause-post": s.uiPausePost, "ui-release": s.uiRelease,
 	}[name]
 }
 
@@ -223,7 +234,7 @@ func (s *Server) guard(r Route, h func(http.ResponseWriter, *http.Request, confi
 		var tok config.Token
 		cfg := s.config()
 		needed := r.Scope
-		if needed == config.ScopeRead && cfg.OpenReads || needed == ScopeHook {
+		if needed == config.ScopeRead && cfg.OpenReads || needed == ScopeHook || needed == ScopeUI {
 			needed = ""
 		}
 		if needed != "" {

@@ -95,13 +95,14 @@ func TestPauseStopsEveryWorkerOfTheJobAndOnlyThem(t *testing.T) {
 	ctx := context.Background()
 	oldNew(t, admin, "mp_x", 200_000)
 	oldNew(t, admin, "mp_y", 200_000)
+	x1, x2 := startWorker(t, c, "mp-x", "mp_x"), startWorker(t, c, "mp-x", "mp_x")
+	y := startWorker(t, c, "mp-y", "mp_y")
+	// Registered after the workers, so it runs before they are killed.
 	t.Cleanup(func() {
 		if t.Failed() {
 			logConnections(t, admin)
 		}
 	})
-	x1, x2 := startWorker(t, c, "mp-x", "mp_x"), startWorker(t, c, "mp-x", "mp_x")
-	y := startWorker(t, c, "mp-y", "mp_y")
 	for _, job := range []string{"mp-x", "mp-y"} {
 		pgtest.Eventually(t, 30*time.Second, func() error {
 			if r, _ := jobProgress(t, admin, job); r < 500 {
@@ -227,6 +228,11 @@ func TestCheckConfig(t *testing.T) {
 // logConnections logs the primary's client backends by application and
 // state: what a failing pacing test needs to see.
 func logConnections(t *testing.T, admin *pgx.Conn) {
+	var max, reserved int
+	var leader string
+	admin.QueryRow(context.Background(), "SELECT current_setting('max_connections')::int, current_setting('superuser_reserved_connections')::int").Scan(&max, &reserved)
+	admin.QueryRow(context.Background(), "SELECT coalesce((SELECT leader || ' budget ' || budget || ' ' || mode || ' ' || binding || ': ' || reason || ' at ' || published_at FROM throttled.leader), 'no leader row')").Scan(&leader)
+	t.Logf("max_connections %d, reserved %d; published decision: %s", max, reserved, leader)
 	rows, err := admin.Query(context.Background(), `SELECT coalesce(application_name, ''), usename, coalesce(state, ''), count(*)
 		FROM pg_stat_activity WHERE backend_type = 'client backend' GROUP BY 1, 2, 3 ORDER BY 4 DESC`)
 	if err != nil {

@@ -72,7 +72,25 @@ func Cluster(t testing.TB) *pgcluster.Cluster {
 	if err := shared.ResumeReplay(ctx); err != nil {
 		t.Fatalf("pgtest: resume replay: %v", err)
 	}
+	forgetLeader(ctx, t)
 	return shared
+}
+
+// forgetLeader removes the decision the previous test's leader published,
+// so a test's first leader starts cold, as on a fresh cluster, rather than
+// from a quarter of whatever budget the last test left behind. Tests of a
+// takeover make theirs within the test.
+func forgetLeader(ctx context.Context, t testing.TB) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, shared.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		t.Fatalf("pgtest: connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `DO $$ BEGIN
+		IF to_regclass('throttled.leader') IS NOT NULL THEN DELETE FROM throttled.leader; END IF; END $$`); err != nil {
+		t.Fatalf("pgtest: forget the last leader's decision: %v", err)
+	}
 }
 
 // Connect opens a connection to s as role, closed when the test ends.

@@ -1,0 +1,97 @@
+package sidecar_test
+
+import (
+	"context"
+	"net/url"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath finds the Debian chromium that make test installs. A
+// missing browser fails the test: a run that skipped it would prove
+// nothing about the page a person clicks.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium on PATH; make test installs it with scripts/ensure-chromium")
+	return ""
+}
+
+// A person behind an SSO proxy follows the jobs dashboard's Pause… link,
+// fills the confirm form in a real browser, submits, and lands back on the
+// dashboard; the hold exists and the audit log names them.
+func TestConfirmPageInHeadlessChromium(t *testing.T) {
+	base, dashboard, db := confirmPage(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	defer cancel()
+
+	// The SSO proxy's header, as Grafana's auth proxy would set it.
+	asAlice := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if _, err := cdp.Call(ctx, tg, network.Enable, network.EnableParams{}); err != nil {
+			return err
+		}
+		_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{userHeader: "alice"}})
+		return err
+	})
+	if err := chromedp.Do(ctx, asAlice,
+		chromedp.Navigate(base+"/ui/pause?job=ui-job&return="+url.QueryEscape(dashboard)),
+		chromedp.WaitVisible(chromedp.ID("confirm")),
+	); err != nil {
+		t.Fatalf("browser: open the confirm page: %v", err)
+	}
+	state, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("state")))
+	if err != nil {
+		t.Fatalf("browser: read the state: %v", err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.ID("reason"), "vacuum of orders running long"),
+		chromedp.SetValue(chromedp.ID("ttl"), "45m"),
+		chromedp.Click(chromedp.ID("confirm")),
+		chromedp.WaitVisible(chromedp.ID("grafana")),
+	); err != nil {
+		t.Fatalf("browser: confirm the pause: %v", err)
+	}
+	location, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	landed, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("grafana")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state == "" {
+		t.Error("the page showed no state for the job")
+	}
+	if location != dashboard || landed != "throttled jobs" {
+		t.Errorf("landed on %q (%q); want the dashboard %s", location, landed, dashboard)
+	}
+	got := activeHolds(t, db, "ui-job")
+	if len(got) != 1 || got[0] != "alice: vacuum of orders running long" {
+		t.Fatalf("holds after the browser's pause: %v", got)
+	}
+	var actor, reason string
+	var expiresIn time.Duration
+	if err := db.QueryRow(context.Background(), `SELECT a.actor, a.reason, h.expires_at - h.created_at FROM throttled.audit a
+		JOIN throttled.holds h ON h.id = a.hold_id WHERE a.event = 'hold_created' AND h.scope_value = 'ui-job' ORDER BY a.id DESC LIMIT 1`).Scan(&actor, &reason, &expiresIn); err != nil {
+		t.Fatal(err)
+	}
+	if actor != "alice" || !strings.Contains(reason, "vacuum") || expiresIn != 45*time.Minute {
+		t.Errorf("audit: actor %q reason %q ttl %s; want alice, the reason, 45m", actor, reason, expiresIn)
+	}
+}
