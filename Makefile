@@ -12,7 +12,10 @@ FUZZ_TARGETS := \
 	./cmd/throttled:FuzzParseSignalsFlags \
 	./cmd/throttled:FuzzParseExecFlags \
 	./config:FuzzParse \
-	./cmd/throttled:FuzzParseScope
+	./cmd/throttled:FuzzParseScope \
+	./sidecar:FuzzReturnURL \
+	./sidecar:FuzzCSRF \
+	./sidecar:FuzzGrafanaAuth
 
 .PHONY: help
 help: ## list the targets
