@@ -24,7 +24,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 .PHONY: deps
-deps: ## install PostgreSQL, Alertmanager, promtool and Chromium if missing; download Go modules
+deps: ## install PostgreSQL, Alertmanager, Prometheus (with promtool) and Chromium if missing; download Go modules
 	@scripts/ensure-postgres
 	@scripts/ensure-alertmanager
 	@scripts/ensure-promtool
