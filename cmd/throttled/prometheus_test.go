@@ -161,9 +161,17 @@ func TestEveryDashboardQueryHasDataInPrometheus(t *testing.T) {
 	defer stopWork()
 	go rj.Run(workCtx)
 	a := api{t: t, base: base}
-	if code, _, _ := a.do("POST", "/v1/holds", opsToken, sidecar.PauseRequest{Scope: "job:archive", Reason: "dashboard test", TTL: "10m"}); code != 201 {
+	code, hold, _ := a.do("POST", "/v1/holds", opsToken, sidecar.PauseRequest{Scope: "job:archive", Reason: "dashboard test", TTL: "10m"})
+	if code != 201 {
 		t.Fatalf("pause: %d", code)
 	}
+	// The pair is shared: leave no hold behind for the next test (a defer,
+	// so it runs while the sidecar still serves).
+	defer func() {
+		if code, _, _ := a.do("DELETE", fmt.Sprintf("/v1/holds/%v", hold["id"]), opsToken, nil); code != 200 {
+			t.Errorf("release the dashboard test's hold %v: %d", hold["id"], code)
+		}
+	}()
 
 	type query struct{ where, expr string }
 	var queries []query
