@@ -307,21 +307,25 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request, _ config.Token) 
 	out := map[string]any{"leader": s.client.Leader(), "config_version": s.config().Version}
 	if s.client.Leader() {
 		out["mode"], out["budget"], out["binding"], out["reason"], out["decided_at"] = d.Mode, d.Budget, d.Binding, d.Reason, d.At
-		snap := s.client.Snapshot()
-		sigs := []signalJSON{}
-		for _, x := range snap.Samples {
-			j := signalJSON{Name: x.Name, Labels: x.Labels, AgeSeconds: x.Age(snap.At).Seconds(), Stale: snap.Stale(x)}
-			if x.Err != nil {
-				j.Error = x.Err.Error()
-			} else {
-				v := x.Value
-				j.Value = &v
-			}
-			sigs = append(sigs, j)
-		}
-		out["signals"] = sigs
+		out["signals"] = signalsJSON(s.client.Snapshot())
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// signalsJSON renders every sample of snap with its age and staleness.
+func signalsJSON(snap signals.Snapshot) []signalJSON {
+	sigs := []signalJSON{}
+	for _, x := range snap.Samples {
+		j := signalJSON{Name: x.Name, Labels: x.Labels, AgeSeconds: x.Age(snap.At).Seconds(), Stale: snap.Stale(x)}
+		if x.Err != nil {
+			j.Error = x.Err.Error()
+		} else {
+			v := x.Value
+			j.Value = &v
+		}
+		sigs = append(sigs, j)
+	}
+	return sigs
 }
 
 type jobJSON struct {

@@ -157,17 +157,7 @@ func (s *Server) renderUI(w http.ResponseWriter, r *http.Request, code int, acto
 	}
 	if page.Known {
 		if s.client.Leader() {
-			snap := s.client.Snapshot()
-			for _, x := range snap.Samples {
-				j := signalJSON{Name: x.Name, Labels: x.Labels, AgeSeconds: x.Age(snap.At).Seconds(), Stale: snap.Stale(x)}
-				if x.Err != nil {
-					j.Error = x.Err.Error()
-				} else {
-					v := x.Value
-					j.Value = &v
-				}
-				page.Signals = append(page.Signals, j)
-			}
+			page.Signals = signalsJSON(s.client.Snapshot())
 		}
 		// The holds that cover the job, as the watcher last confirmed them
 		// (from memory: the page never waits on the database to render).

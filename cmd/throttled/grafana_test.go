@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -38,9 +37,7 @@ func TestGrafanaWebhook(t *testing.T) {
 	t.Setenv("THROTTLED_TEST_TOKEN_VIEWER", viewerToken)
 	t.Setenv("THROTTLED_TEST_TOKEN_WORKER", workerToken)
 	t.Setenv("THROTTLED_GRAFANA_SECRET", grafanaSecret)
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	path := t.TempDir() + "/throttled.hcl"
 	// The block the issue requires to work as written.
 	writeConfig(t, path, c, addr, "replica1", "grafana {\n  webhook_secret = env(\"THROTTLED_GRAFANA_SECRET\")\n}\n")

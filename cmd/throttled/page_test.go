@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -30,9 +29,7 @@ func startAlertmanager(t *testing.T) string {
 	if err := os.WriteFile(cfg, []byte("route:\n  receiver: none\n  group_wait: 0s\nreceivers:\n  - name: none\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.path="+dir, "--web.listen-address="+addr, "--cluster.listen-address=")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -75,9 +72,7 @@ func TestCriticalLoadPagesAlertmanagerAndResolves(t *testing.T) {
 	t.Setenv("THROTTLED_TEST_TOKEN_OPS", opsToken)
 	t.Setenv("THROTTLED_TEST_TOKEN_VIEWER", viewerToken)
 	t.Setenv("THROTTLED_TEST_TOKEN_WORKER", workerToken)
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	path := t.TempDir() + "/throttled.hcl"
 	writeConfig(t, path, c, addr, "replica1", fmt.Sprintf("notifier \"alertmanager\" {\n  url = %q\n}\ncluster = \"db-test\"\ndashboard_url = \"http://grafana.invalid/d/throttled\"\n", am))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -109,9 +108,7 @@ func TestSidecarAPI(t *testing.T) {
 	t.Setenv("THROTTLED_TEST_TOKEN_OPS", opsToken)
 	t.Setenv("THROTTLED_TEST_TOKEN_VIEWER", viewerToken)
 	t.Setenv("THROTTLED_TEST_TOKEN_WORKER", workerToken)
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	path := t.TempDir() + "/throttled.hcl"
 	writeConfig(t, path, c, addr, "replica1", "")
 	ctx, cancel := context.WithCancel(context.Background())

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,9 +24,7 @@ import (
 // check answers 500 at once instead of waiting; SIGTERM stops it cleanly.
 func TestSidecarProcessReloadsOnSIGHUPShedsLoadAndNeverHangs(t *testing.T) {
 	c := pgtest.Cluster(t)
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	path := t.TempDir() + "/throttled.hcl"
 	limit := "listen {\n  address = %q\n  max_concurrent_requests = 2\n}\n"
 	write := func(extra string) {
