@@ -327,7 +327,7 @@ func (co *coordinator) beat(ctx context.Context, w *worker) {
 	err := co.c.coord.QueryRow(hctx, `UPDATE throttled.workers
 		SET heartbeat_at = now(), batches = $2, errors = $3, duration_ms = $4
 		WHERE id = $1
-		RETURNING alloc_rate, alloc_burst, alloc_inflight, extract(epoch FROM lease_until - now())::float8, state, reason, binding`,
+		RETURNING alloc_rate, alloc_burst, alloc_inflight, CASE WHEN lease_until > now() THEN extract(epoch FROM lease_until - now())::float8 ELSE 0 END, state, reason, binding`,
 		w.id, w.batches.Load(), w.errors.Load(), float64(w.durUs.Load())/1000).
 		Scan(&a.Rate, &a.Burst, &a.MaxInFlight, &remaining, &state, &reason, &binding)
 	cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,5 +119,32 @@ func TestEveryWorkerStopsWithinTheLease(t *testing.T) {
 	})
 	if d := time.Since(hungAt); d > throttled.DefaultLease+time.Second {
 		t.Errorf("the last worker paused %s after the hang; its lease is %s", d, throttled.DefaultLease)
+	}
+}
+
+// A worker that has never been leased waits for its first allocation; it
+// does not report the coordination database as unreachable while it
+// answers (a new row's lease is -infinity, which must read as expired).
+func TestNewWorkerWaitsForItsFirstLeaseQuietly(t *testing.T) {
+	c := pgtest.Cluster(t)
+	tc, err := throttled.Open(context.Background(), coordinated(t, c, 20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	p, err := tc.Pacer(jobs.Config{Name: "first-lease"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		_, r, _, _ := p.Explain()
+		seen[r] = true
+		return running(p)
+	})
+	for r := range seen {
+		if strings.Contains(r, "cannot reach") {
+			t.Errorf("a new worker reported %q while the database was up", r)
+		}
 	}
 }

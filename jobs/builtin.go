@@ -84,7 +84,10 @@ SELECT (SELECT max(k)::text FROM win), (SELECT count(*) FROM win), (SELECT count
 //
 // The statement must make progress by itself (each run must see fewer
 // matching rows), as a DELETE or an UPDATE that clears its own predicate
-// does.
+// does. Several processes running one statement on one table at once
+// should lock what they take with FOR UPDATE SKIP LOCKED in the
+// subquery: without it they queue behind each other's rows, find them
+// deleted, affect no row, and stop early.
 func Statement(sql string) BatchFunc {
 	return func(ctx context.Context, tx pgx.Tx, b Batch) (Result, error) {
 		tag, err := tx.Exec(ctx, sql, b.Size)

@@ -52,9 +52,18 @@ func checkpoint(admin *pgx.Conn, job string) (rows, batches int64, err error) {
 	return rows, batches, err
 }
 
+// deleteOldShared is deleteOld for several workers on one table at once:
+// each skips the rows another holds instead of queueing behind them and
+// finding them gone (0 rows, which ends a run).
+const deleteOldShared = `DELETE FROM %[1]s WHERE id IN (SELECT id FROM %[1]s WHERE created_at < now() - interval '30 days' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)`
+
 func execArgs(c *pgcluster.Cluster, job, table string, extra ...string) []string {
+	return execSQLArgs(c, job, fmt.Sprintf(deleteOld, table), extra...)
+}
+
+func execSQLArgs(c *pgcluster.Cluster, job, sql string, extra ...string) []string {
 	return append([]string{"exec", "--primary-dsn", c.Primary.DSN(pgcluster.RoleMonitor), "--job-dsn", c.Primary.DSN(pgcluster.RoleAdmin),
-		"--cores", "2", "--job", job, "--sql", fmt.Sprintf(deleteOld, table)}, extra...)
+		"--cores", "2", "--job", job, "--sql", sql}, extra...)
 }
 
 func TestParseExecFlags(t *testing.T) {

@@ -26,7 +26,7 @@ type worker struct {
 func startWorker(t *testing.T, c *pgcluster.Cluster, job, table string) *worker {
 	t.Helper()
 	w := &worker{}
-	args := execArgs(c, job, table, "--max-rate", "10", "--initial-rate", "10", "--batch-size", "50", "--max-batch-size", "50",
+	args := execSQLArgs(c, job, fmt.Sprintf(deleteOldShared, table), "--max-rate", "10", "--initial-rate", "10", "--batch-size", "50", "--max-batch-size", "50",
 		"--statement-timeout", "2s")
 	w.cmd = exec.Command(os.Args[0], args...)
 	w.cmd.Env = append(os.Environ(), "THROTTLED_TEST_RUN_MAIN=1")
