@@ -5,6 +5,8 @@ SHELL := /bin/bash
 GO       ?= go
 FUZZTIME ?= 10s
 BIN      := bin/throttled
+# Where the test run and the demo draw the overview's key series (PNG).
+PLOTS    := out/plots
 
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := \
@@ -36,14 +38,15 @@ build: ## build bin/throttled
 	$(GO) build -o $(BIN) ./cmd/throttled
 
 .PHONY: demo
-demo: deps build ## run the signals live against a throwaway primary and replica (about a minute)
-	$(BIN) demo
+demo: deps build ## run the main job live against a throwaway primary and replica (about a minute); plot in out/plots
+	$(BIN) demo --plots $(PLOTS)
 
 .PHONY: test
 test: deps ## vet, all tests under -race against a real primary and replica, a short fuzz run
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 20m ./...
+	mkdir -p $(PLOTS)
+	THROTTLED_PLOTS=$(CURDIR)/$(PLOTS) $(GO) test -race -count=1 -timeout 20m ./...
 	promtool check rules deploy/alerts.yml
 	promtool test rules deploy/alerts_test.yml
 	@$(MAKE) --no-print-directory fuzz
@@ -62,4 +65,4 @@ bench: deps ## run the benchmarks against a real primary
 
 .PHONY: clean
 clean: ## remove build output
-	rm -rf bin
+	rm -rf bin out

@@ -13,19 +13,58 @@ package dashboards
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // Dashboard is the part of Grafana's dashboard model we use.
 type Dashboard struct {
-	UID           string     `json:"uid"`
-	Title         string     `json:"title"`
-	Tags          []string   `json:"tags"`
-	Timezone      string     `json:"timezone"`
-	SchemaVersion int        `json:"schemaVersion"`
-	Refresh       string     `json:"refresh"`
-	Time          TimeRange  `json:"time"`
-	Templating    Templating `json:"templating"`
-	Panels        []Panel    `json:"panels"`
+	UID           string      `json:"uid"`
+	Title         string      `json:"title"`
+	Tags          []string    `json:"tags"`
+	Timezone      string      `json:"timezone"`
+	SchemaVersion int         `json:"schemaVersion"`
+	Refresh       string      `json:"refresh"`
+	Time          TimeRange   `json:"time"`
+	Templating    Templating  `json:"templating"`
+	Annotations   Annotations `json:"annotations"`
+	Panels        []Panel     `json:"panels"`
+}
+
+// Annotations holds the annotation queries.
+type Annotations struct {
+	List []Annotation `json:"list"`
+}
+
+// Annotation is one annotation query: a Prometheus query whose series
+// become regions (consecutive samples of a series merge into one region
+// from its first sample to its last), or Grafana's own annotations by tag.
+type Annotation struct {
+	Name        string     `json:"name"`
+	Datasource  Datasource `json:"datasource"`
+	Enable      bool       `json:"enable"`
+	Hide        bool       `json:"hide"`
+	IconColor   string     `json:"iconColor"`
+	BuiltIn     int        `json:"builtIn,omitempty"`
+	Type        string     `json:"type,omitempty"`
+	Expr        string     `json:"expr,omitempty"`
+	Step        string     `json:"step,omitempty"`
+	TitleFormat string     `json:"titleFormat,omitempty"`
+	TextFormat  string     `json:"textFormat,omitempty"`
+	TagKeys     string     `json:"tagKeys,omitempty"`
+	// UseValueForTime false: a series' samples are the region.
+	UseValueForTime bool `json:"useValueForTime"`
+	// Target filters Grafana's own annotations (the ones the sidecar
+	// pushes) by tag.
+	Target *GrafanaTarget `json:"target,omitempty"`
+}
+
+// GrafanaTarget selects Grafana annotations by tag.
+type GrafanaTarget struct {
+	Type     string   `json:"type"`
+	Tags     []string `json:"tags"`
+	Limit    int      `json:"limit"`
+	MatchAny bool     `json:"matchAny"`
 }
 
 // TimeRange is the default range.
@@ -68,6 +107,8 @@ type Panel struct {
 	Targets     []Target    `json:"targets"`
 	FieldConfig FieldConfig `json:"fieldConfig"`
 	Options     any         `json:"options,omitempty"`
+	// Transformations join a table's queries into one row per job.
+	Transformations []any `json:"transformations,omitempty"`
 }
 
 // GridPos places a panel.
@@ -90,7 +131,27 @@ type Target struct {
 
 // FieldConfig carries the unit and thresholds.
 type FieldConfig struct {
-	Defaults FieldDefaults `json:"defaults"`
+	Defaults  FieldDefaults `json:"defaults"`
+	Overrides []Override    `json:"overrides,omitempty"`
+}
+
+// Override sets properties of the fields a matcher picks (a table
+// column's unit, say).
+type Override struct {
+	Matcher    Matcher    `json:"matcher"`
+	Properties []Property `json:"properties"`
+}
+
+// Matcher picks fields.
+type Matcher struct {
+	ID      string `json:"id"`
+	Options string `json:"options"`
+}
+
+// Property is one field property.
+type Property struct {
+	ID    string `json:"id"`
+	Value any    `json:"value"`
 }
 
 // FieldDefaults are a panel's field defaults.
@@ -139,6 +200,25 @@ func variables() Templating {
 	}}
 }
 
+// annotations: holds (from the holds_info metric: one region per hold,
+// titled by source and scope, with the reason and who made it), the
+// controller's own pauses (critical, stale), and the annotations the
+// sidecar pushes to Grafana when it has a Grafana URL and token.
+func annotations() Annotations {
+	return Annotations{List: []Annotation{
+		{Name: "Holds", Datasource: ds, Enable: true, IconColor: "orange", Step: "10s",
+			Expr:        `max by (id, scope, source, actor, reason) (throttled_holds_info{` + c + `})`,
+			TitleFormat: "{{source}} hold {{id}} on {{scope}}", TextFormat: "{{reason}} (by {{actor}})", TagKeys: "source,scope"},
+		{Name: "Auto-pauses", Datasource: ds, Enable: true, IconColor: "red", Step: "10s",
+			Expr:        `max by (mode) (throttled_controller_mode{mode=~"critical|stale",` + c + `}) > 0`,
+			TitleFormat: "{{mode}}", TextFormat: "the controller paused every job ({{mode}})", TagKeys: "mode"},
+		// Off by default: it repeats the Holds regions here; it is
+		// for the database's own dashboards, which lack our metrics.
+		{Name: "throttled (pushed to Grafana)", Datasource: Datasource{Type: "grafana", UID: "-- Grafana --"}, Enable: false, IconColor: "purple",
+			BuiltIn: 0, Type: "tags", Target: &GrafanaTarget{Type: "tags", Tags: []string{"throttled"}, Limit: 100}},
+	}}
+}
+
 // panel builds a panel; x, y, w, h place it.
 func panel(id int, typ, title, unit string, pos GridPos, exprs ...[2]string) Panel {
 	p := Panel{ID: id, Type: typ, Title: title, GridPos: pos, Datasource: ds, FieldConfig: FieldConfig{Defaults: FieldDefaults{Unit: unit}}}
@@ -160,63 +240,91 @@ func Overview() Dashboard {
 	load.Description = "Orange: target (0.7); red: critical (1.0): three samples at it pause every job and page."
 	mode := panel(1, "state-timeline", "Mode", "none", GridPos{H: 5, W: 24, X: 0, Y: 8},
 		[2]string{`max by (mode) (throttled_controller_mode{` + c + `}) > 0`, "{{mode}}"})
-	mode.Description = "running, throttled, paused (a hold), critical (auto-paused, paged) or stale (a required signal unknown)."
+	mode.Description = "running, throttled, paused (a hold), critical (auto-paused, paged) or stale (a required signal unknown). The reason in words, with its numbers, is in GET /v1/status; holds show as annotation regions."
+	binding := panel(10, "state-timeline", "Binding signal (the one pacing the work)", "none", GridPos{H: 4, W: 24, X: 0, Y: 27},
+		[2]string{`max by (signal) (throttled_controller_binding{` + c + `}) > 0`, "{{signal}}"})
+	binding.Description = "The signal under the most pressure against its target: what to fix to let the background work go faster."
 	return Dashboard{
 		UID: "throttled-overview", Title: "throttled: background work and database health", Tags: []string{"throttled", "postgres"},
-		Timezone: "utc", SchemaVersion: 39, Refresh: "10s", Time: TimeRange{From: "now-1h", To: "now"}, Templating: variables(),
+		Timezone: "utc", SchemaVersion: 39, Refresh: "10s", Time: TimeRange{From: "now-1h", To: "now"}, Templating: variables(), Annotations: annotations(),
 		Panels: []Panel{
 			load,
 			panel(3, "timeseries", "Background budget and job rates", "ops", GridPos{H: 8, W: 12, X: 12, Y: 0},
 				[2]string{`max(throttled_controller_budget_batches_per_second{` + c + `})`, "budget"},
-				[2]string{`sum by (job) (throttled_jobs_rate_batches_per_second{` + c + `})`, "{{job}}"}),
+				[2]string{`sum by (throttled_job) (throttled_jobs_rate_batches_per_second{` + c + `})`, "{{throttled_job}}"}),
 			mode,
 			panel(4, "timeseries", "Connection headroom (free client slots)", "short", GridPos{H: 7, W: 8, X: 0, Y: 13},
 				[2]string{`min(throttled_signals_value{signal="connection_headroom",` + c + `})`, "free slots"}),
 			panel(5, "timeseries", "Replica lag", "s", GridPos{H: 7, W: 8, X: 8, Y: 13},
 				[2]string{`max by (replica) (throttled_signals_value{signal="replica_lag_seconds",` + c + `})`, "{{replica}}"}),
 			panel(6, "timeseries", "Rows per second, by job", "rowsps", GridPos{H: 7, W: 8, X: 16, Y: 13},
-				[2]string{`sum by (job) (rate(throttled_jobs_rows_total{` + c + `}[$__rate_interval]))`, "{{job}}"}),
+				[2]string{`sum by (throttled_job) (rate(throttled_jobs_rows_total{` + c + `}[$__rate_interval]))`, "{{throttled_job}}"}),
 			panel(7, "timeseries", "Active holds, by source", "short", GridPos{H: 7, W: 8, X: 0, Y: 20},
 				[2]string{`max by (source) (throttled_holds_active{` + c + `})`, "{{source}}"}),
 			panel(8, "timeseries", "Sampler latency", "s", GridPos{H: 7, W: 8, X: 8, Y: 20},
 				[2]string{`max by (server) (throttled_signals_sample_duration_seconds{` + c + `})`, "{{server}}"}),
 			panel(9, "timeseries", "Sampler failures", "ops", GridPos{H: 7, W: 8, X: 16, Y: 20},
 				[2]string{`sum by (server) (rate(throttled_signals_sample_failures_total{` + c + `}[$__rate_interval]))`, "{{server}}"}),
+			binding,
 		},
 	}
 }
 
 // Jobs shows each job's state and work.
 func Jobs() Dashboard {
+	rows := `sum by (throttled_job) (rate(throttled_jobs_rows_total{` + c + `}[$__rate_interval]))`
 	table := panel(1, "table", "Jobs", "short", GridPos{H: 8, W: 24, X: 0, Y: 0},
-		[2]string{`max by (job) (throttled_jobs_rate_batches_per_second{` + c + `})`, ""},
-		[2]string{`max by (job) (throttled_jobs_paused{` + c + `})`, ""},
-		[2]string{`max by (job) (throttled_jobs_batch_size{` + c + `})`, ""},
-		[2]string{`sum by (job) (increase(throttled_jobs_rows_total{` + c + `}[$__rate_interval]))`, ""})
+		[2]string{`max by (throttled_job, state, why) (throttled_jobs_state{` + c + `})`, ""},
+		[2]string{`max by (throttled_job) (throttled_jobs_rate_batches_per_second{` + c + `})`, ""},
+		[2]string{`max by (throttled_job) (throttled_jobs_batch_size{` + c + `})`, ""},
+		[2]string{`sum by (throttled_job) (increase(throttled_jobs_rows_total{` + c + `}[$__range]))`, ""},
+		[2]string{rows, ""},
+		[2]string{`max by (throttled_job) (throttled_jobs_remaining_rows{` + c + `}) / ` + rows, ""})
 	for i := range table.Targets {
 		table.Targets[i].Instant, table.Targets[i].Format = true, "table"
 	}
+	table.Description = "One row per job: its state and why (the hold, or the binding signal), its allocated rate, last batch size, rows done in the dashboard's time range and per second, and the time left at that pace (for workers that report what remains). Pause… and Resume… open throttled's confirm page."
+	// One row per job: merge the instant queries on their labels, name
+	// the value columns, and give each its unit.
+	names := []string{"state", "Rate", "Batch size", "Rows (time range)", "Rows/s", "ETA"}
+	rename := map[string]string{}
+	for i, n := range names[1:] {
+		rename["Value #"+string(rune('B'+i))] = n
+	}
+	table.Transformations = []any{
+		map[string]any{"id": "merge", "options": map[string]any{}},
+		map[string]any{"id": "organize", "options": map[string]any{
+			"excludeByName": map[string]bool{"Time": true, "Value #A": true},
+			"indexByName":   map[string]int{"throttled_job": 0, "state": 1, "why": 2, "Value #B": 3, "Value #C": 4, "Value #D": 5, "Value #E": 6, "Value #F": 7},
+			"renameByName":  rename,
+		}},
+	}
+	for col, unit := range map[string]string{"Rate": "ops", "Rows/s": "rowsps", "ETA": "s", "Batch size": "short", "Rows (time range)": "short"} {
+		table.FieldConfig.Overrides = append(table.FieldConfig.Overrides, Override{Matcher: Matcher{ID: "byName", Options: col},
+			Properties: []Property{{ID: "unit", Value: unit}}})
+	}
+	slices.SortFunc(table.FieldConfig.Overrides, func(a, b Override) int { return strings.Compare(a.Matcher.Options, b.Matcher.Options) })
 	// Each row links to the confirm page for its job: the person sees the
 	// job's state and the database's signals, gives a reason and a TTL,
 	// and comes back here.
 	back := "&return=${grafana_url:percentencode}%2Fd%2Fthrottled-jobs"
 	table.FieldConfig.Defaults.Links = []Link{
-		{Title: "Pause…", URL: "${throttled_url}/ui/pause?job=${__data.fields.job:percentencode}" + back},
-		{Title: "Resume…", URL: "${throttled_url}/ui/resume?job=${__data.fields.job:percentencode}" + back},
+		{Title: "Pause…", URL: "${throttled_url}/ui/pause?job=${__data.fields.throttled_job:percentencode}" + back},
+		{Title: "Resume…", URL: "${throttled_url}/ui/resume?job=${__data.fields.throttled_job:percentencode}" + back},
 	}
 	return Dashboard{
 		UID: "throttled-jobs", Title: "throttled: jobs", Tags: []string{"throttled", "postgres"},
-		Timezone: "utc", SchemaVersion: 39, Refresh: "10s", Time: TimeRange{From: "now-1h", To: "now"}, Templating: variables(),
+		Timezone: "utc", SchemaVersion: 39, Refresh: "10s", Time: TimeRange{From: "now-1h", To: "now"}, Templating: variables(), Annotations: annotations(),
 		Panels: []Panel{
 			table,
 			panel(2, "timeseries", "Rate, by job", "ops", GridPos{H: 7, W: 12, X: 0, Y: 8},
-				[2]string{`max by (job) (throttled_jobs_rate_batches_per_second{` + c + `})`, "{{job}}"}),
+				[2]string{`max by (throttled_job) (throttled_jobs_rate_batches_per_second{` + c + `})`, "{{throttled_job}}"}),
 			panel(3, "timeseries", "Errors per second, by job", "ops", GridPos{H: 7, W: 12, X: 12, Y: 8},
-				[2]string{`sum by (job) (rate(throttled_jobs_errors_total{` + c + `}[$__rate_interval]))`, "{{job}}"}),
+				[2]string{`sum by (throttled_job) (rate(throttled_jobs_errors_total{` + c + `}[$__rate_interval]))`, "{{throttled_job}}"}),
 			panel(4, "timeseries", "Token wait, p95, by job", "s", GridPos{H: 7, W: 12, X: 0, Y: 15},
-				[2]string{`histogram_quantile(0.95, sum by (job, le) (rate(throttled_jobs_wait_seconds_bucket{` + c + `}[$__rate_interval])))`, "{{job}}"}),
+				[2]string{`histogram_quantile(0.95, sum by (throttled_job, le) (rate(throttled_jobs_wait_seconds_bucket{` + c + `}[$__rate_interval])))`, "{{throttled_job}}"}),
 			panel(5, "timeseries", "Batches per second, by job", "ops", GridPos{H: 7, W: 12, X: 12, Y: 15},
-				[2]string{`sum by (job) (rate(throttled_jobs_batches_total{` + c + `}[$__rate_interval]))`, "{{job}}"}),
+				[2]string{`sum by (throttled_job) (rate(throttled_jobs_batches_total{` + c + `}[$__rate_interval]))`, "{{throttled_job}}"}),
 		},
 	}
 }

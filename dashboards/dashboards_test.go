@@ -35,7 +35,14 @@ func TestGeneratedDashboardsAreCommitted(t *testing.T) {
 var (
 	metricRe = regexp.MustCompile(`throttled_[a-z_]+`)
 	rateRe   = regexp.MustCompile(`(rate|increase)\(([^\[]+)\[([^\]]+)\]\)`)
+	// labelsRe finds what holds label names, not metrics: by (…) and {…}.
+	labelsRe = regexp.MustCompile(`(by|without) \([^)]*\)|\{[^}]*\}`)
 )
+
+// metrics are the metric names expr uses.
+func metrics(expr string) []string {
+	return metricRe.FindAllString(labelsRe.ReplaceAllString(expr, " "), -1)
+}
 
 // TestDashboardsLint: the datasource and cluster variables, a unit and
 // the datasource variable on every panel and query, $__rate_interval in
@@ -56,6 +63,24 @@ func TestDashboardsLint(t *testing.T) {
 		if !slices.Contains(vars, "datasource") || !slices.Contains(vars, "cluster") {
 			t.Errorf("%s: variables %v; want datasource and cluster", name, vars)
 		}
+		prom := 0
+		for _, a := range d.Annotations.List {
+			if a.Datasource.Type != "prometheus" {
+				continue
+			}
+			prom++
+			if a.Datasource.UID != "${datasource}" || !strings.Contains(a.Expr, `cluster=~"$cluster"`) || a.TitleFormat == "" {
+				t.Errorf("%s: annotation %q: want the datasource and cluster variables and a title", name, a.Name)
+			}
+			for _, metric := range metrics(a.Expr) {
+				if !slices.Contains(exported, metric) {
+					t.Errorf("%s: annotation %q uses %s, which throttled does not export", name, a.Name, metric)
+				}
+			}
+		}
+		if prom < 2 {
+			t.Errorf("%s: %d Prometheus annotations; want hold regions and auto-pauses", name, prom)
+		}
 		for _, p := range d.Panels {
 			if p.FieldConfig.Defaults.Unit == "" {
 				t.Errorf("%s: panel %q has no unit", name, p.Title)
@@ -74,7 +99,9 @@ func TestDashboardsLint(t *testing.T) {
 					t.Errorf("%s: panel %q: %s does not filter on the cluster variable", name, p.Title, q.Expr)
 				}
 				for _, m := range rateRe.FindAllStringSubmatch(q.Expr, -1) {
-					if m[3] != "$__rate_interval" {
+					// rate over $__rate_interval; increase may also
+					// total the dashboard's range.
+					if m[3] != "$__rate_interval" && (m[1] != "increase" || m[3] != "$__range") {
 						t.Errorf("%s: panel %q: %s over %s; want $__rate_interval", name, p.Title, m[1], m[3])
 					}
 				}
@@ -85,7 +112,7 @@ func TestDashboardsLint(t *testing.T) {
 					}
 					return s
 				}(), " ")
-				for _, metric := range metricRe.FindAllString(q.Expr, -1) {
+				for _, metric := range metrics(q.Expr) {
 					base := strings.TrimSuffix(metric, "_bucket")
 					if !slices.Contains(exported, base) {
 						t.Errorf("%s: panel %q uses %s, which throttled does not export", name, p.Title, metric)
@@ -118,7 +145,7 @@ func TestDataLinksReachTheConfirmPage(t *testing.T) {
 				if !ok || !pages[path] {
 					t.Errorf("%s: panel %q: link %q goes to %q, not a confirm page the sidecar serves", file, p.Title, l.Title, path)
 				}
-				if !strings.Contains(query, "job=${__data.fields.job") || !strings.Contains(query, "return=${grafana_url") {
+				if !strings.Contains(query, "job=${__data.fields.throttled_job") || !strings.Contains(query, "return=${grafana_url") {
 					t.Errorf("%s: panel %q: link %q lacks the row's job or the way back: %s", file, p.Title, l.Title, query)
 				}
 			}

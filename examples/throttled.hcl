@@ -79,7 +79,8 @@ grafana {
   # Behind an SSO proxy that sets the signed-in user (only when every
   # request reaches throttled through that proxy):
   # user_header = "X-WEBAUTH-USER"
-  # Where the confirm page may send a person back to:
+  # Where the confirm page may send a person back to; their origins are
+  # also the only ones a Grafana action may call POST /v1/holds from:
   return_urls = ["https://grafana.example.com/d/"]
 }
 

@@ -37,6 +37,24 @@ type Explainer interface {
 	Explain() (state, reason, binding string, rate float64)
 }
 
+// Progresser is a Pacer that wants each batch's details beyond what done
+// reports: the remote pacer forwards them to the sidecar, whose metrics
+// and dashboards show them. Run calls Progress just before done.
+type Progresser interface {
+	Progress(Progress)
+}
+
+// Progress is one batch's details for a [Progresser].
+type Progress struct {
+	// BatchSize is the size the batch was asked to process.
+	BatchSize int
+	// Attempt is 1 for a first attempt, more for a retry.
+	Attempt int
+	// Remaining is the rows still to do after this batch, by
+	// Config.Total; -1 when the job has no Total.
+	Remaining int64
+}
+
 // DB starts transactions: *pgxpool.Pool, *pgx.Conn and pgx.Tx all do.
 type DB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
@@ -241,6 +259,9 @@ func (j *Job) Run(ctx context.Context) error {
 		res, err := j.runBatch(bctx, Batch{Size: size, Position: position, Attempt: attempt})
 		cancel()
 		took := time.Since(start)
+		if p, ok := j.pacer.(Progresser); ok {
+			p.Progress(j.progress(size, attempt, res, err))
+		}
 		done(res.Rows, took, err)
 		if err == nil {
 			budget.success()
@@ -278,6 +299,19 @@ func (j *Job) Run(ctx context.Context) error {
 			return j.finish(err)
 		}
 	}
+}
+
+// progress describes the batch just run for a Progresser.
+func (j *Job) progress(size, attempt int, res Result, err error) Progress {
+	p := Progress{BatchSize: size, Attempt: attempt, Remaining: -1}
+	if total := j.Status().Total; total > 0 {
+		rows := j.Status().Rows
+		if err == nil {
+			rows += res.Rows
+		}
+		p.Remaining = max(0, total-rows)
+	}
+	return p
 }
 
 // batchDeadline bounds a whole batch: its statements (each bounded by the

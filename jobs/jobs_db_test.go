@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -458,5 +459,41 @@ func TestDeleteOlderThanResumesAfterSIGKILL(t *testing.T) {
 	}
 	if batches != 61 {
 		t.Fatalf("%d batches recorded; want 61 (60 windows of 1000 keys and the final empty one)", batches)
+	}
+}
+
+// progressPacer is a fixedPacer that records what Progress hands it.
+type progressPacer struct {
+	*fixedPacer
+	got []jobs.Progress
+}
+
+func (p *progressPacer) Progress(pr jobs.Progress) { p.got = append(p.got, pr) }
+
+// A Progresser hears each batch's size, attempt and the rows left by
+// Total, before the batch is reported.
+func TestProgresserHearsEachBatch(t *testing.T) {
+	c := pgtest.Cluster(t)
+	db := pool(t, c)
+	p := &progressPacer{fixedPacer: newFixedPacer(100, 1)}
+	n := 0
+	j, err := jobs.New(jobs.Config{Name: "progress", Total: 25, InitialBatchSize: 10, MinBatchSize: 10, MaxBatchSize: 10, RetryBackoff: time.Millisecond}, db, p,
+		func(ctx context.Context, tx pgx.Tx, b jobs.Batch) (jobs.Result, error) {
+			n++
+			if n == 2 {
+				_, err := tx.Exec(ctx, "DO $$ BEGIN RAISE EXCEPTION 'could not serialize' USING ERRCODE = '40001'; END $$")
+				return jobs.Result{}, err
+			}
+			return jobs.Result{Rows: 10, Done: n == 4}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []jobs.Progress{{10, 1, 15}, {10, 1, 15}, {10, 2, 5}, {10, 1, 0}}
+	if !slices.Equal(p.got, want) {
+		t.Fatalf("progress %+v; want %+v", p.got, want)
 	}
 }

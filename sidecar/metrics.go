@@ -16,19 +16,25 @@ import (
 
 // Metric descriptions: names throttled_<subsystem>_<thing>_<unit>, labels
 // from bounded sets (signal and replica names, job names from the
-// configuration, modes, hold sources).
+// configuration, modes, hold sources). A job's label is throttled_job,
+// never job: Prometheus gives every target a job label of its own, and
+// would rename ours to exported_job.
 var (
 	descSignalValue = prometheus.NewDesc("throttled_signals_value", "Latest reading of each signal (smoothed where the signal is).", []string{"signal", "replica"}, nil)
 	descSignalAge   = prometheus.NewDesc("throttled_signals_age_seconds", "Age of each signal's latest sample.", []string{"signal", "replica"}, nil)
 	descSignalFail  = prometheus.NewDesc("throttled_signals_failed", "1 while a signal's latest sample failed (its value is unknown).", []string{"signal", "replica"}, nil)
 	descMode        = prometheus.NewDesc("throttled_controller_mode", "1 for the controller's current mode.", []string{"mode"}, nil)
+	descBinding     = prometheus.NewDesc("throttled_controller_binding", "1 for the signal under the most pressure against its target: the one pacing the work.", []string{"signal"}, nil)
 	descBudget      = prometheus.NewDesc("throttled_controller_budget_batches_per_second", "Total background budget.", nil, nil)
 	descLeader      = prometheus.NewDesc("throttled_controller_leader", "1 while this process leads the cluster.", nil, nil)
 	descLatched     = prometheus.NewDesc("throttled_controller_latched", "1 while a critical pause waits for a person to resume.", nil, nil)
 	descViolations  = prometheus.NewDesc("throttled_enforce_violations", "Job sessions working under a hold at the last enforcement check.", nil, nil)
-	descJobRate     = prometheus.NewDesc("throttled_jobs_rate_batches_per_second", "Each configured job's allocated rate in this process.", []string{"job"}, nil)
-	descJobPaused   = prometheus.NewDesc("throttled_jobs_paused", "1 while a job is paused.", []string{"job"}, nil)
+	descJobRate     = prometheus.NewDesc("throttled_jobs_rate_batches_per_second", "Each configured job's allocated rate in this process.", []string{"throttled_job"}, nil)
+	descJobPaused   = prometheus.NewDesc("throttled_jobs_paused", "1 while a job is paused.", []string{"throttled_job"}, nil)
 	descHolds       = prometheus.NewDesc("throttled_holds_active", "Active holds by source.", []string{"source"}, nil)
+	descHoldInfo    = prometheus.NewDesc("throttled_holds_info", "1 for each active hold, for annotation regions: its id, scope, source, actor and reason (cut to 80 characters).", []string{"id", "scope", "source", "actor", "reason"}, nil)
+	descJobState    = prometheus.NewDesc("throttled_jobs_state", "1 for each job's state, and why in a bounded word: the hold, the binding signal, or no valid allocation.", []string{"throttled_job", "state", "why"}, nil)
+	descJobLeft     = prometheus.NewDesc("throttled_jobs_remaining_rows", "Rows a remote worker's job still has to do, as it last reported (absent until it does).", []string{"throttled_job"}, nil)
 	descReloads     = prometheus.NewDesc("throttled_config_reloads_total", "Configuration reloads by result (applied or refused).", []string{"result"}, nil)
 	descGrants      = prometheus.NewDesc("throttled_api_grants_outstanding", "Tokens granted to remote workers and not yet reported.", nil, nil)
 	descPagesSent   = prometheus.NewDesc("throttled_notifications_sent_total", "Pages and resolves delivered, by notifier kind.", []string{"notifier"}, nil)
@@ -36,11 +42,11 @@ var (
 	descSampleDur   = prometheus.NewDesc("throttled_signals_sample_duration_seconds", "How long the last sampling round of each server took.", []string{"server"}, nil)
 	descSamples     = prometheus.NewDesc("throttled_signals_samples_total", "Sampling rounds, by server.", []string{"server"}, nil)
 	descSampleFail  = prometheus.NewDesc("throttled_signals_sample_failures_total", "Sampling rounds that failed, by server.", []string{"server"}, nil)
-	descJobBatches  = prometheus.NewDesc("throttled_jobs_batches_total", "Batches reported by remote workers, by job.", []string{"job"}, nil)
-	descJobRows     = prometheus.NewDesc("throttled_jobs_rows_total", "Rows reported by remote workers, by job.", []string{"job"}, nil)
-	descJobErrors   = prometheus.NewDesc("throttled_jobs_errors_total", "Failed batches reported by remote workers, by job.", []string{"job"}, nil)
-	descJobRetries  = prometheus.NewDesc("throttled_jobs_retries_total", "Retried batches reported by remote workers, by job.", []string{"job"}, nil)
-	descJobSize     = prometheus.NewDesc("throttled_jobs_batch_size", "Last batch size reported by remote workers, by job.", []string{"job"}, nil)
+	descJobBatches  = prometheus.NewDesc("throttled_jobs_batches_total", "Batches reported by remote workers, by job.", []string{"throttled_job"}, nil)
+	descJobRows     = prometheus.NewDesc("throttled_jobs_rows_total", "Rows reported by remote workers, by job.", []string{"throttled_job"}, nil)
+	descJobErrors   = prometheus.NewDesc("throttled_jobs_errors_total", "Failed batches reported by remote workers, by job.", []string{"throttled_job"}, nil)
+	descJobRetries  = prometheus.NewDesc("throttled_jobs_retries_total", "Retried batches reported by remote workers, by job.", []string{"throttled_job"}, nil)
+	descJobSize     = prometheus.NewDesc("throttled_jobs_batch_size", "Last batch size reported by remote workers, by job.", []string{"throttled_job"}, nil)
 	descShed        = prometheus.NewDesc("throttled_api_shed_requests_total", "Requests refused with 503 past the concurrency limit.", nil, nil)
 	descBuild       = prometheus.NewDesc("throttled_build_info", "Build information.", []string{"version", "go_version"}, nil)
 )
@@ -54,7 +60,8 @@ type collector struct {
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSignalValue, descSignalAge, descSignalFail, descMode, descBudget, descLeader, descLatched, descViolations,
 		descJobRate, descJobPaused, descHolds, descReloads, descGrants, descShed, descBuild, descPagesSent, descPagesFailed,
-		descSampleDur, descSamples, descSampleFail, descJobBatches, descJobRows, descJobErrors, descJobRetries, descJobSize} {
+		descSampleDur, descSamples, descSampleFail, descJobBatches, descJobRows, descJobErrors, descJobRetries, descJobSize,
+		descHoldInfo, descJobState, descJobLeft, descBinding} {
 		ch <- d
 	}
 }
@@ -78,6 +85,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descMode, prometheus.GaugeValue, boolf(d.Mode == m), string(m))
 		}
 		ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, d.Budget)
+		if d.Binding != "" {
+			ch <- prometheus.MustNewConstMetric(descBinding, prometheus.GaugeValue, 1, d.Binding)
+		}
 		ch <- prometheus.MustNewConstMetric(descLatched, prometheus.GaugeValue, boolf(d.Latched))
 		for _, st := range s.client.SamplerStats() {
 			ch <- prometheus.MustNewConstMetric(descSampleDur, prometheus.GaugeValue, st.LastDuration.Seconds(), st.Server)
@@ -90,6 +100,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		if js, ok := s.jobState(j.Name); ok {
 			ch <- prometheus.MustNewConstMetric(descJobRate, prometheus.GaugeValue, js.Rate, j.Name)
 			ch <- prometheus.MustNewConstMetric(descJobPaused, prometheus.GaugeValue, boolf(js.State == string(throttle.JobPaused)), j.Name)
+			ch <- prometheus.MustNewConstMetric(descJobState, prometheus.GaugeValue, 1, j.Name, js.State, why(js))
 		}
 		r := s.reported(j.Name)
 		ch <- prometheus.MustNewConstMetric(descJobBatches, prometheus.CounterValue, float64(r.batches), j.Name)
@@ -97,11 +108,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descJobErrors, prometheus.CounterValue, float64(r.errors), j.Name)
 		ch <- prometheus.MustNewConstMetric(descJobRetries, prometheus.CounterValue, float64(r.retries), j.Name)
 		ch <- prometheus.MustNewConstMetric(descJobSize, prometheus.GaugeValue, float64(r.batchSize), j.Name)
+		if r.remaining >= 0 {
+			ch <- prometheus.MustNewConstMetric(descJobLeft, prometheus.GaugeValue, float64(r.remaining), j.Name)
+		}
 	}
 	bySource := map[throttle.Source]float64{throttle.SourceManual: 0, throttle.SourceAuto: 0, throttle.SourceGrafanaAlert: 0, throttle.SourceCLI: 0}
 	for _, h := range s.client.Watcher().Active() {
 		if h.Expires.After(time.Now()) {
 			bySource[h.Source]++
+			ch <- prometheus.MustNewConstMetric(descHoldInfo, prometheus.GaugeValue, 1, h.ID, h.Scope.String(), string(h.Source), h.Actor, cut(h.Reason, 80))
 		}
 	}
 	for src, n := range bySource {
@@ -126,6 +141,35 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		version = bi.Main.Version
 	}
 	ch <- prometheus.MustNewConstMetric(descBuild, prometheus.GaugeValue, 1, version, runtime.Version())
+}
+
+// why is a job's reason in a bounded word, fit for a label: the hold
+// that pauses it, the signal that binds it, or the want of an allocation.
+// The full reason, with its numbers, is in GET /v1/jobs.
+func why(js jobJSON) string {
+	switch {
+	case js.Unavailable:
+		return "no valid allocation"
+	case strings.HasPrefix(js.Reason, "paused: hold "):
+		// "paused: hold <id> on …" or "paused: hold <id>: …"
+		id := strings.FieldsFunc(strings.TrimPrefix(js.Reason, "paused: hold "), func(r rune) bool { return r == ' ' || r == ':' })
+		if len(id) > 0 {
+			return "hold " + id[0]
+		}
+		return "hold"
+	case js.Binding != "":
+		return "binding " + js.Binding
+	}
+	return js.State
+}
+
+// cut shortens s to n characters, marking the cut.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 func boolf(b bool) float64 {
@@ -192,5 +236,5 @@ func newWaitHistogram() *prometheus.HistogramVec {
 		Name:    "throttled_jobs_wait_seconds",
 		Help:    "How long an acquire waited for its tokens (or for nothing, when none came), by job.",
 		Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10},
-	}, []string{"job"})
+	}, []string{"throttled_job"})
 }

@@ -64,6 +64,7 @@ type Server struct {
 type reportTotals struct {
 	batches, rows, errors, retries int64
 	batchSize                      int
+	remaining                      int64 // -1: never reported
 }
 
 // grant is a token a remote worker holds: its in-flight slot stays taken
@@ -156,7 +157,11 @@ func (s *Server) config() *config.Config {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, r := range Routes() {
-		mux.Handle(r.Pattern, s.guard(r, s.handlerFor(r.Name)))
+		mux.Handle(r.Pattern, s.withCORS(r.Pattern, s.guard(r, s.handlerFor(r.Name))))
+		if corsRoutes[r.Pattern] {
+			method, path, _ := strings.Cut(r.Pattern, " ")
+			mux.Handle("OPTIONS "+path, s.preflight(method))
+		}
 	}
 	return mux
 }
@@ -569,6 +574,9 @@ type ReportRequest struct {
 	// was a retry, for the metrics.
 	BatchSize int  `json:"batch_size,omitempty"`
 	Retry     bool `json:"retry,omitempty"`
+	// Remaining is optional: the rows the job still has to do after this
+	// batch, for the ETA on the jobs dashboard.
+	Remaining *int64 `json:"remaining,omitempty"`
 }
 
 func (s *Server) reported(job string) reportTotals {
@@ -577,7 +585,7 @@ func (s *Server) reported(job string) reportTotals {
 	if r := s.reports[job]; r != nil {
 		return *r
 	}
-	return reportTotals{}
+	return reportTotals{remaining: -1}
 }
 
 // acquire grants up to n tokens within max_wait, each holding an
@@ -648,8 +656,8 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, _ config.Token) 
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if req.Rows < 0 || req.DurationMs < 0 || math.IsNaN(req.DurationMs) || math.IsInf(req.DurationMs, 0) {
-		writeError(w, http.StatusBadRequest, "rows and duration_ms must not be negative")
+	if req.Rows < 0 || req.DurationMs < 0 || math.IsNaN(req.DurationMs) || math.IsInf(req.DurationMs, 0) || req.BatchSize < 0 || (req.Remaining != nil && *req.Remaining < 0) {
+		writeError(w, http.StatusBadRequest, "rows, duration_ms, batch_size and remaining must not be negative")
 		return
 	}
 	s.gmu.Lock()
@@ -658,7 +666,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, _ config.Token) 
 		delete(s.grants, req.Token)
 		t := s.reports[g.job]
 		if t == nil {
-			t = &reportTotals{}
+			t = &reportTotals{remaining: -1}
 			s.reports[g.job] = t
 		}
 		t.batches++
@@ -671,6 +679,9 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, _ config.Token) 
 		}
 		if req.BatchSize > 0 {
 			t.batchSize = req.BatchSize
+		}
+		if req.Remaining != nil {
+			t.remaining = *req.Remaining
 		}
 	}
 	s.gmu.Unlock()

@@ -2,6 +2,10 @@ package sidecar_test
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os/exec"
 	"strings"
@@ -27,19 +31,25 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
+// browser starts headless Chromium for the test, closed at its end, with
+// 90 s for everything the test does in it.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	t.Cleanup(func() { cancel(); cancelBrowser(); cancelAlloc() })
+	return ctx
+}
+
 // A person behind an SSO proxy follows the jobs dashboard's Pause… link,
 // fills the confirm form in a real browser, submits, and lands back on the
 // dashboard; the hold exists and the audit log names them.
 func TestConfirmPageInHeadlessChromium(t *testing.T) {
 	base, dashboard, db := confirmPage(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
+	ctx := browser(t)
 
 	// The SSO proxy's header, as Grafana's auth proxy would set it.
 	asAlice := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
@@ -93,5 +103,48 @@ func TestConfirmPageInHeadlessChromium(t *testing.T) {
 	}
 	if actor != "alice" || !strings.Contains(reason, "vacuum") || expiresIn != 45*time.Minute {
 		t.Errorf("audit: actor %q reason %q ttl %s; want alice, the reason, 45m", actor, reason, expiresIn)
+	}
+}
+
+// The Pause action of a Grafana visualization is a fetch from the
+// Grafana page to POST /v1/holds. A real browser lets it through from a
+// Grafana origin in grafana.return_urls (the hold exists, made by the
+// action's token), and blocks it from any other origin: the preflight is
+// refused, the POST never sent, no hold made.
+func TestGrafanaActionCrossOriginInHeadlessChromium(t *testing.T) {
+	base, dashboard, db := confirmPage(t)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `<!doctype html><title>elsewhere</title>`)
+	}))
+	defer other.Close()
+	ctx := browser(t)
+	// What Grafana's fetch action sends: JSON, the token in a header.
+	action := func(job string) string {
+		return fmt.Sprintf(`fetch(%q, {method: "POST", headers: {"Content-Type": "application/json", "Authorization": "Bearer %s"},
+			body: JSON.stringify({scope: "job:%s", reason: "paused from a Grafana action", ttl: "10m"})})
+			.then(r => "status " + r.status, e => "blocked: " + e)`, base+"/v1/holds", actionToken, job)
+	}
+	for _, tc := range []struct {
+		page, job, want string
+		holds           int
+	}{
+		{dashboard, "ui-job", "status 201", 1},
+		{other.URL + "/", "ui-job-2", "blocked: TypeError", 0},
+	} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(tc.page)); err != nil {
+			t.Fatalf("browser: open %s: %v", tc.page, err)
+		}
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](action(tc.job), chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatalf("browser: run the action from %s: %v", tc.page, err)
+		}
+		if !strings.HasPrefix(got, tc.want) {
+			t.Errorf("action from %s: %q; want %q", tc.page, got, tc.want)
+		}
+		if hs := activeHolds(t, db, tc.job); len(hs) != tc.holds {
+			t.Errorf("action from %s: holds on %s: %v; want %d", tc.page, tc.job, hs, tc.holds)
+		} else if tc.holds == 1 && !strings.HasPrefix(hs[0], "token:grafana-actions: ") {
+			t.Errorf("the action's hold: %q; want it made by token:grafana-actions", hs[0])
+		}
 	}
 }

@@ -24,6 +24,9 @@ import (
 
 const userHeader = "X-Webauth-User"
 
+// actionToken is the pause token a Grafana action carries.
+const actionToken = "action-token-0123456789abcdef"
+
 // confirmPage runs a sidecar whose confirm page trusts userHeader and may
 // return to a stand-in Grafana, whose dashboard URL it returns.
 func confirmPage(t *testing.T) (base, dashboard string, db *pgxpool.Pool) {
@@ -47,6 +50,7 @@ func confirmPage(t *testing.T) (base, dashboard string, db *pgxpool.Pool) {
 	cfg.OpenReads = false
 	cfg.HoldDefault, cfg.HoldMax = 30*time.Minute, 24*time.Hour
 	cfg.Grafana = config.Grafana{UserHeader: userHeader, ReturnURLs: []string{grafana.URL + "/d/"}}
+	cfg.Tokens = []config.Token{{Name: "grafana-actions", Secret: actionToken, Scopes: []config.Scope{config.ScopePause}}}
 	srv, err := sidecar.New(client, cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -101,8 +103,10 @@ func demoScenes(scale float64) []scene {
 func runDemo(ctx context.Context, args []string, out, errOut io.Writer) int {
 	var lf logFlags
 	var scale float64
+	var plotDir string
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.Float64Var(&scale, "scale", 1, "multiply every scene's length (0.2 for a quick run)")
+	fs.StringVar(&plotDir, "plots", "", "directory to draw the run's overview (overview-demo.png) in")
 	lf.register(fs)
 	// The table shows what the warnings would say; keep the screen clean.
 	_ = fs.Set("log-level", "error")
@@ -116,7 +120,7 @@ func runDemo(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if err != nil {
 		return fail(errOut, "demo", err)
 	}
-	if err := demo(ctx, log, scale, out); err != nil {
+	if err := demo(ctx, log, scale, plotDir, out); err != nil {
 		return fail(errOut, "demo", err)
 	}
 	return exitOK
@@ -132,7 +136,7 @@ const (
 	demoMaxBatch = 500 // rows a batch at most
 )
 
-func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) error {
+func demo(ctx context.Context, log hclog.Logger, scale float64, plotDir string, out io.Writer) error {
 	clog := log.Named("cluster")
 	fmt.Fprintln(out, "Starting a throwaway PostgreSQL primary and streaming replica...")
 	c, err := pgcluster.Start(ctx, pgcluster.Options{Log: func(f string, a ...any) { clog.Info(fmt.Sprintf(f, a...)) }})
@@ -196,6 +200,7 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) e
 	var mu sync.Mutex
 	current := 0
 	start := time.Now()
+	timeline := newDemoTimeline(demoJob)
 
 	// The printer: one row per decision (once a second), for the scene in
 	// progress, with the events and reasons as they change.
@@ -217,6 +222,7 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) e
 			i := current
 			stats[i].add(snap, d, st)
 			mu.Unlock()
+			timeline.add(time.Now(), snap, d, st, client.Watcher().Active())
 			fmt.Fprintln(out, demoRow(time.Since(start), scenes[i].name, snap, d, st))
 			for _, e := range d.Events {
 				tag := "event"
@@ -264,6 +270,16 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, out io.Writer) e
 	stopJob()
 	jobErr := <-jobDone
 	writeSummary(out, stats)
+	if plotDir != "" {
+		path := filepath.Join(plotDir, "overview-demo.png")
+		if err := os.MkdirAll(plotDir, 0o755); err != nil {
+			return err
+		}
+		if err := timeline.overview().WritePNG(path); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\nThe overview's key series from this run: %s\n", path)
+	}
 	st := job.Status()
 	var left int64
 	if err := pool.QueryRow(context.WithoutCancel(ctx), "SELECT count(*) FROM "+demoTable+" WHERE created_at < now() - interval '30 days'").Scan(&left); err != nil {

@@ -1,16 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +25,7 @@ import (
 	"github.com/throttled/throttled/dashboards"
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/plots"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/sidecar/remote"
@@ -146,13 +152,14 @@ func TestEveryDashboardQueryHasDataInPrometheus(t *testing.T) {
 	}
 	defer db.Close()
 	n := 0
-	rj, err := jobs.New(jobs.Config{Name: "purge"}, db, rc.Pacer("purge"), func(ctx context.Context, tx pgx.Tx, b jobs.Batch) (jobs.Result, error) {
+	rj, err := jobs.New(jobs.Config{Name: "purge", Total: 100_000}, db, rc.Pacer("purge"), func(ctx context.Context, tx pgx.Tx, b jobs.Batch) (jobs.Result, error) {
 		n++
-		if n == 3 {
-			return jobs.Result{}, fmt.Errorf("scripted failure")
+		if n == 3 { // retryable: the job goes on
+			_, err := tx.Exec(ctx, "DO $$ BEGIN RAISE EXCEPTION 'scripted failure' USING ERRCODE = '40001'; END $$")
+			return jobs.Result{}, err
 		}
 		_, err := tx.Exec(ctx, "SELECT pg_sleep(0.01)")
-		return jobs.Result{Rows: 10, Done: n >= 40}, err
+		return jobs.Result{Rows: 10}, err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -165,25 +172,50 @@ func TestEveryDashboardQueryHasDataInPrometheus(t *testing.T) {
 	if code != 201 {
 		t.Fatalf("pause: %d", code)
 	}
-	// The pair is shared: leave no hold behind for the next test (a defer,
-	// so it runs while the sidecar still serves).
-	defer func() {
+	// The pair is shared: leave no hold behind for the next test (also
+	// deferred, so it runs while the sidecar still serves).
+	var released bool
+	release := func() {
+		if released {
+			return
+		}
+		released = true
 		if code, _, _ := a.do("DELETE", fmt.Sprintf("/v1/holds/%v", hold["id"]), opsToken, nil); code != 200 {
 			t.Errorf("release the dashboard test's hold %v: %d", hold["id"], code)
 		}
-	}()
+	}
+	defer release()
 
 	type query struct{ where, expr string }
-	var queries []query
+	var queries, optional []query
+	vars := strings.NewReplacer("$cluster", "db1", "$__rate_interval", "20s", "$__range", "5m")
 	for file, d := range dashboards.All() {
 		for _, p := range d.Panels {
 			for _, tg := range p.Targets {
-				expr := strings.NewReplacer("$cluster", "db1", "$__rate_interval", "20s").Replace(tg.Expr)
-				queries = append(queries, query{fmt.Sprintf("%s: %q %s", file, p.Title, tg.RefID), expr})
+				queries = append(queries, query{fmt.Sprintf("%s: %q %s", file, p.Title, tg.RefID), vars.Replace(tg.Expr)})
+			}
+		}
+		// The hold regions must show the hold above; the auto-pause
+		// regions are empty in a calm run, but must be valid queries.
+		for _, a := range d.Annotations.List {
+			if a.Expr == "" {
+				continue
+			}
+			q := query{fmt.Sprintf("%s: annotation %q", file, a.Name), vars.Replace(a.Expr)}
+			if strings.Contains(a.Expr, "throttled_holds_info") {
+				queries = append(queries, q)
+			} else {
+				optional = append(optional, q)
 			}
 		}
 	}
+	for _, q := range optional {
+		if _, err := promSeries(prom, q.expr); err != nil {
+			t.Errorf("%s: %v", q.where, err)
+		}
+	}
 	sort.Slice(queries, func(i, j int) bool { return queries[i].where < queries[j].where })
+	start := time.Now()
 	pgtest.Eventually(t, 90*time.Second, func() error {
 		var empty []string
 		for _, q := range queries {
@@ -198,4 +230,173 @@ func TestEveryDashboardQueryHasDataInPrometheus(t *testing.T) {
 		}
 		return nil
 	})
+	// Then the hold ends and the primary climbs (two sessions spinning on
+	// two cores): Prometheus sees the budget cut, and the load fall back
+	// once they stop. The plot below shows all of it on one axis.
+	atLeast := func(expr string, min float64, d time.Duration) {
+		t.Helper()
+		pgtest.Eventually(t, d, func() error {
+			if v := promValue(t, prom, expr); v < min {
+				return fmt.Errorf("%s = %g; waiting for %g", expr, v, min)
+			}
+			return nil
+		})
+	}
+	atLeast(`count_over_time(up{cluster="db1"}[1m])`, 10, 30*time.Second) // ten seconds of the hold
+	release()
+	load := `max(throttled_signals_value{signal="primary_load",cluster="db1"})`
+	budget := `max(throttled_controller_budget_batches_per_second{cluster="db1"})`
+	before := promValue(t, prom, budget)
+	spin, err := c.CPULoad(ctx, 2, 8*time.Second, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spin.Stop()
+	atLeast(load, 0.7, 30*time.Second)
+	pgtest.Eventually(t, 30*time.Second, func() error {
+		if v := promValue(t, prom, budget); v >= before {
+			return fmt.Errorf("budget %g under load; %g before it", v, before)
+		}
+		return nil
+	})
+	pgtest.Eventually(t, 60*time.Second, func() error {
+		if v := promValue(t, prom, load); v >= 0.3 {
+			return fmt.Errorf("primary_load still %g after the load", v)
+		}
+		return nil
+	})
+	// The overview's key series from this run, drawn from Prometheus with
+	// the dashboard's own queries (there is no Grafana here to render
+	// them): $THROTTLED_PLOTS, or a temporary directory.
+	dir := cmp.Or(os.Getenv("THROTTLED_PLOTS"), t.TempDir())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(dir, "overview-test.png")
+	if err := overviewFromPrometheus(t, prom, start.Add(-time.Minute), time.Now()).WritePNG(path); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("overview plot: %s", path)
+}
+
+// promValue is an instant query's single value.
+func promValue(t *testing.T, base, expr string) float64 {
+	t.Helper()
+	now := time.Now()
+	for _, s := range promRange(t, base, expr, now, now) {
+		if len(s.points) > 0 {
+			return s.points[len(s.points)-1].V
+		}
+	}
+	t.Fatalf("%s: no value", expr)
+	return 0
+}
+
+// promRange runs a range query at a 1 s step: each series' labels and
+// samples.
+func promRange(t *testing.T, base, expr string, from, to time.Time) []struct {
+	labels map[string]string
+	points []plots.Point
+} {
+	t.Helper()
+	q := url.Values{"query": {expr}, "start": {strconv.FormatInt(from.Unix(), 10)}, "end": {strconv.FormatInt(to.Unix(), 10)}, "step": {"1"}}
+	resp, err := http.Get(base + "/api/v1/query_range?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Values [][2]any          `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Status != "success" {
+		t.Fatalf("query_range %s: %v %s", expr, err, out.Error)
+	}
+	var series []struct {
+		labels map[string]string
+		points []plots.Point
+	}
+	for _, r := range out.Data.Result {
+		var pts []plots.Point
+		for _, v := range r.Values {
+			ts, _ := v[0].(float64)
+			str, _ := v[1].(string)
+			f, err := strconv.ParseFloat(str, 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				continue
+			}
+			pts = append(pts, plots.Point{T: time.Unix(0, int64(ts*1e9)), V: f})
+		}
+		series = append(series, struct {
+			labels map[string]string
+			points []plots.Point
+		}{r.Metric, pts})
+	}
+	return series
+}
+
+// overviewFromPrometheus reads the overview's key panels over [from, to],
+// through the queries the dashboard itself runs.
+func overviewFromPrometheus(t *testing.T, prom string, from, to time.Time) plots.Overview {
+	t.Helper()
+	exprs := map[string]string{}
+	for _, p := range dashboards.Overview().Panels {
+		for _, tg := range p.Targets {
+			exprs[p.Title+"/"+tg.RefID] = strings.NewReplacer("$cluster", "db1", "$__rate_interval", "5s").Replace(tg.Expr)
+		}
+	}
+	get := func(key string) string {
+		e, ok := exprs[key]
+		if !ok {
+			t.Fatalf("the overview has no query %q", key)
+		}
+		return e
+	}
+	byLabel := func(expr, label string) map[string][]plots.Point {
+		m := map[string][]plots.Point{}
+		for _, s := range promRange(t, prom, expr, from, to) {
+			m[s.labels[label]] = append(m[s.labels[label]], s.points...)
+		}
+		return m
+	}
+	one := func(expr string) []plots.Point {
+		var pts []plots.Point
+		for _, s := range promRange(t, prom, expr, from, to) {
+			pts = append(pts, s.points...)
+		}
+		return pts
+	}
+	o := plots.Overview{Title: "throttled overview, from Prometheus (test run)", Target: 0.7, Critical: 1,
+		Load:          one(get("Primary load (on-CPU sessions per core)/A")),
+		Budget:        one(get("Background budget and job rates/A")),
+		JobRates:      byLabel(get("Background budget and job rates/B"), "throttled_job"),
+		RowsPerSecond: byLabel(get("Rows per second, by job/A"), "throttled_job"),
+		Headroom:      one(get("Connection headroom (free client slots)/A")),
+		Lag:           byLabel(get("Replica lag/A"), "replica"),
+	}
+	for mode, pts := range byLabel(get("Mode/A"), "mode") {
+		i := slices.Index(plots.Modes, mode)
+		for _, p := range pts {
+			o.Mode = append(o.Mode, plots.Point{T: p.T, V: float64(i)})
+		}
+	}
+	slices.SortFunc(o.Mode, func(a, b plots.Point) int { return a.T.Compare(b.T) })
+	for _, a := range dashboards.Overview().Annotations.List {
+		if !strings.Contains(a.Expr, "throttled_holds_info") {
+			continue
+		}
+		for _, s := range promRange(t, prom, strings.ReplaceAll(a.Expr, "$cluster", "db1"), from, to) {
+			o.Holds = append(o.Holds, plots.Regions(s.points, 2*time.Second, s.labels["source"]+" hold "+s.labels["id"])...)
+		}
+	}
+	if len(o.Load) == 0 || len(o.Holds) == 0 || len(o.RowsPerSecond) == 0 {
+		t.Fatalf("the plot would lack load (%d samples), holds (%d) or rows (%d jobs)", len(o.Load), len(o.Holds), len(o.RowsPerSecond))
+	}
+	return o
 }

@@ -265,10 +265,10 @@ func TestSidecarAPI(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"throttled_controller_leader 1", `throttled_config_reloads_total{result="refused"} 1`,
-		`throttled_config_reloads_total{result="applied"} 1`, `throttled_jobs_rate_batches_per_second{job="archive"}`,
+		`throttled_config_reloads_total{result="applied"} 1`, `throttled_jobs_rate_batches_per_second{throttled_job="archive"}`,
 		`throttled_signals_value{replica="",signal="primary_load"}`, `throttled_holds_active{source="manual"} 0`, "throttled_build_info{", `throttled_notifications_sent_total{notifier="webhook"} 0`,
-		"throttled_enforce_violations 0", "throttled_controller_latched 0", `throttled_jobs_batches_total{job="purge"} 12`,
-		`throttled_jobs_rows_total{job="purge"} 12`, `throttled_jobs_wait_seconds_bucket{job="purge"`, `throttled_signals_samples_total{server="primary"}`} {
+		"throttled_enforce_violations 0", "throttled_controller_latched 0", `throttled_jobs_batches_total{throttled_job="purge"} 12`,
+		`throttled_jobs_rows_total{throttled_job="purge"} 12`, `throttled_jobs_wait_seconds_bucket{throttled_job="purge"`, `throttled_signals_samples_total{server="primary"}`} {
 		if !bytes.Contains(metrics, []byte(want)) {
 			t.Errorf("metrics lack %s", want)
 		}

@@ -22,7 +22,10 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
+
+	"github.com/throttled/throttled/jobs"
 )
 
 // Config configures a [Client].
@@ -69,10 +72,21 @@ func New(cfg Config) (*Client, error) {
 	return &Client{cfg: cfg}, nil
 }
 
-// Pacer paces one job through the sidecar.
+// Pacer paces one job through the sidecar. It is a jobs.Progresser: a
+// job's batch size, retries and remaining rows go with each report.
 type Pacer struct {
 	c   *Client
 	job string
+
+	mu   sync.Mutex
+	last *jobs.Progress // the batch about to be reported
+}
+
+// Progress records the batch that the next report describes.
+func (p *Pacer) Progress(pr jobs.Progress) {
+	p.mu.Lock()
+	p.last = &pr
+	p.mu.Unlock()
 }
 
 // Pacer returns job's pacer.
@@ -132,8 +146,17 @@ func (p *Pacer) reporter(token string) func(int64, time.Duration, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		// One report, bounded; an unreported token expires on the sidecar.
-		_, _, _, _ = p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/report", map[string]any{
-			"token": token, "rows": rows, "duration_ms": float64(took) / float64(time.Millisecond), "error": msg})
+		body := map[string]any{"token": token, "rows": rows, "duration_ms": float64(took) / float64(time.Millisecond), "error": msg}
+		p.mu.Lock()
+		if pr := p.last; pr != nil {
+			body["batch_size"], body["retry"] = pr.BatchSize, pr.Attempt > 1
+			if pr.Remaining >= 0 {
+				body["remaining"] = pr.Remaining
+			}
+			p.last = nil
+		}
+		p.mu.Unlock()
+		_, _, _, _ = p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/report", body)
 	}
 }
 
