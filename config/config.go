@@ -60,6 +60,9 @@ type grafanaBlock struct {
 	HoldTTL           *string   `hcl:"hold_ttl,optional"`
 	UserHeader        *string   `hcl:"user_header,optional"`
 	ReturnURLs        []string  `hcl:"return_urls,optional"`
+	URL               *string   `hcl:"url,optional"`
+	SAToken           *string   `hcl:"service_account_token,optional"`
+	SATokenFile       *string   `hcl:"service_account_token_file,optional"`
 	Range             hcl.Range `hcl:",def_range"`
 }
 
@@ -227,8 +230,12 @@ type Grafana struct {
 	// the confirm page then trusts it to name the person pausing.
 	UserHeader string
 	// ReturnURLs are the URL prefixes the confirm page may send a person
-	// back to (the Grafana they came from).
+	// back to (the Grafana they came from). Their origins are also the
+	// only ones a Grafana action may call POST /v1/holds from.
 	ReturnURLs []string
+	// URL and ServiceAccountToken, when set, make the leader push every
+	// hold to Grafana's annotations API as a region, closed on release.
+	URL, ServiceAccountToken string
 }
 
 // Load reads and validates the file at path, offline.
@@ -536,6 +543,20 @@ func (c *Config) build(doc *file, v *validator) {
 				continue
 			}
 			c.Grafana.ReturnURLs = append(c.Grafana.ReturnURLs, r)
+		}
+		c.Grafana.ServiceAccountToken = v.secret(g.Range, "service_account_token", g.SAToken, g.SATokenFile)
+		if g.URL != nil {
+			u, err := url.Parse(*g.URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+				v.bad(g.Range, "grafana: url = %q: want Grafana's base URL such as https://grafana.example.com", *g.URL)
+			}
+			c.Grafana.URL = strings.TrimRight(*g.URL, "/")
+		}
+		switch {
+		case c.Grafana.URL != "" && c.Grafana.ServiceAccountToken == "":
+			v.bad(g.Range, "grafana: url needs service_account_token (or service_account_token_file): a Grafana service account token that may write annotations")
+		case c.Grafana.URL == "" && c.Grafana.ServiceAccountToken != "":
+			v.bad(g.Range, "grafana: service_account_token needs url, Grafana's base URL")
 		}
 		if c.Grafana.HoldTTL > c.HoldMax {
 			v.bad(g.Range, "grafana: hold_ttl %s exceeds the holds' max_ttl %s", c.Grafana.HoldTTL, c.HoldMax)

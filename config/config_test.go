@@ -113,6 +113,9 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 		{"syntax", smallest + "job {", []string{"throttled.hcl:26,5: Unclosed configuration block"}},
 		{"return url", smallest + "grafana {\n  return_urls = [\"grafana.example.com\"]\n}\n", []string{"throttled.hcl:26:", `return_urls: "grafana.example.com": want an absolute http(s) URL`}},
 		{"user header", smallest + "grafana {\n  user_header = \"X User: me\"\n}\n", []string{"throttled.hcl:26:", `user_header = "X User: me"`}},
+		{"grafana url without token", smallest + "grafana {\n  url = \"https://grafana.example.com\"\n}\n", []string{"throttled.hcl:26:", "grafana: url needs service_account_token"}},
+		{"grafana token without url", smallest + "grafana {\n  service_account_token = \"glsa_0123456789\"\n}\n", []string{"throttled.hcl:26:", "grafana: service_account_token needs url"}},
+		{"grafana url", smallest + "grafana {\n  url = \"grafana.example.com\"\n  service_account_token = \"glsa_0123456789\"\n}\n", []string{"throttled.hcl:26:", `grafana: url = "grafana.example.com": want Grafana's base URL`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := tc.src
@@ -168,6 +171,22 @@ func TestGrafanaConfirmPageSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Grafana.UserHeader != "X-Webauth-User" || len(c.Grafana.ReturnURLs) != 1 || c.Grafana.ReturnURLs[0] != "https://grafana.example.com/d/" {
+		t.Fatalf("grafana settings: %+v", c.Grafana)
+	}
+}
+
+func TestGrafanaAnnotationSettings(t *testing.T) {
+	env := func(k string) string {
+		if k == "GRAFANA_SA" {
+			return "glsa_secret_from_env"
+		}
+		return getenv(k)
+	}
+	c, err := Parse("throttled.hcl", []byte(smallest+"grafana {\n  url = \"https://grafana.example.com/\"\n  service_account_token = env(\"GRAFANA_SA\")\n}\n"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Grafana.URL != "https://grafana.example.com" || c.Grafana.ServiceAccountToken != "glsa_secret_from_env" {
 		t.Fatalf("grafana settings: %+v", c.Grafana)
 	}
 }

@@ -82,6 +82,10 @@ grafana {
   # Where the confirm page may send a person back to; their origins are
   # also the only ones a Grafana action may call POST /v1/holds from:
   return_urls = ["https://grafana.example.com/d/"]
+  # Push every hold to Grafana's annotations as a region (closed on
+  # release), for dashboards that do not query throttled's metrics:
+  # url                   = "https://grafana.example.com"
+  # service_account_token = env("THROTTLED_GRAFANA_TOKEN")
 }
 
 controller {

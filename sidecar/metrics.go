@@ -48,6 +48,7 @@ var (
 	descJobRetries  = prometheus.NewDesc("throttled_jobs_retries_total", "Retried batches reported by remote workers, by job.", []string{"throttled_job"}, nil)
 	descJobSize     = prometheus.NewDesc("throttled_jobs_batch_size", "Last batch size reported by remote workers, by job.", []string{"throttled_job"}, nil)
 	descShed        = prometheus.NewDesc("throttled_api_shed_requests_total", "Requests refused with 503 past the concurrency limit.", nil, nil)
+	descAnnotations = prometheus.NewDesc("throttled_annotations_requests_total", "Calls to Grafana's annotations API, by result (ok or failed).", []string{"result"}, nil)
 	descBuild       = prometheus.NewDesc("throttled_build_info", "Build information.", []string{"version", "go_version"}, nil)
 )
 
@@ -61,7 +62,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSignalValue, descSignalAge, descSignalFail, descMode, descBudget, descLeader, descLatched, descViolations,
 		descJobRate, descJobPaused, descHolds, descReloads, descGrants, descShed, descBuild, descPagesSent, descPagesFailed,
 		descSampleDur, descSamples, descSampleFail, descJobBatches, descJobRows, descJobErrors, descJobRetries, descJobSize,
-		descHoldInfo, descJobState, descJobLeft, descBinding} {
+		descHoldInfo, descJobState, descJobLeft, descBinding, descAnnotations} {
 		ch <- d
 	}
 }
@@ -136,6 +137,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descPagesFailed, prometheus.CounterValue, float64(failed[kind]), kind)
 		}
 	}
+	if s.annotations != nil {
+		ok, failed := s.annotations.Counts()
+		ch <- prometheus.MustNewConstMetric(descAnnotations, prometheus.CounterValue, float64(ok), "ok")
+		ch <- prometheus.MustNewConstMetric(descAnnotations, prometheus.CounterValue, float64(failed), "failed")
+	}
 	version := "devel"
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
 		version = bi.Main.Version
@@ -194,6 +200,9 @@ type PageCounter interface {
 
 // SetPager makes the pager's counts part of the metrics.
 func (s *Server) SetPager(p PageCounter) { s.pages = p }
+
+// SetAnnotations makes the annotation pusher's counts part of the metrics.
+func (s *Server) SetAnnotations(a *Annotations) { s.annotations = a }
 
 // SetViolations records the last enforcement check's violations.
 func (s *Server) SetViolations(n int) { s.violations.Store(int64(n)) }

@@ -56,6 +56,7 @@ type Server struct {
 
 	reloadsApplied, reloadsRefused, shed, violations atomic.Int64
 	pages                                            PageCounter
+	annotations                                      *Annotations
 	wait                                             *prometheus.HistogramVec
 	reports                                          map[string]*reportTotals // by job, under gmu
 }

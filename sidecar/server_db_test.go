@@ -24,10 +24,10 @@ func configWith(version string, js ...config.Job) *config.Config {
 	return &config.Config{Version: version, MaxConcurrent: 8, OpenReads: true, Jobs: js}
 }
 
-// coordinatedServer runs a sidecar in coordinated mode on a fresh cluster,
-// with one job, a, capped at 10/s. It returns an admin pool on the
+// coordinatedClient opens a coordinated client on the package's pair,
+// closed at the end of the test, and returns it with the admin DSN of its
 // coordination database.
-func coordinatedServer(t *testing.T) (*sidecar.Server, *pgxpool.Pool, *httptest.Server) {
+func coordinatedClient(t *testing.T) (*throttled.Client, string) {
 	t.Helper()
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
@@ -38,6 +38,16 @@ func coordinatedServer(t *testing.T) (*sidecar.Server, *pgxpool.Pool, *httptest.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
+	return client, admin
+}
+
+// coordinatedServer runs a sidecar in coordinated mode on a fresh cluster,
+// with one job, a, capped at 10/s. It returns an admin pool on the
+// coordination database.
+func coordinatedServer(t *testing.T) (*sidecar.Server, *pgxpool.Pool, *httptest.Server) {
+	t.Helper()
+	ctx := context.Background()
+	client, admin := coordinatedClient(t)
 	srv, err := sidecar.New(client, configWith("v1", config.Job{Name: "a", Weight: 1, MaxRate: 10}), nil, nil)
 	if err != nil {
 		t.Fatal(err)

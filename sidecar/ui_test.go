@@ -14,12 +14,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/config"
-	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/pgtest"
 	"github.com/throttled/throttled/sidecar"
-	"github.com/throttled/throttled/throttle"
 )
 
 const userHeader = "X-Webauth-User"
@@ -31,15 +28,8 @@ const actionToken = "action-token-0123456789abcdef"
 // return to a stand-in Grafana, whose dashboard URL it returns.
 func confirmPage(t *testing.T) (base, dashboard string, db *pgxpool.Pool) {
 	t.Helper()
-	c := pgtest.Cluster(t)
 	ctx := context.Background()
-	admin := c.Primary.DSN(pgcluster.RoleAdmin)
-	client, err := throttled.Open(ctx, throttled.Options{PrimaryDSN: c.Primary.DSN(pgcluster.RoleMonitor), Cores: 2,
-		CoordinationDSN: admin, Coordinate: true, Controller: throttle.Config{MaxBudget: 20, InitialBudget: 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	client, admin := coordinatedClient(t)
 	grafana := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		io.WriteString(w, `<!doctype html><title>Grafana</title><h1 id="grafana">throttled jobs</h1>`)

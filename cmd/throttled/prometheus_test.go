@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,7 +129,35 @@ func TestEveryDashboardQueryHasDataInPrometheus(t *testing.T) {
 	t.Setenv("THROTTLED_TEST_TOKEN_WORKER", workerToken)
 	addr := freeAddr(t)
 	path := t.TempDir() + "/throttled.hcl"
-	writeConfig(t, path, c, addr, "replica1", "")
+	// A stand-in for Grafana's annotations API (Grafana is not installable
+	// here): it records what the leader pushes.
+	var annMu sync.Mutex
+	var annCalls []string
+	grafana := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		annMu.Lock()
+		annCalls = append(annCalls, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization")+" "+string(b))
+		annMu.Unlock()
+		switch r.Method {
+		case http.MethodGet:
+			io.WriteString(w, "[]")
+		default:
+			io.WriteString(w, `{"id": 7}`)
+		}
+	}))
+	defer grafana.Close()
+	pushed := func(prefix, contains string) error {
+		annMu.Lock()
+		defer annMu.Unlock()
+		for _, call := range annCalls {
+			if strings.HasPrefix(call, prefix) && strings.Contains(call, contains) {
+				return nil
+			}
+		}
+		return fmt.Errorf("Grafana got no %s with %s; it got %q", prefix, contains, annCalls)
+	}
+	t.Setenv("THROTTLED_TEST_GRAFANA_SA", "glsa_dashboard_test_token")
+	writeConfig(t, path, c, addr, "replica1", fmt.Sprintf("grafana {\n  url = %q\n  service_account_token = env(\"THROTTLED_TEST_GRAFANA_SA\")\n}\n", grafana.URL))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
@@ -243,7 +273,13 @@ func TestEveryDashboardQueryHasDataInPrometheus(t *testing.T) {
 		})
 	}
 	atLeast(`count_over_time(up{cluster="db1"}[1m])`, 10, 30*time.Second) // ten seconds of the hold
+	// The leader pushed the hold to Grafana as a region; its release
+	// cuts the region's end.
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		return pushed("POST /api/annotations Bearer glsa_dashboard_test_token", fmt.Sprintf(`"hold:%v"`, hold["id"]))
+	})
 	release()
+	pgtest.Eventually(t, 10*time.Second, func() error { return pushed("PATCH /api/annotations/7 ", `"timeEnd"`) })
 	load := `max(throttled_signals_value{signal="primary_load",cluster="db1"})`
 	budget := `max(throttled_controller_budget_batches_per_second{cluster="db1"})`
 	before := promValue(t, prom, budget)

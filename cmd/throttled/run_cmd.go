@@ -164,6 +164,14 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		return err
 	}
 	srv.SetPager(pager)
+	if cfg.Grafana.URL != "" {
+		// Holds as regions in Grafana's own annotations, pushed by the
+		// leader; the URL and token change only on restart.
+		ann := sidecar.NewAnnotations(cfg.Grafana.URL, cfg.Grafana.ServiceAccountToken, cfg.Cluster,
+			client.Watcher().Active, client.Leader, log.Named("annotations"))
+		srv.SetAnnotations(ann)
+		go ann.Run(ctx, time.Second)
+	}
 	srvReady.Store(true)
 	// What the loop below needs, read before any reload can run; after
 	// this, cfg is touched only under reloadMu.
@@ -241,6 +249,7 @@ func restartOnly(cur, next *config.Config) error {
 	check("replica dsns", !maps.Equal(cur.ReplicaDSNs, next.ReplicaDSNs))
 	check("holds default_ttl/max_ttl", cur.HoldDefault != next.HoldDefault || cur.HoldMax != next.HoldMax)
 	check("cluster", cur.Cluster != next.Cluster)
+	check("grafana url/service_account_token", cur.Grafana.URL != next.Grafana.URL || cur.Grafana.ServiceAccountToken != next.Grafana.ServiceAccountToken)
 	if len(changed) > 0 {
 		return fmt.Errorf("%s change only on restart; restart throttled to apply them", strings.Join(changed, ", "))
 	}
