@@ -85,6 +85,17 @@ func newServer(kind serverKind, dsn string, timeout time.Duration, allowSuperuse
 // and a reconnect is due. Reconnects are paced by a jittered exponential
 // backoff.
 func (s *server) ensure(ctx context.Context, now time.Time) error {
+	return s.ensureWithin(ctx, now, s.timeout)
+}
+
+// StartTimeout bounds the first connection, at start: a one-off check off
+// the sampling path, where a loaded host's TLS or SCRAM exchange may take
+// longer than a sampling tick may wait. A caller's earlier deadline still
+// wins.
+const StartTimeout = 5 * time.Second
+
+// ensureWithin is ensure with its own bound on connecting.
+func (s *server) ensureWithin(ctx context.Context, now time.Time, timeout time.Duration) error {
 	if s.conn != nil && !s.conn.IsClosed() {
 		return nil
 	}
@@ -93,7 +104,7 @@ func (s *server) ensure(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("%w to %s %s (next attempt in %s): %w", ErrNotConnected, s.kind, s.addr,
 			s.retryAt.Sub(now).Round(time.Millisecond), s.lastErr)
 	}
-	conn, err := s.connect(ctx)
+	conn, err := s.connect(ctx, timeout)
 	if err != nil {
 		s.failures++
 		d := min(reconnectMax, reconnectBase<<min(s.failures-1, 8))
@@ -113,12 +124,17 @@ func (s *server) ensure(ctx context.Context, now time.Time) error {
 // connect opens a connection and checks that it may sample: the role can
 // read other sessions, is not a superuser (unless allowed), and the
 // server is the kind expected.
-func (s *server) connect(ctx context.Context) (*pgx.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+func (s *server) connect(ctx context.Context, timeout time.Duration) (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, s.cfg)
+	cfg := s.cfg
+	if timeout != cfg.ConnectTimeout {
+		cfg = cfg.Copy()
+		cfg.ConnectTimeout = timeout
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: connect to %s %s: %w", ErrUnreachable, s.kind, s.addr, classify(err, s.timeout))
+		return nil, fmt.Errorf("%w: connect to %s %s: %w", ErrUnreachable, s.kind, s.addr, classify(err, timeout))
 	}
 	if err := s.check(ctx, conn); err != nil {
 		conn.Close(context.Background())

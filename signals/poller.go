@@ -198,7 +198,7 @@ func (p *Poller) Connect(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, s := range p.samplers() {
 		wg.Go(func() {
-			if err := s.server().ensure(ctx, now); err != nil {
+			if err := s.server().ensureWithin(ctx, now, max(StartTimeout, s.server().timeout)); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()

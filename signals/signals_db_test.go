@@ -554,3 +554,31 @@ func TestStatsCountRoundsAndFailures(t *testing.T) {
 		t.Fatalf("stats of an unreachable primary %+v", st)
 	}
 }
+
+// At start, Connect waits for a slow server longer than a sampling tick
+// would (StartTimeout, not Config.Timeout): a primary stalled for 1.5 s,
+// as a loaded host's SCRAM exchange can be, still connects with a 1 s
+// sampling timeout.
+func TestConnectAtStartOutlastsASlowServer(t *testing.T) {
+	c := pgtest.Cluster(t)
+	p, err := New(Config{PrimaryDSN: c.Primary.DSN(pgcluster.RoleMonitor), Cores: 2, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := c.HangPrimary(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.ResumePrimary)
+	// The stall is the fault under test, ended by a timer: nothing waits
+	// on it to synchronise.
+	resume := time.AfterFunc(1500*time.Millisecond, c.ResumePrimary)
+	defer resume.Stop()
+	start := time.Now()
+	if err := p.Connect(context.Background()); err != nil {
+		t.Fatalf("Connect with the primary stalled for 1.5 s: %v", err)
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Fatalf("Connect returned after %s, before the stall ended; the test did not stall it", d)
+	}
+}
