@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/throttled/throttled/internal/pgtest"
 )
 
 // chromiumPath finds the Debian chromium that make test installs. A
@@ -103,6 +104,38 @@ func TestConfirmPageInHeadlessChromium(t *testing.T) {
 	}
 	if actor != "alice" || !strings.Contains(reason, "vacuum") || expiresIn != 45*time.Minute {
 		t.Errorf("audit: actor %q reason %q ttl %s; want alice, the reason, 45m", actor, reason, expiresIn)
+	}
+
+	// A forged POST: a page elsewhere submits the pause form in alice's
+	// browser (which the proxy still vouches for), without the CSRF token.
+	// The sidecar refuses it and makes no hold.
+	forger := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>cat pictures</title>
+<form id="f" method="post" action="%s/ui/pause"><input name="job" value="ui-job"><input name="reason" value="forged"><input name="ttl" value="10m"></form>
+<script>document.getElementById("f").submit()</script>`, base)
+	}))
+	defer forger.Close()
+	if err := chromedp.Do(ctx, chromedp.Navigate(forger.URL), chromedp.WaitVisible(chromedp.CSS("body"))); err != nil {
+		t.Fatalf("browser: open the forging page: %v", err)
+	}
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		loc, err := chromedp.Run(ctx, chromedp.Location())
+		if err != nil || !strings.HasPrefix(loc, base) {
+			return fmt.Errorf("the forged form has not been submitted yet (at %q, %v)", loc, err)
+		}
+		return nil
+	})
+	body, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Refused on its origin before the token is even read (the rules
+	// without a browser test each check on its own).
+	if !strings.Contains(body, "refused: the form was posted from "+forger.URL) {
+		t.Errorf("the forged POST's answer does not say it was refused: %q", body)
+	}
+	if got := activeHolds(t, db, "ui-job"); len(got) != 1 || strings.Contains(got[0], "forged") {
+		t.Fatalf("holds after the forged POST: %v; want only alice's", got)
 	}
 }
 
