@@ -89,6 +89,7 @@ type Client struct {
 	mu   sync.Mutex
 	last throttle.Decision
 	subs []chan throttle.Decision
+	made jobRegistry // the jobs made with Job, for the metrics
 }
 
 // Open connects to the primary (and replicas), checks the sampling role,
@@ -329,7 +330,12 @@ func (c *Client) Job(cfg jobs.Config, db jobs.DB, fn jobs.BatchFunc) (*jobs.Job,
 	if cfg.Logger == nil {
 		cfg.Logger = c.log.Named("jobs")
 	}
-	return jobs.New(cfg, db, p, fn)
+	j, err := jobs.New(cfg, db, p, fn)
+	if err != nil {
+		return nil, err
+	}
+	c.made.add(cfg.Name, j)
+	return j, nil
 }
 
 // Reconfigure replaces the controller's configuration (rules, replica

@@ -229,7 +229,7 @@ func (a *Annotations) call(ctx context.Context, method, path string, body, out a
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 != 2 {
 		a.failed.Add(1)
-		return fmt.Errorf("grafana: %s %s: %d: %s", method, strings.SplitN(path, "?", 2)[0], resp.StatusCode, cut(strings.TrimSpace(string(b)), 200))
+		return fmt.Errorf("grafana: %s %s: %d: %s", method, strings.SplitN(path, "?", 2)[0], resp.StatusCode, fmt.Sprintf("%.200s", strings.TrimSpace(string(b))))
 	}
 	a.pushed.Add(1)
 	if out != nil {

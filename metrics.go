@@ -1,0 +1,232 @@
+package throttled
+
+import (
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
+)
+
+// The client's metrics, read at scrape time from memory: a scrape never
+// waits on the database. Names are throttled_<subsystem>_<thing>_<unit>;
+// labels come from bounded sets (signal and replica names, job names,
+// modes, hold sources). A job's label is throttled_job, never job:
+// Prometheus gives every target a job label of its own, and would rename
+// ours to exported_job. The sidecar exports these and its own; a process
+// that embeds the library registers Client.Collector, so the dashboards
+// work for either.
+var (
+	descLeader      = prometheus.NewDesc("throttled_controller_leader", "1 while this process leads the cluster.", nil, nil)
+	descSignalValue = prometheus.NewDesc("throttled_signals_value", "Latest reading of each signal (smoothed where the signal is).", []string{"signal", "replica"}, nil)
+	descSignalAge   = prometheus.NewDesc("throttled_signals_age_seconds", "Age of each signal's latest sample.", []string{"signal", "replica"}, nil)
+	descSignalFail  = prometheus.NewDesc("throttled_signals_failed", "1 while a signal's latest sample failed (its value is unknown).", []string{"signal", "replica"}, nil)
+	descMode        = prometheus.NewDesc("throttled_controller_mode", "1 for the controller's current mode.", []string{"mode"}, nil)
+	descBinding     = prometheus.NewDesc("throttled_controller_binding", "1 for the signal under the most pressure against its target: the one pacing the work.", []string{"signal"}, nil)
+	descBudget      = prometheus.NewDesc("throttled_controller_budget_batches_per_second", "Total background budget.", nil, nil)
+	descLatched     = prometheus.NewDesc("throttled_controller_latched", "1 while a critical pause waits for a person to resume.", nil, nil)
+	descSampleDur   = prometheus.NewDesc("throttled_signals_sample_duration_seconds", "How long the last sampling round of each server took.", []string{"server"}, nil)
+	descSamples     = prometheus.NewDesc("throttled_signals_samples_total", "Sampling rounds, by server.", []string{"server"}, nil)
+	descSampleFail  = prometheus.NewDesc("throttled_signals_sample_failures_total", "Sampling rounds that failed, by server.", []string{"server"}, nil)
+	descHolds       = prometheus.NewDesc("throttled_holds_active", "Active holds by source.", []string{"source"}, nil)
+	descHoldInfo    = prometheus.NewDesc("throttled_holds_info", "1 for each active hold, for annotation regions: its id, scope, source, actor and reason (cut to 80 characters).", []string{"id", "scope", "source", "actor", "reason"}, nil)
+	descJobRate     = prometheus.NewDesc("throttled_jobs_rate_batches_per_second", "Each job's allocated rate in this process.", []string{"throttled_job"}, nil)
+	descJobPaused   = prometheus.NewDesc("throttled_jobs_paused", "1 while a job is paused.", []string{"throttled_job"}, nil)
+	descJobState    = prometheus.NewDesc("throttled_jobs_state", "1 for each job's state, and why in a bounded word: the hold, the binding signal, or no valid allocation.", []string{"throttled_job", "state", "why"}, nil)
+	descJobBatches  = prometheus.NewDesc("throttled_jobs_batches_total", "Batches run, by job.", []string{"throttled_job"}, nil)
+	descJobRows     = prometheus.NewDesc("throttled_jobs_rows_total", "Rows processed, by job.", []string{"throttled_job"}, nil)
+	descJobErrors   = prometheus.NewDesc("throttled_jobs_errors_total", "Failed batches, by job.", []string{"throttled_job"}, nil)
+	descJobRetries  = prometheus.NewDesc("throttled_jobs_retries_total", "Retried batches, by job.", []string{"throttled_job"}, nil)
+	descJobSize     = prometheus.NewDesc("throttled_jobs_batch_size", "Last batch size, by job.", []string{"throttled_job"}, nil)
+	descJobLeft     = prometheus.NewDesc("throttled_jobs_remaining_rows", "Rows a job still has to do (absent while unknown).", []string{"throttled_job"}, nil)
+	descBuild       = prometheus.NewDesc("throttled_build_info", "Build information.", []string{"version", "go_version"}, nil)
+)
+
+// DescribeMetrics sends every descriptor [Client.CollectMetrics] uses.
+func DescribeMetrics(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLeader, descSignalValue, descSignalAge, descSignalFail, descMode, descBinding, descBudget,
+		descLatched, descSampleDur, descSamples, descSampleFail, descHolds, descHoldInfo, descJobRate, descJobPaused, descJobState,
+		descJobBatches, descJobRows, descJobErrors, descJobRetries, descJobSize, descJobLeft, descBuild} {
+		ch <- d
+	}
+}
+
+// JobMetrics is one job's numbers for the metrics.
+type JobMetrics struct {
+	Name string
+	// State, Why and Rate: the job's state ("" when unknown: no state
+	// metrics), a bounded reason (see [Why]) and its allocated rate.
+	State, Why string
+	Rate       float64
+	// Counters since the process started.
+	Batches, Rows, Errors, Retries int64
+	BatchSize                      int
+	// Remaining is the rows left; negative when unknown.
+	Remaining int64
+}
+
+// Why is a job's reason in a bounded word, fit for a label: the hold that
+// pauses it, the signal that binds it, or the want of a valid allocation.
+// The full reason, with its numbers, stays out of labels.
+func Why(state, reason, binding string, unavailable bool) string {
+	switch {
+	case unavailable:
+		return "no valid allocation"
+	case strings.HasPrefix(reason, "paused: hold "):
+		// "paused: hold <id> on …" or "paused: hold <id>: …"
+		id := strings.FieldsFunc(strings.TrimPrefix(reason, "paused: hold "), func(r rune) bool { return r == ' ' || r == ':' })
+		if len(id) > 0 {
+			return "hold " + id[0]
+		}
+		return "hold"
+	case binding != "":
+		return "binding " + binding
+	}
+	return state
+}
+
+// CollectMetrics sends the client's metrics (leadership; on the leader the
+// signals, mode, budget, binding signal and sampler; the holds; the build)
+// and those of jobs.
+func (c *Client) CollectMetrics(ch chan<- prometheus.Metric, jobs []JobMetrics) {
+	leader := c.Leader()
+	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, boolf(leader))
+	if leader {
+		snap := c.Snapshot()
+		for _, x := range snap.Samples {
+			replica := x.Labels[signals.LabelReplica]
+			ch <- prometheus.MustNewConstMetric(descSignalAge, prometheus.GaugeValue, x.Age(snap.At).Seconds(), string(x.Name), replica)
+			ch <- prometheus.MustNewConstMetric(descSignalFail, prometheus.GaugeValue, boolf(x.Err != nil), string(x.Name), replica)
+			if x.Err == nil {
+				ch <- prometheus.MustNewConstMetric(descSignalValue, prometheus.GaugeValue, x.Value, string(x.Name), replica)
+			}
+		}
+		d := c.Decision()
+		for _, m := range []throttle.Mode{throttle.ModeRunning, throttle.ModeThrottled, throttle.ModePaused, throttle.ModeCritical, throttle.ModeStale} {
+			ch <- prometheus.MustNewConstMetric(descMode, prometheus.GaugeValue, boolf(d.Mode == m), string(m))
+		}
+		ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, d.Budget)
+		if d.Binding != "" {
+			ch <- prometheus.MustNewConstMetric(descBinding, prometheus.GaugeValue, 1, d.Binding)
+		}
+		ch <- prometheus.MustNewConstMetric(descLatched, prometheus.GaugeValue, boolf(d.Latched))
+		for _, st := range c.SamplerStats() {
+			ch <- prometheus.MustNewConstMetric(descSampleDur, prometheus.GaugeValue, st.LastDuration.Seconds(), st.Server)
+			ch <- prometheus.MustNewConstMetric(descSamples, prometheus.CounterValue, float64(st.Ticks), st.Server)
+			ch <- prometheus.MustNewConstMetric(descSampleFail, prometheus.CounterValue, float64(st.Failures), st.Server)
+		}
+	}
+	now := time.Now()
+	// The durable holds the cluster shares when there are any; else this
+	// process's own.
+	var hs []throttle.Hold
+	if c.watcher != nil {
+		hs = c.watcher.Active()
+	} else {
+		hs = c.holds.Active(now)
+	}
+	bySource := map[throttle.Source]float64{throttle.SourceManual: 0, throttle.SourceAuto: 0, throttle.SourceGrafanaAlert: 0, throttle.SourceCLI: 0}
+	for _, h := range hs {
+		if h.Expires.After(now) {
+			bySource[h.Source]++
+			ch <- prometheus.MustNewConstMetric(descHoldInfo, prometheus.GaugeValue, 1, h.ID, h.Scope.String(), string(h.Source), h.Actor, cut(h.Reason, 80))
+		}
+	}
+	for src, n := range bySource {
+		ch <- prometheus.MustNewConstMetric(descHolds, prometheus.GaugeValue, n, string(src))
+	}
+	for _, j := range jobs {
+		if j.State != "" {
+			ch <- prometheus.MustNewConstMetric(descJobRate, prometheus.GaugeValue, j.Rate, j.Name)
+			ch <- prometheus.MustNewConstMetric(descJobPaused, prometheus.GaugeValue, boolf(j.State == string(throttle.JobPaused)), j.Name)
+			ch <- prometheus.MustNewConstMetric(descJobState, prometheus.GaugeValue, 1, j.Name, j.State, j.Why)
+		}
+		ch <- prometheus.MustNewConstMetric(descJobBatches, prometheus.CounterValue, float64(j.Batches), j.Name)
+		ch <- prometheus.MustNewConstMetric(descJobRows, prometheus.CounterValue, float64(j.Rows), j.Name)
+		ch <- prometheus.MustNewConstMetric(descJobErrors, prometheus.CounterValue, float64(j.Errors), j.Name)
+		ch <- prometheus.MustNewConstMetric(descJobRetries, prometheus.CounterValue, float64(j.Retries), j.Name)
+		ch <- prometheus.MustNewConstMetric(descJobSize, prometheus.GaugeValue, float64(j.BatchSize), j.Name)
+		if j.Remaining >= 0 {
+			ch <- prometheus.MustNewConstMetric(descJobLeft, prometheus.GaugeValue, float64(j.Remaining), j.Name)
+		}
+	}
+	version := "devel"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		version = bi.Main.Version
+	}
+	ch <- prometheus.MustNewConstMetric(descBuild, prometheus.GaugeValue, 1, version, runtime.Version())
+}
+
+// Collector exports the client's metrics and those of the jobs made with
+// [Client.Job] (the latest job of each name), under the names the sidecar
+// uses, so the dashboards show a process that embeds the library:
+//
+//	reg := prometheus.NewRegistry()
+//	reg.MustRegister(client.Collector())
+//
+// Add a cluster label to its scrape target, as for the sidecar.
+func (c *Client) Collector() prometheus.Collector { return clientCollector{c} }
+
+type clientCollector struct{ c *Client }
+
+func (cc clientCollector) Describe(ch chan<- *prometheus.Desc) { DescribeMetrics(ch) }
+
+func (cc clientCollector) Collect(ch chan<- prometheus.Metric) {
+	cc.c.CollectMetrics(ch, cc.c.jobMetrics())
+}
+
+// jobRegistry keeps the latest job of each name made with Client.Job.
+type jobRegistry struct {
+	mu   sync.Mutex
+	jobs map[string]*jobs.Job
+}
+
+func (r *jobRegistry) add(name string, j *jobs.Job) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.jobs == nil {
+		r.jobs = map[string]*jobs.Job{}
+	}
+	r.jobs[name] = j
+}
+
+func (c *Client) jobMetrics() []JobMetrics {
+	c.made.mu.Lock()
+	js := make([]*jobs.Job, 0, len(c.made.jobs))
+	for _, j := range c.made.jobs {
+		js = append(js, j)
+	}
+	c.made.mu.Unlock()
+	out := make([]JobMetrics, 0, len(js))
+	for _, j := range js {
+		st := j.Status()
+		left := int64(-1)
+		if st.Total > 0 {
+			left = max(0, st.Total-st.Rows)
+		}
+		out = append(out, JobMetrics{Name: st.Job, State: string(st.State), Why: Why(string(st.State), st.Reason, st.Binding, false),
+			Rate: st.Rate, Batches: st.Batches, Rows: st.Rows, Errors: st.Errors, Retries: st.Retries, BatchSize: st.BatchSize, Remaining: left})
+	}
+	return out
+}
+
+// cut shortens s to n characters, marking the cut.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func boolf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
