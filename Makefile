@@ -17,7 +17,9 @@ FUZZ_TARGETS := \
 	./cmd/throttled:FuzzParseScope \
 	./sidecar:FuzzReturnURL \
 	./sidecar:FuzzCSRF \
-	./sidecar:FuzzGrafanaAuth
+	./sidecar:FuzzGrafanaAuth \
+	./sidecar:FuzzGrafanaPayload \
+	./sidecar:FuzzRequestBodies
 
 .PHONY: help
 help: ## list the targets

@@ -84,7 +84,25 @@ type Request struct {
 	TTL time.Duration
 }
 
-func (s *Store) validate(r Request) (time.Duration, error) {
+// Check reports whether the store would accept r, without a database:
+// the checks Add makes before writing.
+func (s *Store) Check(r Request) error {
+	_, err := s.cfg.check(r)
+	return err
+}
+
+// Check reports whether a store under c would accept r (c's zero TTLs
+// meaning their defaults).
+func (c Config) Check(r Request) error {
+	c.DefaultTTL = cmp.Or(c.DefaultTTL, time.Hour)
+	c.MaxTTL = cmp.Or(c.MaxTTL, 24*time.Hour)
+	_, err := c.check(r)
+	return err
+}
+
+func (s *Store) validate(r Request) (time.Duration, error) { return s.cfg.check(r) }
+
+func (c Config) check(r Request) (time.Duration, error) {
 	var errs []string
 	if err := r.Scope.Validate(); err != nil {
 		errs = append(errs, err.Error())
@@ -102,9 +120,9 @@ func (s *Store) validate(r Request) (time.Duration, error) {
 	case ttl < 0:
 		errs = append(errs, fmt.Sprintf("TTL %s is negative", ttl))
 	case ttl == 0:
-		ttl = s.cfg.DefaultTTL
-	case ttl > s.cfg.MaxTTL:
-		errs = append(errs, fmt.Sprintf("TTL %s exceeds the maximum %s: no hold lives that long", ttl, s.cfg.MaxTTL))
+		ttl = c.DefaultTTL
+	case ttl > c.MaxTTL:
+		errs = append(errs, fmt.Sprintf("TTL %s exceeds the maximum %s: no hold lives that long", ttl, c.MaxTTL))
 	}
 	if len(errs) > 0 {
 		return 0, fmt.Errorf("%w: %s", ErrInvalid, strings.Join(errs, "; "))

@@ -1,6 +1,9 @@
 package sidecar
 
 import (
+	"bytes"
+	"encoding/json"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -9,6 +12,8 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/throttle"
 )
 
 // returnURL accepts only URLs on an allowed scheme and host, under its
@@ -78,6 +83,87 @@ func FuzzGrafanaAuth(f *testing.F) {
 			sec, _ := strconv.ParseInt(t0, 10, 64)
 			if d := time.Since(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
 				t.Fatalf("accepted a timestamp %s away", d)
+			}
+		}
+	})
+}
+
+// A Grafana notification is planned whole or refused whole: any alert
+// without a fingerprint, with another status, or making a hold the store
+// would refuse refuses the notification; a planned one has an operation
+// per alert, each keyed by its fingerprint.
+func FuzzGrafanaPayload(f *testing.F) {
+	f.Add([]byte(`{"alerts":[{"status":"firing","fingerprint":"a","labels":{"throttled_job":"purge"}}]}`))
+	f.Add([]byte(`{"alerts":[{"status":"resolved","fingerprint":"a"},{"status":"pending","fingerprint":"b"}]}`))
+	f.Add([]byte(`{"alerts":[{"status":"firing","fingerprint":"a","labels":{"throttled_group":""},"annotations":{"summary":" "}}]}`))
+	f.Add([]byte(`{"alerts":[{"status":"firing","fingerprint":"","labels":{"throttled_job":"Bad Name"}}]}`))
+	holdsCfg := holds.Config{DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var p GrafanaPayload
+		if json.Unmarshal(body, &p) != nil {
+			return
+		}
+		ops, err := planGrafana(p, "grafana", time.Hour, holdsCfg.Check)
+		if err != nil {
+			if ops != nil {
+				t.Fatalf("refused with %d operations planned", len(ops))
+			}
+			return
+		}
+		if len(ops) != len(p.Alerts) {
+			t.Fatalf("%d operations for %d alerts", len(ops), len(p.Alerts))
+		}
+		for i, op := range ops {
+			a := p.Alerts[i]
+			if a.Fingerprint == "" || op.key != "grafana:"+a.Fingerprint || op.index != i {
+				t.Fatalf("alert %d planned as %+v", i, op)
+			}
+			switch a.Status {
+			case "firing":
+				if !op.firing || holdsCfg.Check(op.req) != nil || op.req.Source != throttle.SourceGrafanaAlert {
+					t.Fatalf("firing alert %d planned as %+v", i, op)
+				}
+			case "resolved":
+				if op.firing {
+					t.Fatalf("resolved alert %d planned as firing", i)
+				}
+			default:
+				t.Fatalf("status %q planned", a.Status)
+			}
+		}
+	})
+}
+
+// Every API request body goes through the strict decoder and its own
+// checks; whatever gets through is within bounds: a valid scope and a
+// scope to pause, 1 to 100 tokens and at most 10 s of waiting
+// to acquire, no negative or non-finite number in a report.
+func FuzzRequestBodies(f *testing.F) {
+	f.Add([]byte(`{"scope":"job:purge","ttl":"30m","reason":"x"}`))
+	f.Add([]byte(`{"n":101,"max_wait":"-1s"}`))
+	f.Add([]byte(`{"token":"t","rows":-1,"duration_ms":1e400}`))
+	f.Add([]byte(`{"token":"t","rows":5,"duration_ms":3.5,"batch_size":10,"remaining":0} {}`))
+	body := func(b []byte) *http.Request {
+		r, _ := http.NewRequest("POST", "/", bytes.NewReader(b))
+		return r
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var pr PauseRequest
+		if decode(body(b), &pr) == nil {
+			if sc, _, err := pr.parse(); err == nil && sc.Validate() != nil {
+				t.Fatalf("pause %q parsed to an invalid scope %v", b, sc)
+			}
+		}
+		var ar AcquireRequest
+		if decode(body(b), &ar) == nil {
+			if wait, err := ar.parse(); err == nil && (ar.N < 1 || ar.N > 100 || wait < 0 || wait > 10*time.Second) {
+				t.Fatalf("acquire %q parsed to n=%d wait=%s", b, ar.N, wait)
+			}
+		}
+		var rr ReportRequest
+		if decode(body(b), &rr) == nil && rr.check() == nil {
+			if rr.Rows < 0 || rr.BatchSize < 0 || !(rr.DurationMs >= 0) || math.IsInf(rr.DurationMs, 0) || (rr.Remaining != nil && *rr.Remaining < 0) {
+				t.Fatalf("report %q passed its check: %+v", b, rr)
 			}
 		}
 	})

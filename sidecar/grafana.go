@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -99,16 +98,61 @@ func (s *Server) grafanaHook(w http.ResponseWriter, r *http.Request, _ config.To
 		writeError(w, http.StatusBadRequest, "body: "+err.Error())
 		return
 	}
-	ttl := s.config().Grafana.HoldTTL
+	ops, err := planGrafana(p, who, s.config().Grafana.HoldTTL, s.store.Check)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	// Every alert is checked; apply them. Each is idempotent (keyed by
+	// its fingerprint), so after a database failure Grafana's retry of
+	// the whole notification completes it.
 	result := map[string]int{"added": 0, "renewed": 0, "ignored": 0, "released": 0}
-	for i, a := range p.Alerts {
-		key := a.Fingerprint
-		if key == "" {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("alerts[%d]: no fingerprint", i))
+	for _, op := range ops {
+		if op.firing {
+			_, res, err := s.store.AddExternal(r.Context(), op.key, op.at, op.req)
+			if err != nil {
+				writeError(w, http.StatusInternalServerError, fmt.Sprintf("alerts[%d]: %v", op.index, err))
+				return
+			}
+			result[string(res)]++
+			continue
+		}
+		released, err := s.store.ReleaseExternal(r.Context(), op.key, op.at, op.req.Actor, throttle.SourceGrafanaAlert, "Grafana alert resolved")
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, fmt.Sprintf("alerts[%d]: %v", op.index, err))
 			return
 		}
-		key = "grafana:" + key
-		actor := who + "/" + a.Labels["alertname"]
+		if released {
+			result["released"]++
+		} else {
+			result["ignored"]++
+		}
+	}
+	writeJSON(w, http.StatusOK, result)
+}
+
+// grafanaOp is one alert of a notification, checked and ready to apply.
+type grafanaOp struct {
+	index  int    // in the notification's alerts
+	key    string // grafana:<fingerprint>
+	firing bool
+	at     time.Time     // StartsAt when firing, EndsAt when resolved
+	req    holds.Request // the hold a firing alert makes; Actor for both
+}
+
+// planGrafana checks every alert of a notification before any is applied,
+// so a notification with one bad alert changes nothing: a fingerprint
+// each, a status of firing or resolved, and for a firing one a hold the
+// store accepts (check), its scope from the throttled_job or
+// throttled_group label, else every job.
+func planGrafana(p GrafanaPayload, who string, ttl time.Duration, check func(holds.Request) error) ([]grafanaOp, error) {
+	ops := make([]grafanaOp, 0, len(p.Alerts))
+	for i, a := range p.Alerts {
+		if a.Fingerprint == "" {
+			return nil, fmt.Errorf("alerts[%d]: no fingerprint", i)
+		}
+		op := grafanaOp{index: i, key: "grafana:" + a.Fingerprint}
+		op.req.Actor = who + "/" + a.Labels["alertname"]
 		switch a.Status {
 		case "firing":
 			scope := throttle.AllJobs()
@@ -118,35 +162,20 @@ func (s *Server) grafanaHook(w http.ResponseWriter, r *http.Request, _ config.To
 				scope = throttle.Group(g)
 			}
 			reason := a.Annotations["summary"]
-			if reason == "" {
+			if strings.TrimSpace(reason) == "" {
 				reason = "Grafana alert " + a.Labels["alertname"] + " is firing"
 			}
-			_, res, err := s.store.AddExternal(r.Context(), key, a.StartsAt, holds.Request{Scope: scope, Source: throttle.SourceGrafanaAlert,
-				Reason: reason, Actor: actor, TTL: ttl})
-			if err != nil {
-				status := http.StatusInternalServerError
-				if errors.Is(err, holds.ErrInvalid) {
-					status = http.StatusBadRequest
-				}
-				writeError(w, status, fmt.Sprintf("alerts[%d]: %v", i, err))
-				return
+			op.firing, op.at = true, a.StartsAt
+			op.req = holds.Request{Scope: scope, Source: throttle.SourceGrafanaAlert, Reason: reason, Actor: op.req.Actor, TTL: ttl}
+			if err := check(op.req); err != nil {
+				return nil, fmt.Errorf("alerts[%d]: %w", i, err)
 			}
-			result[string(res)]++
 		case "resolved":
-			released, err := s.store.ReleaseExternal(r.Context(), key, a.EndsAt, actor, throttle.SourceGrafanaAlert, "Grafana alert resolved")
-			if err != nil {
-				writeError(w, http.StatusInternalServerError, fmt.Sprintf("alerts[%d]: %v", i, err))
-				return
-			}
-			if released {
-				result["released"]++
-			} else {
-				result["ignored"]++
-			}
+			op.at = a.EndsAt
 		default:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("alerts[%d]: status %q: want firing or resolved", i, a.Status))
-			return
+			return nil, fmt.Errorf("alerts[%d]: status %q: want firing or resolved", i, a.Status)
 		}
+		ops = append(ops, op)
 	}
-	writeJSON(w, http.StatusOK, result)
+	return ops, nil
 }

@@ -454,6 +454,21 @@ type PauseRequest struct {
 	Reason string `json:"reason"`
 }
 
+// parse reads the scope and TTL (0 for the default).
+func (req PauseRequest) parse() (throttle.Scope, time.Duration, error) {
+	sc, err := ParseScope(req.Scope)
+	if err != nil {
+		return throttle.Scope{}, 0, err
+	}
+	var ttl time.Duration
+	if req.TTL != "" {
+		if ttl, err = time.ParseDuration(req.TTL); err != nil {
+			return throttle.Scope{}, 0, fmt.Errorf("ttl %q: want a duration such as 30m", req.TTL)
+		}
+	}
+	return sc, ttl, nil
+}
+
 // ParseScope reads "all", "job:NAME" or "group:PREFIX".
 func ParseScope(s string) (throttle.Scope, error) {
 	kind, value, hasValue := strings.Cut(s, ":")
@@ -495,17 +510,10 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token)
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	sc, err := ParseScope(req.Scope)
+	sc, ttl, err := req.parse()
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
-	}
-	var ttl time.Duration
-	if req.TTL != "" {
-		if ttl, err = time.ParseDuration(req.TTL); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("ttl %q: want a duration such as 30m", req.TTL))
-			return
-		}
 	}
 	h, err := s.store.Add(r.Context(), holds.Request{Scope: sc, Source: throttle.SourceManual, Reason: req.Reason, Actor: "token:" + tok.Name, TTL: ttl})
 	if errors.Is(err, holds.ErrInvalid) {
@@ -558,6 +566,32 @@ type AcquireRequest struct {
 	MaxWait string `json:"max_wait"`
 }
 
+// parse checks the request, settles N (1 when absent) and returns how
+// long to wait for the tokens.
+func (req *AcquireRequest) parse() (time.Duration, error) {
+	req.N = max(req.N, 1)
+	wait := time.Second
+	if req.MaxWait != "" {
+		d, err := time.ParseDuration(req.MaxWait)
+		if err != nil || d < 0 {
+			return 0, fmt.Errorf("max_wait %q: want a duration such as 2s", req.MaxWait)
+		}
+		wait = min(d, 10*time.Second)
+	}
+	if req.N > 100 {
+		return 0, fmt.Errorf("n = %d: at most 100 tokens a request", req.N)
+	}
+	return wait, nil
+}
+
+// check refuses negative or non-finite numbers.
+func (req ReportRequest) check() error {
+	if req.Rows < 0 || req.DurationMs < 0 || math.IsNaN(req.DurationMs) || math.IsInf(req.DurationMs, 0) || req.BatchSize < 0 || (req.Remaining != nil && *req.Remaining < 0) {
+		return errors.New("rows, duration_ms, batch_size and remaining must not be negative")
+	}
+	return nil
+}
+
 // AcquireResponse lists the tokens granted; report each one.
 type AcquireResponse struct {
 	Tokens []string `json:"tokens"`
@@ -598,18 +632,9 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, _ config.Token)
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	req.N = max(req.N, 1)
-	wait := time.Second
-	if req.MaxWait != "" {
-		d, err := time.ParseDuration(req.MaxWait)
-		if err != nil || d < 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("max_wait %q: want a duration such as 2s", req.MaxWait))
-			return
-		}
-		wait = min(d, 10*time.Second)
-	}
-	if req.N > 100 {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("n = %d: at most 100 tokens a request", req.N))
+	wait, err := req.parse()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	job := r.PathValue("job")
@@ -657,8 +682,8 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, _ config.Token) 
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if req.Rows < 0 || req.DurationMs < 0 || math.IsNaN(req.DurationMs) || math.IsInf(req.DurationMs, 0) || req.BatchSize < 0 || (req.Remaining != nil && *req.Remaining < 0) {
-		writeError(w, http.StatusBadRequest, "rows, duration_ms, batch_size and remaining must not be negative")
+	if err := req.check(); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	s.gmu.Lock()

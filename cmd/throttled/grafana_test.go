@@ -102,6 +102,21 @@ func TestGrafanaWebhook(t *testing.T) {
 		t.Fatal("a refused notification made a hold")
 	}
 
+	// A notification with one bad alert (an invalid job name) is refused
+	// whole: its good alert makes no hold either.
+	var two map[string]any
+	json.Unmarshal(grafanaNotification("firing", "fp-good", "purge", starts, time.Time{}), &two)
+	var badAlert map[string]any
+	json.Unmarshal(grafanaNotification("firing", "fp-bad", "Not A Job!", starts, time.Time{}), &badAlert)
+	two["alerts"] = append(two["alerts"].([]any), badAlert["alerts"].([]any)...)
+	mixed, _ := json.Marshal(two)
+	if code, body := send(mixed, true, now); code != 400 || !strings.Contains(fmt.Sprint(body["error"]), "alerts[1]") {
+		t.Fatalf("a notification with a bad alert: %d %v", code, body)
+	}
+	if len(holdsOf()) != 0 {
+		t.Fatal("a refused notification applied its good alert")
+	}
+
 	// Firing holds the labelled job; a replay renews, never adds.
 	if code, body := send(firing, true, now); code != 200 || body["added"] != 1.0 {
 		t.Fatalf("firing: %d %v", code, body)
