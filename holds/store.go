@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -84,6 +85,19 @@ type Request struct {
 	TTL time.Duration
 }
 
+// Storable refuses text PostgreSQL cannot store in a text column: a NUL
+// character or invalid UTF-8. JSON carries a NUL as \u0000 and Go
+// decodes it into a string, so every input from outside is checked.
+func Storable(s string) error {
+	switch {
+	case !utf8.ValidString(s):
+		return errors.New("not valid UTF-8")
+	case strings.ContainsRune(s, 0):
+		return errors.New("contains a NUL character")
+	}
+	return nil
+}
+
 // Check reports whether the store would accept r, without a database:
 // the checks Add makes before writing.
 func (s *Store) Check(r Request) error {
@@ -114,6 +128,11 @@ func (c Config) check(r Request) (time.Duration, error) {
 	}
 	if strings.TrimSpace(r.Reason) == "" {
 		errs = append(errs, "a reason is required")
+	}
+	for _, f := range [][2]string{{"reason", r.Reason}, {"actor", r.Actor}, {"scope", r.Scope.Value}} {
+		if err := Storable(f[1]); err != nil {
+			errs = append(errs, f[0]+": "+err.Error())
+		}
 	}
 	ttl := r.TTL
 	switch {

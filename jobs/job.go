@@ -37,11 +37,13 @@ type Explainer interface {
 	Explain() (state, reason, binding string, rate float64)
 }
 
-// Progresser is a Pacer that wants each batch's details beyond what done
-// reports: the remote pacer forwards them to the sidecar, whose metrics
-// and dashboards show them. Run calls Progress just before done.
+// Progresser is a Pacer that takes each batch's details with its report:
+// the done function WaitProgress returns gets them too, so they travel
+// with their own batch however many workers share the pacer. Run uses it
+// instead of Wait when the pacer has it; the remote pacer forwards the
+// details to the sidecar, whose metrics and dashboards show them.
 type Progresser interface {
-	Progress(Progress)
+	WaitProgress(ctx context.Context) (done func(rows int64, took time.Duration, err error, p Progress), err error)
 }
 
 // Progress is one batch's details for a [Progresser].
@@ -245,7 +247,7 @@ func (j *Job) Run(ctx context.Context) error {
 	budget := newRetryBudget()
 	attempt := 1
 	for {
-		done, err := j.pacer.Wait(ctx)
+		done, err := j.wait(ctx)
 		if err != nil {
 			return j.finish(err)
 		}
@@ -259,10 +261,7 @@ func (j *Job) Run(ctx context.Context) error {
 		res, err := j.runBatch(bctx, Batch{Size: size, Position: position, Attempt: attempt})
 		cancel()
 		took := time.Since(start)
-		if p, ok := j.pacer.(Progresser); ok {
-			p.Progress(j.progress(size, attempt, res, err))
-		}
-		done(res.Rows, took, err)
+		done(res.Rows, took, err, j.progress(size, attempt, res, err))
 		if err == nil {
 			budget.success()
 			attempt = 1
@@ -299,6 +298,18 @@ func (j *Job) Run(ctx context.Context) error {
 			return j.finish(err)
 		}
 	}
+}
+
+// wait takes a token, through WaitProgress when the pacer has it.
+func (j *Job) wait(ctx context.Context) (func(int64, time.Duration, error, Progress), error) {
+	if p, ok := j.pacer.(Progresser); ok {
+		return p.WaitProgress(ctx)
+	}
+	done, err := j.pacer.Wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(rows int64, took time.Duration, err error, _ Progress) { done(rows, took, err) }, nil
 }
 
 // progress describes the batch just run for a Progresser.

@@ -462,16 +462,26 @@ func TestDeleteOlderThanResumesAfterSIGKILL(t *testing.T) {
 	}
 }
 
-// progressPacer is a fixedPacer that records what Progress hands it.
+// progressPacer is a fixedPacer that records the Progress each batch's
+// report carries.
 type progressPacer struct {
 	*fixedPacer
 	got []jobs.Progress
 }
 
-func (p *progressPacer) Progress(pr jobs.Progress) { p.got = append(p.got, pr) }
+func (p *progressPacer) WaitProgress(ctx context.Context) (func(int64, time.Duration, error, jobs.Progress), error) {
+	done, err := p.Wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(rows int64, took time.Duration, err error, pr jobs.Progress) {
+		p.got = append(p.got, pr)
+		done(rows, took, err)
+	}, nil
+}
 
 // A Progresser hears each batch's size, attempt and the rows left by
-// Total, before the batch is reported.
+// Total, with the batch's own report.
 func TestProgresserHearsEachBatch(t *testing.T) {
 	c := pgtest.Cluster(t)
 	db := pool(t, c)

@@ -33,6 +33,7 @@ import (
 // tag query.
 type Annotations struct {
 	url, token, cluster string
+	shown               string // url without its password, for logs
 	holds               func() []throttle.Hold
 	leader              func() bool
 	log                 hclog.Logger
@@ -57,8 +58,13 @@ func NewAnnotations(baseURL, token, cluster string, holds func() []throttle.Hold
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Annotations{url: strings.TrimRight(baseURL, "/"), token: token, cluster: cluster, holds: holds, leader: leader,
+	a := &Annotations{url: strings.TrimRight(baseURL, "/"), token: token, cluster: cluster, holds: holds, leader: leader,
 		log: log, client: &http.Client{Timeout: 5 * time.Second}, now: time.Now, open: map[string]region{}}
+	a.shown = "(unparsable URL)"
+	if u, err := url.Parse(a.url); err == nil {
+		a.shown = u.Redacted()
+	}
+	return a
 }
 
 // Counts are the API calls that succeeded and failed.
@@ -87,7 +93,7 @@ func (a *Annotations) Run(ctx context.Context, interval time.Duration) {
 		if err := a.Sync(ctx); err != nil {
 			wait = min(max(2*wait, interval), time.Minute)
 			next = a.now().Add(wait)
-			a.log.Warn("cannot push holds to Grafana's annotations; retrying", "grafana", a.url, "in", wait, "error", err)
+			a.log.Warn("cannot push holds to Grafana's annotations; retrying", "grafana", a.shown, "in", wait, "error", err)
 			continue
 		}
 		wait, next = 0, time.Time{}
@@ -111,20 +117,28 @@ func (a *Annotations) Sync(ctx context.Context) error {
 			active[h.ID] = h
 		}
 	}
+	// One hold's failure does not hold up the others: each is tried, and
+	// the errors are returned together.
+	var errs []error
 	for id, h := range active {
 		r, ok := a.open[id]
 		switch {
 		case !ok:
 			aid, err := a.create(ctx, h)
 			if err != nil {
-				return err
+				errs = append(errs, err)
+				continue
 			}
 			a.open[id] = region{id: aid, end: h.Expires}
 		case !r.end.Equal(h.Expires):
-			if err := a.setEnd(ctx, r.id, h.Expires); err != nil {
-				return err
+			switch err := a.setEnd(ctx, r.id, h.Expires); {
+			case errors.Is(err, errGone):
+				delete(a.open, id) // deleted in Grafana: made again next time
+			case err != nil:
+				errs = append(errs, err)
+			default:
+				a.open[id] = region{id: r.id, end: h.Expires}
 			}
-			a.open[id] = region{id: r.id, end: h.Expires}
 		}
 	}
 	for id, r := range a.open {
@@ -132,16 +146,21 @@ func (a *Annotations) Sync(ctx context.Context) error {
 			continue
 		}
 		// Released (or gone) before its expiry: end the region now. One
-		// that expired already ends at its expiry.
+		// that expired already ends at its expiry. One deleted in Grafana
+		// is nothing to end.
 		if now.Before(r.end) {
-			if err := a.setEnd(ctx, r.id, now); err != nil {
-				return err
+			if err := a.setEnd(ctx, r.id, now); err != nil && !errors.Is(err, errGone) {
+				errs = append(errs, err)
+				continue
 			}
 		}
 		delete(a.open, id)
 	}
-	return nil
+	return errors.Join(errs...)
 }
+
+// errGone is a region Grafana no longer has (someone deleted it).
+var errGone = errors.New("grafana: the annotation is gone")
 
 // annotation is the part of Grafana's annotation we read and write.
 type annotation struct {
@@ -154,8 +173,11 @@ type annotation struct {
 
 // adopt reads this cluster's regions that have not ended yet.
 func (a *Annotations) adopt(ctx context.Context, now time.Time) error {
+	// Grafana returns the annotations overlapping [from, to]: from now
+	// on, only regions that have not ended, however many closed ones
+	// the cluster has. No hold lives longer than a day.
 	q := url.Values{"tags": {"throttled", "cluster:" + a.cluster}, "type": {"annotation"}, "limit": {"1000"},
-		"from": {strconv.FormatInt(now.Add(-48*time.Hour).UnixMilli(), 10)}, "to": {strconv.FormatInt(now.Add(48*time.Hour).UnixMilli(), 10)}}
+		"from": {strconv.FormatInt(now.UnixMilli(), 10)}, "to": {strconv.FormatInt(now.Add(48*time.Hour).UnixMilli(), 10)}}
 	var found []annotation
 	if err := a.call(ctx, http.MethodGet, "/api/annotations?"+q.Encode(), nil, &found); err != nil {
 		return err
@@ -189,6 +211,8 @@ func (a *Annotations) create(ctx context.Context, h throttle.Hold) (int64, error
 		return 0, err
 	}
 	if out.ID == 0 {
+		a.pushed.Add(-1)
+		a.failed.Add(1)
 		return 0, errors.New("grafana: POST /api/annotations answered without an id")
 	}
 	return out.ID, nil
@@ -226,17 +250,27 @@ func (a *Annotations) call(ctx context.Context, method, path string, body, out a
 		return fmt.Errorf("grafana: %s %s: %w", method, strings.SplitN(path, "?", 2)[0], redact(err, a.token))
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode/100 != 2 {
+	// Up to 1000 open regions of about 1 KiB each fit.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	where := method + " " + strings.SplitN(path, "?", 2)[0]
+	switch {
+	case err != nil:
 		a.failed.Add(1)
-		return fmt.Errorf("grafana: %s %s: %d: %s", method, strings.SplitN(path, "?", 2)[0], resp.StatusCode, fmt.Sprintf("%.200s", strings.TrimSpace(string(b))))
+		return fmt.Errorf("grafana: %s: %w", where, redact(err, a.token))
+	case resp.StatusCode == http.StatusNotFound && method == http.MethodPatch:
+		a.failed.Add(1)
+		return fmt.Errorf("%w: %s: 404", errGone, where)
+	case resp.StatusCode/100 != 2:
+		a.failed.Add(1)
+		return fmt.Errorf("grafana: %s: %d: %.200s", where, resp.StatusCode, strings.TrimSpace(string(b)))
 	}
-	a.pushed.Add(1)
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("grafana: %s %s: unreadable answer: %w", method, strings.SplitN(path, "?", 2)[0], err)
+			a.failed.Add(1)
+			return fmt.Errorf("grafana: %s: unreadable answer: %w", where, err)
 		}
 	}
+	a.pushed.Add(1)
 	return nil
 }
 

@@ -23,8 +23,9 @@ import (
 
 // fakeGrafana keeps annotations the way Grafana's HTTP API does, for the
 // calls the sidecar makes: POST /api/annotations, PATCH
-// /api/annotations/{id}, and GET /api/annotations?tags=… (every tag must
-// match). Grafana itself is not installable here.
+// /api/annotations/{id}, and GET /api/annotations?tags=…&from=…&to=…
+// (every tag must match; the annotation must overlap the range). Grafana
+// itself is not installable here.
 type fakeGrafana struct {
 	mu       sync.Mutex
 	token    string
@@ -73,8 +74,14 @@ func (g *fakeGrafana) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"message": "Annotation patched"})
 	case r.Method == http.MethodGet && r.URL.Path == "/api/annotations":
 		want := r.URL.Query()["tags"]
+		// Grafana's range filter: epoch <= to AND epoch_end >= from.
+		from, _ := strconv.ParseFloat(r.URL.Query().Get("from"), 64)
+		to, _ := strconv.ParseFloat(r.URL.Query().Get("to"), 64)
 		out := []map[string]any{}
 		for _, a := range g.byID {
+			if to > 0 && (a["time"].(float64) > to || a["timeEnd"].(float64) < from) {
+				continue
+			}
 			var tags []string
 			for _, t := range a["tags"].([]any) {
 				tags = append(tags, t.(string))

@@ -89,14 +89,16 @@ func FuzzGrafanaAuth(f *testing.F) {
 }
 
 // A Grafana notification is planned whole or refused whole: any alert
-// without a fingerprint, with another status, or making a hold the store
-// would refuse refuses the notification; a planned one has an operation
-// per alert, each keyed by its fingerprint.
+// without a storable fingerprint, with another status, or making a hold
+// the store would refuse refuses the notification; a planned one has an
+// operation per alert, each keyed by its fingerprint, with nothing
+// PostgreSQL cannot store.
 func FuzzGrafanaPayload(f *testing.F) {
 	f.Add([]byte(`{"alerts":[{"status":"firing","fingerprint":"a","labels":{"throttled_job":"purge"}}]}`))
 	f.Add([]byte(`{"alerts":[{"status":"resolved","fingerprint":"a"},{"status":"pending","fingerprint":"b"}]}`))
 	f.Add([]byte(`{"alerts":[{"status":"firing","fingerprint":"a","labels":{"throttled_group":""},"annotations":{"summary":" "}}]}`))
 	f.Add([]byte(`{"alerts":[{"status":"firing","fingerprint":"","labels":{"throttled_job":"Bad Name"}}]}`))
+	f.Add([]byte(`{"alerts":[{"status":"resolved","fingerprint":"a\u0000"},{"status":"firing","fingerprint":"b","annotations":{"summary":"x\u0000"}}]}`))
 	holdsCfg := holds.Config{DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var p GrafanaPayload
@@ -115,7 +117,8 @@ func FuzzGrafanaPayload(f *testing.F) {
 		}
 		for i, op := range ops {
 			a := p.Alerts[i]
-			if a.Fingerprint == "" || op.key != "grafana:"+a.Fingerprint || op.index != i {
+			if a.Fingerprint == "" || len(a.Fingerprint) > maxFingerprint || holds.Storable(a.Fingerprint) != nil || holds.Storable(op.req.Actor) != nil ||
+				op.key != "grafana:"+a.Fingerprint || op.index != i {
 				t.Fatalf("alert %d planned as %+v", i, op)
 			}
 			switch a.Status {

@@ -131,6 +131,10 @@ func (s *Server) grafanaHook(w http.ResponseWriter, r *http.Request, _ config.To
 	writeJSON(w, http.StatusOK, result)
 }
 
+// maxFingerprint bounds an alert's fingerprint (Grafana's are 16 hex
+// digits), well within what the key's index can hold.
+const maxFingerprint = 256
+
 // grafanaOp is one alert of a notification, checked and ready to apply.
 type grafanaOp struct {
 	index  int    // in the notification's alerts
@@ -148,8 +152,16 @@ type grafanaOp struct {
 func planGrafana(p GrafanaPayload, who string, ttl time.Duration, check func(holds.Request) error) ([]grafanaOp, error) {
 	ops := make([]grafanaOp, 0, len(p.Alerts))
 	for i, a := range p.Alerts {
-		if a.Fingerprint == "" {
+		switch err := holds.Storable(a.Fingerprint); {
+		case a.Fingerprint == "":
 			return nil, fmt.Errorf("alerts[%d]: no fingerprint", i)
+		case len(a.Fingerprint) > maxFingerprint:
+			return nil, fmt.Errorf("alerts[%d]: fingerprint of %d bytes; at most %d", i, len(a.Fingerprint), maxFingerprint)
+		case err != nil:
+			return nil, fmt.Errorf("alerts[%d]: fingerprint: %w", i, err)
+		}
+		if err := holds.Storable(a.Labels["alertname"]); err != nil {
+			return nil, fmt.Errorf("alerts[%d]: alertname: %w", i, err)
 		}
 		op := grafanaOp{index: i, key: "grafana:" + a.Fingerprint}
 		op.req.Actor = who + "/" + a.Labels["alertname"]

@@ -206,26 +206,32 @@ type shade struct{ x0, x1 float64 }
 func (s shade) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, _ := p.Transforms(&c)
 	x0, x1 := trX(max(s.x0, p.X.Min)), trX(min(s.x1, p.X.Max))
-	if x1 <= x0 {
+	if s.x1 < p.X.Min || s.x0 > p.X.Max {
 		return
 	}
+	// A hold seen in one sample still shows, as a thin band.
+	x1 = max(x1, x0+vg.Points(2))
 	c.FillPolygon(color.NRGBA{R: 255, G: 165, A: 60}, []vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}})
 }
 
 // Regions turns 0/1 samples into spans: a region runs from the first of a
-// run of consecutive samples (no more than gap apart) to the last.
+// run of consecutive non-zero samples (no more than gap apart) to the
+// last; a 0 sample ends a run.
 func Regions(pts []Point, gap time.Duration, label string) []Region {
 	pts = slices.SortedFunc(slices.Values(pts), func(a, b Point) int { return a.T.Compare(b.T) })
 	var out []Region
+	open := false // the last sample was non-zero: a run goes on
 	for _, p := range pts {
 		if p.V == 0 {
+			open = false
 			continue
 		}
-		if n := len(out); n > 0 && p.T.Sub(out[n-1].End) <= gap {
+		if n := len(out); open && p.T.Sub(out[n-1].End) <= gap {
 			out[n-1].End = p.T
 			continue
 		}
 		out = append(out, Region{Start: p.T, End: p.T, Label: label})
+		open = true
 	}
 	return out
 }

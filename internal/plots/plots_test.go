@@ -70,3 +70,15 @@ func TestOverviewDrawsWithHoldsShaded(t *testing.T) {
 		t.Fatalf("empty overview: %v", err)
 	}
 }
+
+// A 0 sample ends a run: a hold released and made again (1, 0, 1 at
+// one-second steps) is two regions, not one, even when the gap allowed
+// between samples is two steps.
+func TestRegionsZeroEndsARun(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int, v float64) Point { return Point{T: t0.Add(time.Duration(s) * time.Second), V: v} }
+	got := Regions([]Point{at(1, 1), at(2, 0), at(3, 1)}, 2*time.Second, "h1")
+	if len(got) != 2 {
+		t.Fatalf("regions %v; want two: the 0 at t=2 ends the first", got)
+	}
+}

@@ -22,7 +22,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/throttled/throttled/jobs"
@@ -73,20 +72,22 @@ func New(cfg Config) (*Client, error) {
 }
 
 // Pacer paces one job through the sidecar. It is a jobs.Progresser: a
-// job's batch size, retries and remaining rows go with each report.
+// job's batch size, retries and remaining rows go with each batch's own
+// report.
 type Pacer struct {
 	c   *Client
 	job string
-
-	mu   sync.Mutex
-	last *jobs.Progress // the batch about to be reported
 }
 
-// Progress records the batch that the next report describes.
-func (p *Pacer) Progress(pr jobs.Progress) {
-	p.mu.Lock()
-	p.last = &pr
-	p.mu.Unlock()
+// WaitProgress is Wait whose report also carries the batch's details.
+func (p *Pacer) WaitProgress(ctx context.Context) (func(int64, time.Duration, error, jobs.Progress), error) {
+	token, err := p.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(rows int64, took time.Duration, err error, pr jobs.Progress) {
+		p.report(token, rows, took, err, &pr)
+	}, nil
 }
 
 // Pacer returns job's pacer.
@@ -95,11 +96,20 @@ func (c *Client) Pacer(job string) *Pacer { return &Pacer{c: c, job: job} }
 // Wait takes one token for the job, waiting as the sidecar says, and
 // returns the function that reports the batch (and frees its slot).
 func (p *Pacer) Wait(ctx context.Context) (func(rows int64, took time.Duration, err error), error) {
+	token, err := p.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(rows int64, took time.Duration, err error) { p.report(token, rows, took, err, nil) }, nil
+}
+
+// acquire takes one token, waiting as the sidecar says.
+func (p *Pacer) acquire(ctx context.Context) (string, error) {
 	failures := 0
 	for {
 		code, retryAfter, body, err := p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/acquire", map[string]any{"n": 1, "max_wait": "2s"})
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return "", ctx.Err()
 		}
 		switch {
 		case err == nil && code == http.StatusOK:
@@ -107,57 +117,53 @@ func (p *Pacer) Wait(ctx context.Context) (func(rows int64, took time.Duration, 
 				Tokens []string `json:"tokens"`
 			}
 			if err := json.Unmarshal(body, &resp); err != nil || len(resp.Tokens) == 0 {
-				return nil, fmt.Errorf("remote: acquire %s: unreadable answer", p.job)
+				return "", fmt.Errorf("remote: acquire %s: unreadable answer", p.job)
 			}
-			return p.reporter(resp.Tokens[0]), nil
+			return resp.Tokens[0], nil
 		case err == nil && code == http.StatusTooManyRequests:
 			// Throttled: pacing, not failure. Wait as told, jittered so
 			// many workers do not come back in step.
 			failures = 0
 			d := max(retryAfter, time.Second)
 			if err := p.c.cfg.sleep(ctx, d+time.Duration(rand.Int64N(int64(d/2)+1))); err != nil {
-				return nil, err
+				return "", err
 			}
 			continue
 		case err == nil && code < 500 && code != http.StatusServiceUnavailable:
-			return nil, fmt.Errorf("remote: acquire %s: %d: %s", p.job, code, bytes.TrimSpace(body))
+			return "", fmt.Errorf("remote: acquire %s: %d: %s", p.job, code, bytes.TrimSpace(body))
 		}
 		failures++
 		if failures >= p.c.cfg.MaxAttempts {
 			if err == nil {
 				err = fmt.Errorf("%d: %s", code, bytes.TrimSpace(body))
 			}
-			return nil, fmt.Errorf("%w after %d attempts to acquire for %s: %w", ErrGaveUp, failures, p.job, err)
+			return "", fmt.Errorf("%w after %d attempts to acquire for %s: %w", ErrGaveUp, failures, p.job, err)
 		}
 		ceiling := min(p.c.cfg.MaxBackoff, p.c.cfg.Backoff<<min(failures-1, 20))
 		d := max(retryAfter, time.Duration(rand.Int64N(int64(ceiling)+1)))
 		if err := p.c.cfg.sleep(ctx, d); err != nil {
-			return nil, err
+			return "", err
 		}
 	}
 }
 
-func (p *Pacer) reporter(token string) func(int64, time.Duration, error) {
-	return func(rows int64, took time.Duration, err error) {
-		msg := ""
-		if err != nil {
-			msg = err.Error()
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		// One report, bounded; an unreported token expires on the sidecar.
-		body := map[string]any{"token": token, "rows": rows, "duration_ms": float64(took) / float64(time.Millisecond), "error": msg}
-		p.mu.Lock()
-		if pr := p.last; pr != nil {
-			body["batch_size"], body["retry"] = pr.BatchSize, pr.Attempt > 1
-			if pr.Remaining >= 0 {
-				body["remaining"] = pr.Remaining
-			}
-			p.last = nil
-		}
-		p.mu.Unlock()
-		_, _, _, _ = p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/report", body)
+// report sends one batch's outcome for its token, with its details when
+// known. One report, bounded; an unreported token expires on the sidecar.
+func (p *Pacer) report(token string, rows int64, took time.Duration, err error, pr *jobs.Progress) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	body := map[string]any{"token": token, "rows": rows, "duration_ms": float64(took) / float64(time.Millisecond), "error": msg}
+	if pr != nil {
+		body["batch_size"], body["retry"] = pr.BatchSize, pr.Attempt > 1
+		if pr.Remaining >= 0 {
+			body["remaining"] = pr.Remaining
+		}
+	}
+	_, _, _, _ = p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/report", body)
 }
 
 func (c *Client) post(ctx context.Context, path string, body any) (int, time.Duration, []byte, error) {
