@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
@@ -22,7 +23,8 @@ import (
 // leaderLockKey is the session advisory lock the leader holds ("thrldr").
 const leaderLockKey = 0x7468726c6472
 
-// DefaultLease is how long a published allocation stays valid.
+// DefaultLease is how long a published allocation stays valid, at the
+// least (see leaseFor).
 const DefaultLease = 3 * time.Second
 
 // heartbeatEvery is how often a worker reports and reads its allocation.
@@ -52,6 +54,14 @@ type worker struct {
 	rate                   float64
 	unavailable            bool        // paused because no valid allocation can be had
 	expiry                 *time.Timer // pauses the worker when its lease lapses
+	stopped                bool        // removed: no lease applies again
+}
+
+// isStopped reports whether the worker was removed.
+func (w *worker) isStopped() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stopped
 }
 
 // Unavailable reports whether the worker is paused for want of a valid
@@ -75,13 +85,19 @@ func (w *worker) lapse(reason string) {
 // pauses the worker then unless a heartbeat renews it first, so a worker
 // never works past its lease, however slow its heartbeats.
 func (w *worker) lease(a throttle.Allocation, remaining time.Duration, state, reason, binding string) {
+	// Under w.mu throughout, so a stop cannot land between the check and
+	// the limiter's resume: a removed worker's in-flight heartbeat never
+	// revives it.
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
 	if w.expiry != nil {
 		w.expiry.Stop()
 	}
 	w.expiry = time.AfterFunc(remaining, func() { w.lapse("allocation lease expired: no leader renewed it") })
 	w.state, w.reason, w.binding, w.rate, w.unavailable = state, reason, binding, a.Rate, false
-	w.mu.Unlock()
 	w.l.Apply(a)
 	if state == string(throttle.JobPaused) {
 		w.l.Pause(reason)
@@ -92,10 +108,11 @@ func (w *worker) lease(a throttle.Allocation, remaining time.Duration, state, re
 
 func (w *worker) stop() {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
 	if w.expiry != nil {
 		w.expiry.Stop()
 	}
-	w.mu.Unlock()
 	w.l.Pause("worker stopped")
 }
 
@@ -162,6 +179,7 @@ type coordinator struct {
 	lastLead   time.Time
 	isLeader   atomic.Bool
 	pending    *throttle.Config // a reloaded controller configuration, applied by run
+	sampled    bool             // a fresh primary sample seen since taking over
 }
 
 func newCoordinator(c *Client, opts Options) *coordinator {
@@ -169,7 +187,14 @@ func newCoordinator(c *Client, opts Options) *coordinator {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	return &coordinator{c: c, opts: opts, procID: fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b)),
-		lease: DefaultLease, workers: map[throttle.Job]*worker{}, seen: map[string][3]float64{}}
+		lease: leaseFor(c.tick), workers: map[throttle.Job]*worker{}, seen: map[string][3]float64{}}
+}
+
+// leaseFor is the lease for a leader deciding every tick: DefaultLease,
+// or three ticks when that is longer, so a healthy leader's allocations
+// never lapse between its publications.
+func leaseFor(tick time.Duration) time.Duration {
+	return max(DefaultLease, 3*tick)
 }
 
 // register adds a job of this process as a worker row.
@@ -285,18 +310,30 @@ func (co *coordinator) applyPending() {
 	}
 	ccfg := *p
 	ccfg.Holds = co.c.durable
-	if b := co.c.Decision().Budget; b > 0 {
-		if probe, err := throttle.New(ccfg); err == nil {
-			f := probe.Config()
-			ccfg.InitialBudget = max(f.MinBudget, min(f.MaxBudget, b))
-		}
-	}
-	ctl, err := throttle.New(ccfg)
-	if err != nil {
+	// The same controller, new rules: its state (a critical pause,
+	// latched or not, the budget, what it learned) carries over.
+	if err := co.ctl.Reconfigure(ccfg); err != nil {
 		co.c.log.Error("reloaded controller configuration refused", "error", err)
-		return
 	}
-	co.ctl, co.known = ctl, map[throttle.Job]bool{}
+}
+
+// claimResume takes a person's request to resume a latched critical
+// pause, if one waits, and hands it to the controller.
+func (co *coordinator) claimResume(ctx context.Context, now time.Time) {
+	lctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var by string
+	err := co.c.coord.QueryRow(lctx, `UPDATE throttled.leader SET resume_requested_at = NULL, resume_by = NULL
+		WHERE id = 1 AND resume_requested_at IS NOT NULL RETURNING coalesce(resume_by, '')`).Scan(&by)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		co.c.log.Warn("cannot read resume requests", "error", err)
+	case co.ctl.Resume(now, by):
+		co.c.log.Warn("latched critical pause resumed", "by", by)
+	default:
+		co.c.log.Info("a resume request found no latched critical pause", "by", by)
+	}
 }
 
 // heartbeat reports each local worker's consumption, reads back its
@@ -331,6 +368,9 @@ func (co *coordinator) beat(ctx context.Context, w *worker) {
 		w.id, w.batches.Load(), w.errors.Load(), float64(w.durUs.Load())/1000).
 		Scan(&a.Rate, &a.Burst, &a.MaxInFlight, &remaining, &state, &reason, &binding)
 	cancel()
+	if w.isStopped() {
+		return // removed while this heartbeat was in flight
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = co.upsert(ctx, w) // removed as stale while we could not reach it
 		remaining = 0
@@ -398,14 +438,28 @@ func (co *coordinator) becomeLeader(ctx context.Context) error {
 	ccfg.Holds = co.c.durable
 	// A recent publication is the cluster's budget a moment ago: start
 	// cautious from it. An old one says nothing about now.
-	var last float64
+	// A critical pause the last leader was in goes on under this one: a
+	// latched one whatever its age (only a person ends it), another if
+	// recent.
+	var last, pauseBudget float64
+	var recent, latched bool
+	var signal string
+	var since *time.Time
 	lctx, cancel := context.WithTimeout(ctx, time.Second)
-	err := co.c.coord.QueryRow(lctx, "SELECT budget FROM throttled.leader WHERE id = 1 AND published_at > now() - interval '1 minute'").Scan(&last)
+	err := co.c.coord.QueryRow(lctx, `SELECT budget, published_at > now() - interval '1 minute', critical_signal, critical_since, latched, pause_budget
+		FROM throttled.leader WHERE id = 1`).Scan(&last, &recent, &signal, &since, &latched, &pauseBudget)
 	cancel()
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
+	if !recent {
+		last = 0
+	}
 	ccfg.PreviousBudget = last
+	if signal != "" && since != nil && (latched || recent) {
+		ccfg.Inherited = &throttle.CriticalState{Signal: signal, Since: *since, Latched: latched, Budget: pauseBudget}
+		co.c.log.Warn("taking over a critical pause", "signal", signal, "since", *since, "latched", latched)
+	}
 	if co.ctl, err = throttle.New(ccfg); err != nil {
 		return err
 	}
@@ -415,7 +469,7 @@ func (co *coordinator) becomeLeader(ctx context.Context) error {
 		defer close(co.pollerDone)
 		_ = co.c.poller.Run(pctx)
 	}()
-	co.leader, co.seen, co.known, co.lastLead = true, map[string][3]float64{}, map[throttle.Job]bool{}, time.Time{}
+	co.leader, co.seen, co.known, co.lastLead, co.sampled = true, map[string][3]float64{}, map[throttle.Job]bool{}, time.Time{}, false
 	co.isLeader.Store(true)
 	co.c.log.Info("became leader", "worker", co.procID, "previous_budget", last)
 	return nil
@@ -443,7 +497,14 @@ type liveWorker struct {
 // fresh reading of the primary.
 func (co *coordinator) lead(ctx context.Context) {
 	snap := co.c.poller.Snapshot()
-	if s, ok := snap.Get(signals.PrimaryLoad, nil); !ok || s.Err != nil || snap.Stale(s) {
+	// A new leader decides nothing before its first fresh sample of the
+	// primary. After that it decides every tick, stale signals included:
+	// the controller then says stale (audited, paged), pays nothing out,
+	// and restarts slowly when the signals return.
+	if s, ok := snap.Get(signals.PrimaryLoad, nil); ok && s.Err == nil && !snap.Stale(s) {
+		co.sampled = true
+	}
+	if !co.sampled {
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -496,6 +557,7 @@ func (co *coordinator) lead(ctx context.Context) {
 	for j := range byJob {
 		co.known[j] = true
 	}
+	co.claimResume(ctx, snap.At)
 	d := co.ctl.Step(snap.At, snap)
 	co.c.published(d)
 	var ids, states, reasons []string
@@ -519,10 +581,19 @@ func (co *coordinator) lead(ctx context.Context) {
 		FROM unnest($1::text[], $2::float8[], $3::int[], $4::int[], $5::text[], $6::text[]) AS u(id, rate, burst, inflight, state, reason)
 		WHERE w.id = u.id`, ids, rates, bursts, inflights, states, reasons, co.lease.Seconds(), d.Binding)
 	if err == nil {
-		_, err = co.c.coord.Exec(lctx, `INSERT INTO throttled.leader (id, leader, budget, mode, binding, reason, published_at)
-			VALUES (1, $1, $2, $3, $4, $5, now())
-			ON CONFLICT (id) DO UPDATE SET leader = $1, budget = $2, mode = $3, binding = $4, reason = $5, published_at = now()`,
-			co.procID, d.Budget, string(d.Mode), d.Binding, d.Reason)
+		var signal string
+		var since *time.Time
+		var latched bool
+		var pauseBudget float64
+		if cs := co.ctl.Critical(); cs != nil {
+			signal, since, latched, pauseBudget = cs.Signal, &cs.Since, cs.Latched, cs.Budget
+		}
+		_, err = co.c.coord.Exec(lctx, `INSERT INTO throttled.leader (id, leader, budget, mode, binding, reason, published_at,
+			critical_signal, critical_since, latched, pause_budget)
+			VALUES (1, $1, $2, $3, $4, $5, now(), $6, $7, $8, $9)
+			ON CONFLICT (id) DO UPDATE SET leader = $1, budget = $2, mode = $3, binding = $4, reason = $5, published_at = now(),
+			critical_signal = $6, critical_since = $7, latched = $8, pause_budget = $9`,
+			co.procID, d.Budget, string(d.Mode), d.Binding, d.Reason, signal, since, latched, pauseBudget)
 	}
 	if err == nil {
 		_, err = co.c.coord.Exec(lctx, "DELETE FROM throttled.workers WHERE heartbeat_at < now() - interval '1 minute'")
@@ -552,3 +623,42 @@ var (
 	_ Pacer = (*worker)(nil)
 	_ Pacer = (*throttle.Pacer)(nil)
 )
+
+// ErrNotLatched is a resume asked of a cluster in no latched critical
+// pause.
+var ErrNotLatched = errors.New("throttled: no latched critical pause to resume")
+
+// RequestResume asks the cluster's leader to end its latched critical
+// pause, as actor (audited with reason). The leader acts on its next
+// decision, within a tick; the pause then ends as any critical pause
+// does, once the signals are calm. ErrNotLatched when the last published
+// decision is not latched.
+func RequestResume(ctx context.Context, db *pgxpool.Pool, store *holds.Store, actor, reason string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	tag, err := db.Exec(ctx, `UPDATE throttled.leader SET resume_requested_at = now(), resume_by = $1 WHERE id = 1 AND latched`, actor)
+	if err != nil {
+		return fmt.Errorf("throttled: request a resume: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotLatched
+	}
+	if reason == "" {
+		reason = "no reason given"
+	}
+	return store.Audit(ctx, holds.Entry{Event: holds.EventMode, Actor: actor, Source: string(throttle.SourceManual),
+		Reason: "resume of the latched critical pause requested: " + reason})
+}
+
+// ResumeLatched ends a latched critical pause as actor: at once in this
+// process's controller, or, in coordinated mode, through the leader
+// (RequestResume).
+func (c *Client) ResumeLatched(ctx context.Context, actor, reason string) error {
+	if c.co == nil {
+		if !c.ctl.Resume(time.Now(), actor) {
+			return ErrNotLatched
+		}
+		return nil
+	}
+	return RequestResume(ctx, c.coord, c.store, actor, reason)
+}

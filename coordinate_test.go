@@ -22,6 +22,47 @@ func coordinated(t *testing.T, c *pgcluster.Cluster, budget float64) throttled.O
 		Controller: throttle.Config{MaxBudget: budget, InitialBudget: budget}}
 }
 
+// leaderAndFollower opens two clients with opts (closed when the test
+// ends), the first once it leads.
+func leaderAndFollower(t *testing.T, opts throttled.Options) (leader, follower *throttled.Client) {
+	t.Helper()
+	ctx := context.Background()
+	a, err := throttled.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		if !a.Leader() {
+			return errors.New("first process does not lead yet")
+		}
+		return nil
+	})
+	b, err := throttled.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return a, b
+}
+
+// runningJob opens a client with opts (closed when the test ends) and
+// returns it with job's pacer, once the job runs.
+func runningJob(t *testing.T, opts throttled.Options, job string) (*throttled.Client, throttled.Pacer) {
+	t.Helper()
+	tc, err := throttled.Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tc.Close() })
+	p, err := tc.Pacer(jobs.Config{Name: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 20*time.Second, func() error { return running(p) })
+	return tc, p
+}
+
 func running(p throttled.Pacer) error {
 	if st, r, _, _ := p.Explain(); st == string(throttle.JobPaused) {
 		return fmt.Errorf("%s: %s", st, r)
@@ -33,24 +74,7 @@ func running(p throttled.Pacer) error {
 // coordinated mode even when another process leads and never sees it.
 func TestNonLeaderHonoursItsInProcessHolds(t *testing.T) {
 	c := pgtest.Cluster(t)
-	ctx := context.Background()
-	opts := coordinated(t, c, 20)
-	a, err := throttled.Open(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	pgtest.Eventually(t, 10*time.Second, func() error {
-		if !a.Leader() {
-			return errors.New("first process does not lead yet")
-		}
-		return nil
-	})
-	b, err := throttled.Open(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	_, b := leaderAndFollower(t, coordinated(t, c, 20))
 	p, err := b.Pacer(jobs.Config{Name: "local-hold"})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ package throttled
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -323,6 +324,11 @@ func (c *Client) Pacer(cfg jobs.Config) (Pacer, error) {
 // Job registers a job with the controller and returns it, paced. db and
 // fn may be nil for a job driven through jobs.Job.Acquire.
 func (c *Client) Job(cfg jobs.Config, db jobs.DB, fn jobs.BatchFunc) (*jobs.Job, error) {
+	// Check the whole configuration before registering anything: a
+	// refused job must take no share of the budget.
+	if _, err := jobs.New(cfg, db, refusingPacer{}, fn); err != nil {
+		return nil, err
+	}
 	p, err := c.Pacer(cfg)
 	if err != nil {
 		return nil, err
@@ -357,10 +363,22 @@ func (c *Client) Reconfigure(cfg throttle.Config) error {
 // UpdateJob changes a registered job's weight and rate limits
 // (coordinated mode).
 func (c *Client) UpdateJob(cfg jobs.Config) error {
+	jc := throttle.JobConfig{Name: throttle.Job(cfg.Name), Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate}
 	if c.co == nil {
-		return c.ctl.Register(throttle.JobConfig{Name: throttle.Job(cfg.Name), Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate})
+		return c.ctl.Register(jc)
+	}
+	if err := jc.Validate(); err != nil {
+		return err
 	}
 	return c.co.update(context.Background(), cfg)
+}
+
+// refusingPacer lets jobs.New check a configuration before the job is
+// registered; it never grants.
+type refusingPacer struct{}
+
+func (refusingPacer) Wait(context.Context) (func(int64, time.Duration, error), error) {
+	return nil, errors.New("throttled: not registered")
 }
 
 // RemoveJob stops a job of this process: its pacer grants nothing more.

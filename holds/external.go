@@ -56,6 +56,14 @@ func (s *Store) AddExternal(ctx context.Context, key string, startsAt time.Time,
 		} else if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
+		// An earlier hold of this key that expired while the alert kept
+		// firing still holds the key in the one-active-hold-per-key index
+		// (expiry does not release): hand the key to the new hold, or the
+		// alert could never pause again.
+		if _, err := tx.Exec(ctx, `UPDATE throttled.holds SET external_key = NULL
+			WHERE external_key = $1 AND released_at IS NULL AND expires_at <= now()`, key); err != nil {
+			return err
+		}
 		row = tx.QueryRow(ctx, `INSERT INTO throttled.holds (scope_kind, scope_value, source, reason, actor, expires_at, external_key)
 			VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6), $7) RETURNING `+holdColumns,
 			string(r.Scope.Kind), r.Scope.Value, string(r.Source), r.Reason, r.Actor, ttl.Seconds(), key)

@@ -364,6 +364,10 @@ func (j *Job) runBatch(ctx context.Context, b Batch) (Result, error) {
 // loadCheckpoint creates the checkpoint table if needed and returns the
 // position to resume from. A job whose last run finished starts afresh.
 func (j *Job) loadCheckpoint(ctx context.Context) (string, error) {
+	// Bounded like a batch: a hung primary fails the start with an error
+	// instead of leaving Run waiting while Status says running.
+	ctx, cancel := context.WithTimeout(ctx, j.batchDeadline())
+	defer cancel()
 	if _, err := schema.Migrate(ctx, j.db); err != nil {
 		return "", fmt.Errorf("jobs: job %q: %w", j.cfg.Name, err)
 	}

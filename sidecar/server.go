@@ -108,17 +108,31 @@ func New(client *throttled.Client, cfg *config.Config, reload func(context.Conte
 func (s *Server) Apply(cfg *config.Config) error {
 	s.mu.RLock()
 	have := maps.Clone(s.pacers)
+	was := map[string]jobs.Config{}
+	if s.cfg != nil {
+		for _, j := range s.cfg.Jobs {
+			was[j.Name] = jobs.Config{Name: j.Name, Weight: j.Weight, MinRate: j.MinRate, MaxRate: j.MaxRate}
+		}
+	}
 	s.mu.RUnlock()
 	next := map[string]throttled.Pacer{}
-	var added []string
+	var added, updated []string
+	// A refused configuration changes nothing: the jobs it added go, the
+	// ones it changed get their limits back.
 	undo := func() {
 		for _, name := range added {
 			_ = s.client.RemoveJob(name)
+		}
+		for _, name := range updated {
+			if err := s.client.UpdateJob(was[name]); err != nil {
+				s.log.Error("cannot restore a job's limits after a refused configuration", "job", name, "error", err)
+			}
 		}
 	}
 	for _, j := range cfg.Jobs {
 		jc := jobs.Config{Name: j.Name, Weight: j.Weight, MinRate: j.MinRate, MaxRate: j.MaxRate}
 		if p, ok := have[j.Name]; ok {
+			updated = append(updated, j.Name) // restored on undo even if this update fails half-way
 			if err := s.client.UpdateJob(jc); err != nil {
 				undo()
 				return err
@@ -193,6 +207,7 @@ func Routes() []Route {
 		{"check", "HEAD /check/{job}", config.ScopeRead},
 		{"pause", "POST /v1/holds", config.ScopePause},
 		{"resume", "DELETE /v1/holds/{id}", config.ScopePause},
+		{"resume-latched", "POST /v1/resume", config.ScopePause},
 		{"reload", "POST /v1/reload", config.ScopeAdmin},
 		{"metrics", "GET /metrics", config.ScopeRead},
 		{"grafana", "POST /v1/hooks/grafana", ScopeHook},
@@ -208,7 +223,7 @@ func Routes() []Route {
 func (s *Server) handlerFor(name string) func(http.ResponseWriter, *http.Request, config.Token) {
 	return map[string]func(http.ResponseWriter, *http.Request, config.Token){
 		"healthz": s.healthz, "readyz": s.readyz, "status": s.status, "jobs": s.jobs, "job": s.job,
-		"holds": s.holds, "audit": s.audit, "check": s.check, "pause": s.pause, "resume": s.resume, "reload": s.doReload,
+		"holds": s.holds, "audit": s.audit, "check": s.check, "pause": s.pause, "resume": s.resume, "resume-latched": s.resumeLatched, "reload": s.doReload,
 		"acquire": s.acquire, "report": s.report, "metrics": s.metricsHandler(), "grafana": s.grafanaHook,
 		"ui-pause": s.uiPauseGet, "ui-pause-post": s.uiPausePost, "ui-release": s.uiRelease,
 	}[name]
@@ -525,6 +540,34 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token)
 		return
 	}
 	writeJSON(w, http.StatusCreated, holdJSON(h))
+}
+
+// ResumeRequest ends a latched critical pause.
+type ResumeRequest struct {
+	Reason string `json:"reason"`
+}
+
+// resumeLatched asks the leader to end the cluster's latched critical
+// pause, as the token; 409 when there is none.
+func (s *Server) resumeLatched(w http.ResponseWriter, r *http.Request, tok config.Token) {
+	var req ResumeRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := holds.Storable(req.Reason); err != nil {
+		writeError(w, http.StatusBadRequest, "reason: "+err.Error())
+		return
+	}
+	switch err := s.client.ResumeLatched(r.Context(), "token:"+tok.Name, req.Reason); {
+	case errors.Is(err, throttled.ErrNotLatched):
+		writeError(w, http.StatusConflict, err.Error())
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"resume": "requested",
+			"note": "the leader ends the latch on its next decision; jobs restart once the signals are calm, slowly"})
+	}
 }
 
 func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok config.Token) {

@@ -204,3 +204,28 @@ func holdNumber(t *testing.T, id string) int64 {
 	}
 	return n
 }
+
+// POST /v1/resume ends a latched critical pause; with none it says so
+// (409), and it needs the pause scope like any pause.
+func TestResumeLatchedNeedsALatch(t *testing.T) {
+	base, _, _ := confirmPage(t)
+	post := func(token string) (int, string) {
+		req, _ := http.NewRequest("POST", base+"/v1/resume", strings.NewReader(`{"reason":"load is gone"}`))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := post(""); code != http.StatusUnauthorized {
+		t.Fatalf("without a token: %d", code)
+	}
+	if code, body := post(actionToken); code != http.StatusConflict || !strings.Contains(body, "no latched critical pause") {
+		t.Fatalf("with no latch: %d %s", code, body)
+	}
+}

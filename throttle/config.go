@@ -151,9 +151,25 @@ type Config struct {
 	// toward it, never at the old rate. 0 means none (start at
 	// InitialBudget).
 	PreviousBudget float64
+	// Inherited, when set, is the critical pause a previous leader was in:
+	// a controller taking over stays in it (latched if it was) and ends it
+	// only as any critical pause ends, so a failover never resumes work.
+	Inherited *CriticalState
 
 	// Holds, when set, is asked every tick which holds apply to each job.
 	Holds HoldSource
+}
+
+// CriticalState is a critical pause as a leader publishes it, for the
+// next one to take over.
+type CriticalState struct {
+	// Signal is the rule key that began it, such as "primary_load".
+	Signal string
+	Since  time.Time
+	// Latched: only a person ends it.
+	Latched bool
+	// Budget is the budget before the pause, for the slow start after it.
+	Budget float64
 }
 
 // HoldSource reports the holds that apply to a job at an instant.
@@ -336,6 +352,10 @@ func (c *Config) validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Validate reports what is wrong with j: its name, a weight that is not a
+// positive number, negative or inconsistent rate limits.
+func (j JobConfig) Validate() error { return j.validate() }
 
 func (j JobConfig) validate() error {
 	var errs []error

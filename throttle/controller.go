@@ -138,7 +138,58 @@ func New(cfg Config) (*Controller, error) {
 	if prev := min(cfg.PreviousBudget, cfg.MaxBudget); prev > 0 {
 		c.budget, c.ssthresh = c.clamp(prev*cfg.SlowStart), prev
 	}
+	if in := cfg.Inherited; in != nil {
+		c.inherit(*in)
+	}
 	return c, nil
+}
+
+// inherit takes over a previous leader's critical pause: the rule that
+// began it must go quiet for the quiet period (after a person resumes, if
+// latched), and the slow start after it counts from the budget before it.
+func (c *Controller) inherit(in CriticalState) {
+	key := in.Signal
+	name, _, _ := strings.Cut(key, "{")
+	rule, ok := c.cfg.Rules[signals.Name(name)]
+	if !ok || rule.Critical == 0 {
+		// A rule since removed or relaxed: hold on primary_load's.
+		key, name, rule = string(signals.PrimaryLoad), string(signals.PrimaryLoad), c.cfg.Rules[signals.PrimaryLoad]
+	}
+	rl := ruleEval{key: key, name: signals.Name(name), rule: rule}.resumeLevel(c.cfg.ResumeLevel)
+	c.critical = &criticalPause{since: in.Since, signal: key, threshold: rule.Critical, resumeAt: rl.at, lowerWorse: rl.lowerWorse,
+		members: map[string]resumeLevel{key: rl}, quiet: c.cfg.QuietPeriod, latched: in.Latched}
+	c.pause = &pauseEpisode{mode: ModeCritical, budget: in.Budget}
+}
+
+// Critical returns the critical pause the controller is in, for a leader
+// to publish, or nil.
+func (c *Controller) Critical() *CriticalState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.critical == nil {
+		return nil
+	}
+	st := &CriticalState{Signal: c.critical.signal, Since: c.critical.since, Latched: c.critical.latched}
+	if c.pause != nil {
+		st.Budget = c.pause.budget
+	}
+	return st
+}
+
+// Reconfigure replaces the configuration (rules, budgets, periods) and
+// keeps the state: a critical pause, latched or not, the jobs, the
+// budget and what it learned. A configuration New would refuse changes
+// nothing.
+func (c *Controller) Reconfigure(cfg Config) error {
+	cfg.fill()
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cfg = cfg
+	c.budget = c.clamp(c.budget)
+	return nil
 }
 
 // Config returns the controller's configuration with defaults filled in.

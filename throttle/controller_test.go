@@ -494,3 +494,46 @@ func TestProperties(t *testing.T) {
 		}
 	}
 }
+
+// A controller taking over a latched critical pause (a leader failover)
+// stays in it: no work however calm the primary, until a person resumes,
+// then a slow start from the budget before the pause, never the old
+// rate. Reconfigure keeps the same pause.
+func TestInheritedLatchHoldsUntilAPersonResumes(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 60, QuietPeriod: 5 * time.Second,
+		Inherited: &CriticalState{Signal: "primary_load", Since: c0, Latched: true, Budget: 80}})
+	if d := f.steps(30, world{load: 0.1, used: 0.3}); d.Mode != ModeCritical || !d.Latched || d.Budget != 0 {
+		t.Fatalf("inherited latch: %s %v budget %v", d.Mode, d.Latched, d.Budget)
+	}
+	cfg := f.c.Config()
+	cfg.MaxBudget = 90
+	if err := f.c.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if d := f.steps(10, world{load: 0.1, used: 0.3}); d.Mode != ModeCritical || !d.Latched {
+		t.Fatalf("after Reconfigure: %s latched %v", d.Mode, d.Latched)
+	}
+	if st := f.c.Critical(); st == nil || !st.Latched || st.Signal != "primary_load" || st.Budget != 80 {
+		t.Fatalf("Critical() = %+v", st)
+	}
+	if !f.c.Resume(at(f.tick), "alice") {
+		t.Fatal("Resume found no latch")
+	}
+	n := 0
+	for f.step(world{load: 0.1, used: 0.3}).Mode == ModeCritical {
+		if n++; n > 100 {
+			t.Fatal("never resumed")
+		}
+	}
+	// A person's resume ends the pause once the signals are calm (they
+	// have been), at a slow start from the budget before the pause.
+	if n > 1 || f.last.Budget <= 0 || f.last.Budget >= 80 {
+		t.Fatalf("resumed after %d more ticks at budget %v; want at once, at a slow start under 80", n, f.last.Budget)
+	}
+	if err := f.c.Reconfigure(Config{MaxBudget: -1}); err == nil {
+		t.Fatal("Reconfigure accepted a bad configuration")
+	}
+	if f.c.Config().MaxBudget != 90 {
+		t.Fatal("a refused Reconfigure changed the configuration")
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/throttle"
@@ -175,16 +176,24 @@ func runResume(ctx context.Context, args []string, out, errOut io.Writer) int {
 	var cf coordFlags
 	var sf scopeFlags
 	var id, reason string
+	var latched bool
 	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
 	cf.register(fs, true)
 	sf.register(fs, "release the holds on")
 	fs.StringVar(&id, "hold", "", "release this hold (an ID from `throttled holds`)")
+	fs.BoolVar(&latched, "latched", false, "end the cluster's latched critical pause (the leader acts within a tick)")
 	fs.StringVar(&reason, "reason", "", "why (audited)")
 	if err := parse(fs, args, errOut); err != nil {
 		return fail(errOut, "resume", err)
 	}
 	if err := cf.resolve(os.Getenv); err != nil {
 		return fail(errOut, "resume", err)
+	}
+	if latched {
+		if id != "" || sf.job != "" || sf.prefix != "" || sf.all {
+			return fail(errOut, "resume", fmt.Errorf("%w: --latched ends the critical pause; release holds in another call", errUsage))
+		}
+		return resumeLatched(ctx, cf, reason, out, errOut)
 	}
 	var sc throttle.Scope
 	var err error
@@ -365,6 +374,27 @@ func holdsFromAPI(raw []byte) ([]throttle.Hold, error) {
 
 // resumeAPI releases holds through a sidecar: one by ID, or every active
 // hold with exactly the scope.
+// resumeLatched asks the leader to end a latched critical pause, through
+// the sidecar's API or the database.
+func resumeLatched(ctx context.Context, cf coordFlags, reason string, out, errOut io.Writer) int {
+	if cf.addr != "" {
+		if _, err := apiCall(ctx, cf.addr, cf.token, "POST", "/v1/resume", map[string]string{"reason": reason}); err != nil {
+			return fail(errOut, "resume", err)
+		}
+	} else {
+		store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
+		if err != nil {
+			return fail(errOut, "resume", err)
+		}
+		defer pool.Close()
+		if err := throttled.RequestResume(ctx, pool, store, cf.actor, reason); err != nil {
+			return fail(errOut, "resume", err)
+		}
+	}
+	fmt.Fprintln(out, "resume requested: the leader ends the latch within a tick; jobs restart once the signals are calm, slowly")
+	return exitOK
+}
+
 func resumeAPI(ctx context.Context, cf coordFlags, id string, sc throttle.Scope, reason string, out, errOut io.Writer) int {
 	var ids []string
 	if id != "" {
