@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -376,6 +377,11 @@ func (co *coordinator) beat(ctx context.Context, w *worker) {
 		remaining = 0
 	}
 	if hs := co.c.sources.Applying(time.Now(), throttle.Job(w.cfg.Name)); len(hs) > 0 {
+		// Holds that cannot be confirmed say so first, whatever else
+		// applies: the state is unknown, not merely held.
+		if i := slices.IndexFunc(hs, func(h throttle.Hold) bool { return h.ID == holds.UnconfirmedHoldID }); i > 0 {
+			hs[0], hs[i] = hs[i], hs[0]
+		}
 		reason := "paused: hold " + hs[0].ID + ": " + hs[0].Reason
 		w.l.Pause(reason)
 		w.mu.Lock()

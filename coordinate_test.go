@@ -172,3 +172,29 @@ func TestNewWorkerWaitsForItsFirstLeaseQuietly(t *testing.T) {
 		}
 	}
 }
+
+// When the holds cannot be confirmed, a job says so first, even under an
+// in-process hold of its own: the state is unknown, not merely held
+// (the sidecar's /check then answers 500, not 417).
+func TestUnconfirmedHoldsOutrankALocalHold(t *testing.T) {
+	c := pgtest.Cluster(t)
+	tc, p := runningJob(t, coordinated(t, c, 20), "unconfirmed-first")
+	if _, err := tc.Holds().Add(throttle.HoldRequest{Scope: throttle.OneJob("unconfirmed-first"), Source: throttle.SourceManual,
+		Reason: "local", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HangPrimary(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.ResumePrimary)
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		if _, r, _, _ := p.Explain(); !strings.Contains(r, "unconfirmed") {
+			return fmt.Errorf("job says %q", r)
+		}
+		return nil
+	})
+	if u, ok := p.(interface{ Unavailable() bool }); !ok || !u.Unavailable() {
+		t.Fatal("the job does not report itself unavailable while the holds are unconfirmed")
+	}
+	c.ResumePrimary()
+}
