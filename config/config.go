@@ -238,6 +238,20 @@ type Grafana struct {
 	URL, ServiceAccountToken string
 }
 
+// shownURL is a URL fit for an error message: its password and query
+// (where tokens live) left out, as the value may come from env() or a
+// file.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(not a URL)"
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "…"
+	}
+	return u.Redacted()
+}
+
 // Load reads and validates the file at path, offline.
 func Load(path string) (*Config, error) {
 	src, err := os.ReadFile(path)
@@ -358,15 +372,25 @@ func (c *Config) build(doc *file, v *validator) {
 		c.Dashboard = *doc.Dashboard
 	}
 	p := doc.Primary
+	// An empty DSN is refused, not passed on: pgx reads "" as the libpq
+	// defaults (the local socket, $PGHOST), which is some other server.
 	c.PrimaryDSN = v.secret(p.Range, "dsn", p.DSN, p.DSNFile)
-	if c.PrimaryDSN == "" && (p.DSN == nil || p.DSNFile == nil) {
-		if p.DSN == nil && p.DSNFile == nil {
-			v.bad(p.Range, "primary: dsn (or dsn_file) is required")
-		}
+	switch {
+	case p.DSN == nil && p.DSNFile == nil:
+		v.bad(p.Range, "primary: dsn (or dsn_file) is required")
+	case p.DSN != nil && p.DSNFile != nil:
+		// refused by secret: give one of them
+	case strings.TrimSpace(c.PrimaryDSN) == "" && p.DSNFile != nil:
+		v.bad(p.Range, "primary: dsn_file %q is empty", *p.DSNFile)
+	case strings.TrimSpace(c.PrimaryDSN) == "":
+		v.bad(p.Range, "primary: dsn is empty (an env() of an unset or empty variable?)")
 	}
 	c.CoordinationDSN = c.PrimaryDSN
 	if p.CoordinationDSN != nil {
 		c.CoordinationDSN = *p.CoordinationDSN
+		if strings.TrimSpace(c.CoordinationDSN) == "" {
+			v.bad(p.Range, "primary: coordination_dsn is empty; leave it out to use dsn")
+		}
 	}
 	if !(p.Cores > 0) || math.IsInf(p.Cores, 0) {
 		v.bad(p.Range, "primary: cores must be a positive number of CPU cores, got %v", p.Cores)
@@ -389,6 +413,9 @@ func (c *Config) build(doc *file, v *validator) {
 		}
 		c.Replicas[r.Name] = policy
 		if r.DSN != nil {
+			if strings.TrimSpace(*r.DSN) == "" {
+				v.bad(r.Range, "replica %q: dsn is empty; leave it out to sample the replica from the primary only", r.Name)
+			}
 			c.ReplicaDSNs[r.Name] = *r.DSN
 		}
 	}
@@ -510,7 +537,7 @@ func (c *Config) build(doc *file, v *validator) {
 			v.bad(n.Range, "notifier %q: want webhook, alertmanager or pagerduty", n.Kind)
 		}
 		if !strings.HasPrefix(n.URL, "http://") && !strings.HasPrefix(n.URL, "https://") {
-			v.bad(n.Range, "notifier %q: url = %q: want an http(s) URL", n.Kind, n.URL)
+			v.bad(n.Range, "notifier %q: url = %q: want an http(s) URL", n.Kind, shownURL(n.URL))
 		}
 		c.Notifiers = append(c.Notifiers, Notifier{Kind: n.Kind, URL: n.URL, Secret: v.secret(n.Range, "secret", n.Secret, n.SecretFile)})
 	}
@@ -548,7 +575,7 @@ func (c *Config) build(doc *file, v *validator) {
 		if g.URL != nil {
 			u, err := url.Parse(*g.URL)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
-				v.bad(g.Range, "grafana: url = %q: want Grafana's base URL such as https://grafana.example.com", *g.URL)
+				v.bad(g.Range, "grafana: url = %q: want Grafana's base URL such as https://grafana.example.com", shownURL(*g.URL))
 			}
 			c.Grafana.URL = strings.TrimRight(*g.URL, "/")
 		}

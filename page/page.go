@@ -39,10 +39,13 @@ type Alert struct {
 	Value     float64            `json:"value,omitempty"`
 	Threshold float64            `json:"threshold,omitempty"`
 	Jobs      []throttle.JobRate `json:"jobs,omitempty"`
-	Dashboard string             `json:"dashboard,omitempty"`
-	Firing    bool               `json:"firing"`
-	StartsAt  time.Time          `json:"starts_at"`
-	EndsAt    time.Time          `json:"ends_at,omitzero"`
+	// Job is the one job a pause_not_honoured page is about: part of
+	// its identity wherever a receiver tells alerts apart by labels.
+	Job       string    `json:"job,omitempty"`
+	Dashboard string    `json:"dashboard,omitempty"`
+	Firing    bool      `json:"firing"`
+	StartsAt  time.Time `json:"starts_at"`
+	EndsAt    time.Time `json:"ends_at,omitzero"`
 }
 
 // Notifier delivers one alert.
@@ -146,7 +149,7 @@ func (p *Pager) Decision(d throttle.Decision) {
 // (jobs), and resolves those no longer in the list.
 func (p *Pager) Unhonoured(now time.Time, jobs map[string]string) {
 	for job, summary := range jobs {
-		p.fire(Alert{Key: "pause_not_honoured:" + job, Cause: "pause_not_honoured", Summary: summary, StartsAt: now})
+		p.fire(Alert{Key: "pause_not_honoured:" + job, Cause: "pause_not_honoured", Job: job, Summary: summary, StartsAt: now})
 	}
 	p.mu.Lock()
 	var gone []string
@@ -405,8 +408,15 @@ func (am Alertmanager) Notify(ctx context.Context, a Alert) error {
 	for _, j := range a.Jobs {
 		jobs = append(jobs, fmt.Sprintf("%s at %.2f/s", j.Job, j.Rate))
 	}
+	// Alertmanager tells alerts apart by their labels: everything that
+	// makes a page distinct (the job, for pause_not_honoured) is one, so
+	// resolving one job's page never resolves another's.
+	labels := map[string]string{"alertname": alertNames[a.Cause], "cluster": a.Cluster, "cause": a.Cause, "signal": a.Signal, "severity": "page"}
+	if a.Job != "" {
+		labels["throttled_job"] = a.Job
+	}
 	alert := map[string]any{
-		"labels": map[string]string{"alertname": alertNames[a.Cause], "cluster": a.Cluster, "cause": a.Cause, "signal": a.Signal, "severity": "page"},
+		"labels": labels,
 		"annotations": map[string]string{"summary": a.Summary, "jobs": strings.Join(jobs, ", "), "dashboard": a.Dashboard,
 			"value": strconv.FormatFloat(a.Value, 'g', 4, 64), "threshold": strconv.FormatFloat(a.Threshold, 'g', 4, 64)},
 		"startsAt":     a.StartsAt.UTC().Format(time.RFC3339Nano),

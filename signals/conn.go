@@ -104,11 +104,15 @@ func (s *server) ensureWithin(ctx context.Context, now time.Time, timeout time.D
 		return fmt.Errorf("%w to %s %s (next attempt in %s): %w", ErrNotConnected, s.kind, s.addr,
 			s.retryAt.Sub(now).Round(time.Millisecond), s.lastErr)
 	}
+	started := time.Now()
 	conn, err := s.connect(ctx, timeout)
 	if err != nil {
 		s.failures++
 		d := min(reconnectMax, reconnectBase<<min(s.failures-1, 8))
-		s.retryAt = now.Add(d/2 + rand.N(d/2+1))
+		// The wait counts from when the attempt gave up, not from when it
+		// began: a hung server's attempt lasts the whole timeout, and the
+		// next must still be paced after it.
+		s.retryAt = now.Add(time.Since(started) + d/2 + rand.N(d/2+1))
 		s.lastErr = err
 		return err
 	}
