@@ -510,6 +510,7 @@ func (c *Config) build(doc *file, v *validator) {
 	}
 
 	names := map[string]bool{}
+	secrets := map[string]string{} // secret → the token that has it
 	for _, t := range doc.Tokens {
 		if names[t.Name] {
 			v.bad(t.Range, "token %q is configured twice", t.Name)
@@ -519,6 +520,12 @@ func (c *Config) build(doc *file, v *validator) {
 		if len(secret) < 16 {
 			v.bad(t.Range, "token %q: the secret must be at least 16 characters (from env() or secret_file)", t.Name)
 		}
+		// One secret, one token: otherwise which scopes a request gets
+		// would depend on the order of the blocks.
+		if other, dup := secrets[secret]; dup && secret != "" {
+			v.bad(t.Range, "token %q has the same secret as token %q; give each token its own", t.Name, other)
+		}
+		secrets[secret] = t.Name
 		tok := Token{Name: t.Name, Secret: secret}
 		for _, s := range t.Scopes {
 			switch Scope(s) {

@@ -18,9 +18,12 @@ func lookupToken(tokens []Token, secret string) (Token, bool) {
 		// Every token is compared, so the time taken says nothing about
 		// which (if any) matched.
 		if subtle.ConstantTimeCompare([]byte(t.Secret), []byte(secret)) == 1 {
-			found, ok = t, 1
+			found = t
+			ok++
 		}
 	}
+	// A secret two tokens share is refused at load; should one slip
+	// through, it is nobody's rather than whichever came last.
 	return found, ok == 1
 }
 

@@ -171,3 +171,17 @@ func FuzzRequestBodies(f *testing.F) {
 		}
 	})
 }
+
+func TestUnderPathIsOnASegmentBoundary(t *testing.T) {
+	for _, tc := range []struct {
+		p, allowed string
+		want       bool
+	}{
+		{"/d/x", "/d/", true}, {"/d/x", "/d", true}, {"/d", "/d", true}, {"/dx", "/d", false}, {"/dx", "/d/", false},
+		{"/anything", "", true}, {"/anything", "/", true}, {"/d", "/d/", false},
+	} {
+		if got := underPath(tc.p, tc.allowed); got != tc.want {
+			t.Errorf("underPath(%q, %q) = %v", tc.p, tc.allowed, got)
+		}
+	}
+}

@@ -612,6 +612,9 @@ type AcquireRequest struct {
 // parse checks the request, settles N (1 when absent) and returns how
 // long to wait for the tokens.
 func (req *AcquireRequest) parse() (time.Duration, error) {
+	if req.N < 0 {
+		return 0, fmt.Errorf("n = %d: want 1 to 100 tokens (0 or absent means 1)", req.N)
+	}
 	req.N = max(req.N, 1)
 	wait := time.Second
 	if req.MaxWait != "" {
@@ -627,10 +630,18 @@ func (req *AcquireRequest) parse() (time.Duration, error) {
 	return wait, nil
 }
 
-// check refuses negative or non-finite numbers.
+// maxReportMs bounds a reported batch duration.
+const maxReportMs = 24 * 60 * 60 * 1000
+
+// check refuses negative, non-finite or impossible numbers.
 func (req ReportRequest) check() error {
 	if req.Rows < 0 || req.DurationMs < 0 || math.IsNaN(req.DurationMs) || math.IsInf(req.DurationMs, 0) || req.BatchSize < 0 || (req.Remaining != nil && *req.Remaining < 0) {
 		return errors.New("rows, duration_ms, batch_size and remaining must not be negative")
+	}
+	// A batch is bounded by its statement timeout; a day is far past any,
+	// and keeps the duration within time.Duration.
+	if req.DurationMs > maxReportMs {
+		return fmt.Errorf("duration_ms = %g: at most %d (a day)", req.DurationMs, int64(maxReportMs))
 	}
 	return nil
 }

@@ -81,13 +81,31 @@ func returnURL(cfg *config.Config, raw string) (string, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", fmt.Errorf("return URL %q is not an absolute http(s) URL", raw)
 	}
+	// Dot segments and encoded slashes could step out from under an
+	// allowed path once the browser resolves them: refused outright.
+	if p := u.EscapedPath(); strings.Contains(p, "/../") || strings.HasSuffix(p, "/..") || strings.Contains(p, "/./") ||
+		strings.HasSuffix(p, "/.") || strings.Contains(strings.ToLower(p), "%2f") || strings.Contains(p, `\`) {
+		return "", fmt.Errorf("return URL %q has dot segments or encoded slashes", raw)
+	}
 	for _, allowed := range cfg.Grafana.ReturnURLs {
 		a, err := url.Parse(allowed)
-		if err == nil && a.Scheme == u.Scheme && strings.EqualFold(a.Host, u.Host) && strings.HasPrefix(u.Path, a.Path) {
+		if err == nil && a.Scheme == u.Scheme && strings.EqualFold(a.Host, u.Host) && underPath(u.Path, a.Path) {
 			return u.String(), nil
 		}
 	}
 	return "", fmt.Errorf("return URL %q is not under any of grafana.return_urls", raw)
+}
+
+// underPath reports whether p is allowed or under it, on a segment
+// boundary: /d/x is under /d and /d/, /dx is under neither.
+func underPath(p, allowed string) bool {
+	if allowed == "" || allowed == "/" || p == allowed {
+		return true
+	}
+	if strings.HasSuffix(allowed, "/") {
+		return strings.HasPrefix(p, allowed)
+	}
+	return strings.HasPrefix(p, allowed+"/")
 }
 
 // uiHeaders keep the page out of frames (no clickjacking of the pause
