@@ -89,16 +89,27 @@ func (s *Store) Enforce(ctx context.Context, w *Watcher, cfg EnforcerConfig) ([]
 			ids = append(ids, h.ID)
 		}
 		// One audit line per backend and transaction, whichever process
-		// sees it first.
-		_, err := s.db.Exec(ctx, `INSERT INTO throttled.audit (event, actor, source, reason, detail)
-			SELECT $1, 'throttled', 'auto', $2, $3
-			WHERE NOT EXISTS (SELECT 1 FROM throttled.audit WHERE event = $1
-				AND detail->>'pid' = $4 AND detail->>'xact_start' = $5)`,
-			EventPauseNotHonoured,
-			fmt.Sprintf("job %s kept working %s under hold %s", v.Job, v.RunningFor.Round(time.Second), strings.Join(ids, ", ")),
-			map[string]any{"pid": fmt.Sprint(v.PID), "job": v.Job, "holds": ids, "running_for_s": v.RunningFor.Seconds(),
-				"query": v.Query, "cancelled": v.Cancelled, "backend_start": sess.backend, "xact_start": sess.xactBeg.Format(time.RFC3339Nano)},
-			fmt.Sprint(v.PID), sess.xactBeg.Format(time.RFC3339Nano))
+		// sees it first: the check and the insert run under a lock on
+		// that pair, so two enforcers at once cannot both miss the
+		// other's line; the start is compared as a time, whatever zone
+		// each process writes it in.
+		xactStart := sess.xactBeg.UTC().Format(time.RFC3339Nano)
+		err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+				fmt.Sprintf("pause_not_honoured:%d:%s", v.PID, xactStart)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO throttled.audit (event, actor, source, reason, detail)
+				SELECT $1, 'throttled', 'auto', $2, $3
+				WHERE NOT EXISTS (SELECT 1 FROM throttled.audit WHERE event = $1
+					AND detail->>'pid' = $4 AND (detail->>'xact_start')::timestamptz = $5)`,
+				EventPauseNotHonoured,
+				fmt.Sprintf("job %s kept working %s under hold %s", v.Job, v.RunningFor.Round(time.Second), strings.Join(ids, ", ")),
+				map[string]any{"pid": fmt.Sprint(v.PID), "job": v.Job, "holds": ids, "running_for_s": v.RunningFor.Seconds(),
+					"query": v.Query, "cancelled": v.Cancelled, "backend_start": sess.backend, "xact_start": xactStart},
+				fmt.Sprint(v.PID), sess.xactBeg)
+			return err
+		})
 		if err != nil {
 			return out, fmt.Errorf("holds: audit violation: %w", err)
 		}

@@ -31,7 +31,7 @@ func DeleteOlderThan(ctx context.Context, db DB, table, timeColumn, keyColumn st
 	if err != nil {
 		return nil, fmt.Errorf("jobs: DeleteOlderThan: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer rollback(ctx, tx)
 	var keyType string
 	var cutoff time.Time
 	err = tx.QueryRow(ctx, `SELECT format_type(a.atttypid, a.atttypmod), now() - make_interval(secs => $3)

@@ -178,6 +178,11 @@ func New(cfg Config, db DB, pacer Pacer, fn BatchFunc) (*Job, error) {
 			bad("%s must not be negative, got %s", d.name, d.v)
 		}
 	}
+	// PostgreSQL counts statement_timeout in whole milliseconds (0 turns
+	// it off), and a batch's deadline is four of them plus a margin.
+	if cfg.StatementTimeout > 0 && (cfg.StatementTimeout < time.Millisecond || cfg.StatementTimeout > time.Hour) {
+		bad("StatementTimeout must be between 1ms and 1h, got %s", cfg.StatementTimeout)
+	}
 	switch {
 	case cfg.MinBatchSize < 1:
 		bad("MinBatchSize must be at least 1, got %d", cfg.MinBatchSize)
@@ -325,6 +330,18 @@ func (j *Job) progress(size, attempt int, res Result, err error) Progress {
 	return p
 }
 
+// rollback ends tx if it is still open (after a commit it is a no-op),
+// even when ctx has ended, and never for more than rollbackWait: a hung
+// primary must not hold the job forever after a failed batch.
+func rollback(ctx context.Context, tx pgx.Tx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackWait)
+	defer cancel()
+	_ = tx.Rollback(rctx)
+}
+
+// rollbackWait bounds a rollback.
+const rollbackWait = 5 * time.Second
+
 // batchDeadline bounds a whole batch: its statements (each bounded by the
 // statement timeout) plus begin and commit.
 func (j *Job) batchDeadline() time.Duration { return 4*j.cfg.StatementTimeout + 5*time.Second }
@@ -338,7 +355,7 @@ func (j *Job) runBatch(ctx context.Context, b Batch) (Result, error) {
 	}
 	// Rolling back after a commit is a no-op; after a cancel it must not
 	// wait on the cancelled context.
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer rollback(ctx, tx)
 	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('application_name', $2, true)",
 		strconv.FormatInt(j.cfg.StatementTimeout.Milliseconds(), 10), AppName(j.cfg.Name)); err != nil {
 		return Result{}, fmt.Errorf("set statement_timeout: %w", err)
@@ -375,7 +392,7 @@ func (j *Job) loadCheckpoint(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("jobs: job %q: read checkpoint: %w", j.cfg.Name, err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer rollback(ctx, tx)
 	var position *string
 	var batches, rows int64
 	err = tx.QueryRow(ctx, `INSERT INTO `+schema.Name+`.checkpoints AS c (job) VALUES ($1)

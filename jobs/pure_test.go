@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,5 +138,15 @@ func TestRetryBudget(t *testing.T) {
 	}
 	if b.tenths != budgetMax {
 		t.Fatalf("budget grew past its maximum: %d", b.tenths)
+	}
+}
+
+// A statement timeout PostgreSQL would read as "off" (under a
+// millisecond), or one whose batch deadline would overflow, is refused.
+func TestStatementTimeoutBounds(t *testing.T) {
+	for _, d := range []time.Duration{time.Microsecond, time.Duration(math.MaxInt64 / 2)} {
+		if _, err := New(Config{Name: "bounds", StatementTimeout: d}, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "StatementTimeout must be between 1ms and 1h") {
+			t.Errorf("StatementTimeout %s: %v", d, err)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -85,7 +86,19 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 		return river.JobSnooze(m.cfg.Snooze)
 	}
 	start := time.Now()
+	// The slot goes back however the job ends, a panic included (River
+	// recovers from it and carries on; a slot kept would starve the kind).
+	reported := false
+	defer func() {
+		if reported {
+			return
+		}
+		r := recover()
+		done(0, time.Since(start), fmt.Errorf("riverpace: job panicked: %v", r))
+		panic(r) // on to River, which reports it
+	}()
 	err = doInner(ctx)
+	reported = true
 	done(0, time.Since(start), err)
 	return err
 }
