@@ -563,7 +563,11 @@ func (co *coordinator) lead(ctx context.Context) {
 	for j := range byJob {
 		co.known[j] = true
 	}
-	co.claimResume(ctx, snap.At)
+	// Only a latched pause has a request to claim (RequestResume asks
+	// only of a published latch, and publishing drops any other).
+	if cs := co.ctl.Critical(); cs != nil && cs.Latched {
+		co.claimResume(ctx, snap.At)
+	}
 	d := co.ctl.Step(snap.At, snap)
 	co.c.published(d)
 	var ids, states, reasons []string
@@ -598,7 +602,9 @@ func (co *coordinator) lead(ctx context.Context) {
 			critical_signal, critical_since, latched, pause_budget)
 			VALUES (1, $1, $2, $3, $4, $5, now(), $6, $7, $8, $9)
 			ON CONFLICT (id) DO UPDATE SET leader = $1, budget = $2, mode = $3, binding = $4, reason = $5, published_at = now(),
-			critical_signal = $6, critical_since = $7, latched = $8, pause_budget = $9`,
+			critical_signal = $6, critical_since = $7, latched = $8, pause_budget = $9,
+			resume_requested_at = CASE WHEN $8 THEN throttled.leader.resume_requested_at END,
+			resume_by = CASE WHEN $8 THEN throttled.leader.resume_by END`,
 			co.procID, d.Budget, string(d.Mode), d.Binding, d.Reason, signal, since, latched, pauseBudget)
 	}
 	if err == nil {

@@ -320,8 +320,8 @@ func (j *Job) wait(ctx context.Context) (func(int64, time.Duration, error, Progr
 // progress describes the batch just run for a Progresser.
 func (j *Job) progress(size, attempt int, res Result, err error) Progress {
 	p := Progress{BatchSize: size, Attempt: attempt, Remaining: -1}
-	if total := j.Status().Total; total > 0 {
-		rows := j.Status().Rows
+	if st := j.Status(); st.Total > 0 {
+		total, rows := st.Total, st.Rows
 		if err == nil {
 			rows += res.Rows
 		}

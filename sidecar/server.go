@@ -111,7 +111,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 	was := map[string]jobs.Config{}
 	if s.cfg != nil {
 		for _, j := range s.cfg.Jobs {
-			was[j.Name] = jobs.Config{Name: j.Name, Weight: j.Weight, MinRate: j.MinRate, MaxRate: j.MaxRate}
+			was[j.Name] = jobConfig(j)
 		}
 	}
 	s.mu.RUnlock()
@@ -130,7 +130,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 		}
 	}
 	for _, j := range cfg.Jobs {
-		jc := jobs.Config{Name: j.Name, Weight: j.Weight, MinRate: j.MinRate, MaxRate: j.MaxRate}
+		jc := jobConfig(j)
 		if p, ok := have[j.Name]; ok {
 			updated = append(updated, j.Name) // restored on undo even if this update fails half-way
 			if err := s.client.UpdateJob(jc); err != nil {
@@ -160,6 +160,11 @@ func (s *Server) Apply(cfg *config.Config) error {
 		}
 	}
 	return nil
+}
+
+// jobConfig is a configured job's pacing, as the client registers it.
+func jobConfig(j config.Job) jobs.Config {
+	return jobs.Config{Name: j.Name, Weight: j.Weight, MinRate: j.MinRate, MaxRate: j.MaxRate}
 }
 
 func (s *Server) config() *config.Config {

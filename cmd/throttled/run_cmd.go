@@ -132,13 +132,10 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		if err == nil {
 			err = restartOnly(cfg, next)
 		}
-		// The controller's configuration is checked before anything
-		// changes; the jobs are applied (or undone) next, and only then
-		// the controller and the pager change, so a refusal changes
-		// nothing.
-		if err == nil {
-			_, err = throttle.New(next.ControllerConfig())
-		}
+		// The controller's configuration was validated with the file
+		// (config.Load runs the controller's own checks); the jobs are
+		// applied (or undone) next, and only then the controller and the
+		// pager change, so a refusal changes nothing.
 		if err == nil {
 			err = srv.Apply(next)
 		}
