@@ -124,6 +124,7 @@ func (c *Client) CollectMetrics(ch chan<- prometheus.Metric, jobs []JobMetrics) 
 	now := time.Now()
 	// The durable holds the cluster shares when there are any; else this
 	// process's own.
+	// Both lists hold only holds that have not ended.
 	var hs []throttle.Hold
 	if c.watcher != nil {
 		hs = c.watcher.Active()
@@ -132,10 +133,8 @@ func (c *Client) CollectMetrics(ch chan<- prometheus.Metric, jobs []JobMetrics) 
 	}
 	bySource := map[throttle.Source]float64{throttle.SourceManual: 0, throttle.SourceAuto: 0, throttle.SourceGrafanaAlert: 0, throttle.SourceCLI: 0}
 	for _, h := range hs {
-		if h.Expires.After(now) {
-			bySource[h.Source]++
-			ch <- prometheus.MustNewConstMetric(descHoldInfo, prometheus.GaugeValue, 1, h.ID, h.Scope.String(), string(h.Source), h.Actor, cut(h.Reason, 80))
-		}
+		bySource[h.Source]++
+		ch <- prometheus.MustNewConstMetric(descHoldInfo, prometheus.GaugeValue, 1, h.ID, h.Scope.String(), string(h.Source), h.Actor, cut(h.Reason, 80))
 	}
 	for src, n := range bySource {
 		ch <- prometheus.MustNewConstMetric(descHolds, prometheus.GaugeValue, n, string(src))

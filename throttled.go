@@ -46,7 +46,10 @@ type Options struct {
 	// second; while this process cannot confirm the holds, its jobs stop.
 	// Open creates the schema if needed.
 	CoordinationDSN string
-	// Holds bounds the durable holds' lifetimes.
+	// Holds sets the durable holds' default lifetime and, optionally, a
+	// maximum of this process's own. It cannot raise the cluster's cap
+	// (holds.Store.SetMaxTTL, written by `throttled run`), which the
+	// database enforces on every hold.
 	Holds holds.Config
 	// Enforce, when set (and CoordinationDSN is), checks every 2 s for
 	// job sessions working under a hold, audits them and, if configured,

@@ -16,8 +16,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -49,6 +49,9 @@ type file struct {
 	Notifiers []notifierBlock  `hcl:"notifier,block"`
 	Control   *controllerBlock `hcl:"controller,block"`
 	Grafana   *grafanaBlock    `hcl:"grafana,block"`
+
+	// attrs are the top-level attributes, for their places in errors.
+	attrs hclsyntax.Attributes
 }
 
 type grafanaBlock struct {
@@ -63,6 +66,7 @@ type grafanaBlock struct {
 	URL               *string   `hcl:"url,optional"`
 	SAToken           *string   `hcl:"service_account_token,optional"`
 	SATokenFile       *string   `hcl:"service_account_token_file,optional"`
+	AllowUnstamped    *bool     `hcl:"allow_unstamped_signatures,optional"`
 	Range             hcl.Range `hcl:",def_range"`
 }
 
@@ -210,6 +214,25 @@ type Config struct {
 	Dashboard string
 	// Grafana configures the Alerting webhook contact point.
 	Grafana Grafana
+
+	// places are where the blocks [Config.Live] checks came from, for its
+	// errors.
+	places places
+}
+
+// places are the blocks' places in the file.
+type places struct {
+	primary  hcl.Range
+	replicas map[string]hcl.Range
+}
+
+// at names a place in the file as file:line, or the file alone when the
+// place is unknown (a Config not made by [Parse]).
+func (c *Config) at(r hcl.Range) string {
+	if r.Start.Line == 0 {
+		return c.Path
+	}
+	return fmt.Sprintf("%s:%d", r.Filename, r.Start.Line)
 }
 
 // Grafana configures POST /v1/hooks/grafana.
@@ -236,6 +259,11 @@ type Grafana struct {
 	// URL and ServiceAccountToken, when set, make the leader push every
 	// hold to Grafana's annotations API as a region, closed on release.
 	URL, ServiceAccountToken string
+	// AllowUnstampedSignatures accepts a signature over the body alone,
+	// without a timestamp header: for Grafana versions that sign the body
+	// only; such requests can be replayed. Defaults to false: a signed
+	// request must carry the timestamp, signed as timestamp + ":" + body.
+	AllowUnstampedSignatures bool
 }
 
 // shownURL is a URL fit for an error message: its password and query
@@ -291,6 +319,9 @@ func Parse(filename string, src []byte, getenv func(string) string) (*Config, er
 	if diags := gohcl.DecodeBody(f.Body, evalContext(getenv), &doc); diags.HasErrors() {
 		return nil, diagError(diags)
 	}
+	if body, ok := f.Body.(*hclsyntax.Body); ok {
+		doc.attrs = body.Attributes
+	}
 	sum := sha256.Sum256(src)
 	c := &Config{Path: filename, Version: hex.EncodeToString(sum[:6])}
 	v := &validator{}
@@ -321,10 +352,38 @@ func diagError(diags hcl.Diagnostics) error {
 	return errors.Join(errs...)
 }
 
-type validator struct{ errs []error }
+type validator struct {
+	errs []error
+	seen map[string]hcl.Range // kind and label of each labelled block → its first place
+}
 
 func (v *validator) bad(r hcl.Range, format string, args ...any) {
 	v.errs = append(v.errs, fmt.Errorf("config: %s:%d: "+format, append([]any{r.Filename, r.Start.Line}, args...)...))
+}
+
+// first reports whether the block of kind labelled name at r is the first
+// of its kind and label, and refuses any later one naming both places:
+// taking the last (or the first) silently would leave the file saying one
+// thing and throttled doing another.
+func (v *validator) first(r hcl.Range, kind, name string) bool {
+	key := kind + " " + name
+	if at, dup := v.seen[key]; dup {
+		v.bad(r, "%s %q is configured twice, here and at %s:%d; keep one", kind, name, at.Filename, at.Start.Line)
+		return false
+	}
+	if v.seen == nil {
+		v.seen = map[string]hcl.Range{}
+	}
+	v.seen[key] = r
+	return true
+}
+
+// attr is the place of the top-level attribute name, or the file's start.
+func (doc *file) attr(filename, name string) hcl.Range {
+	if a, ok := doc.attrs[name]; ok {
+		return a.SrcRange
+	}
+	return hcl.Range{Filename: filename, Start: hcl.Pos{Line: 1, Column: 1}}
 }
 
 func (v *validator) duration(r hcl.Range, field string, s *string, def time.Duration) time.Duration {
@@ -364,7 +423,7 @@ func (c *Config) build(doc *file, v *validator) {
 	c.Cluster = "postgres"
 	if doc.Cluster != nil {
 		if *doc.Cluster == "" {
-			v.errs = append(v.errs, fmt.Errorf("config: %s: cluster must not be empty", c.Path))
+			v.bad(doc.attr(c.Path, "cluster"), "cluster must not be empty; leave it out for \"postgres\"")
 		}
 		c.Cluster = *doc.Cluster
 	}
@@ -372,6 +431,7 @@ func (c *Config) build(doc *file, v *validator) {
 		c.Dashboard = *doc.Dashboard
 	}
 	p := doc.Primary
+	c.places = places{primary: p.Range, replicas: map[string]hcl.Range{}}
 	// An empty DSN is refused, not passed on: pgx reads "" as the libpq
 	// defaults (the local socket, $PGHOST), which is some other server.
 	c.PrimaryDSN = v.secret(p.Range, "dsn", p.DSN, p.DSNFile)
@@ -399,9 +459,10 @@ func (c *Config) build(doc *file, v *validator) {
 
 	c.Replicas, c.ReplicaDSNs = map[string]throttle.ReplicaPolicy{}, map[string]string{}
 	for _, r := range doc.Replicas {
-		if _, dup := c.Replicas[r.Name]; dup {
-			v.bad(r.Range, "replica %q is configured twice", r.Name)
+		if !v.first(r.Range, "replica", r.Name) {
+			continue
 		}
+		c.places.replicas[r.Name] = r.Range
 		policy := throttle.ReplicaOptional
 		if r.Policy != nil {
 			policy = throttle.ReplicaPolicy(*r.Policy)
@@ -421,15 +482,25 @@ func (c *Config) build(doc *file, v *validator) {
 	}
 
 	c.Rules = throttle.DefaultRules()
+	ruleBlocks := map[signals.Name]hcl.Range{}
 	for _, s := range doc.Signals {
 		name := signals.Name(s.Name)
 		if !signals.Known(name) {
 			v.bad(s.Range, "signal %q: unknown; signals are %v", s.Name, signals.Names)
 			continue
 		}
+		if !v.first(s.Range, "signal", s.Name) {
+			continue
+		}
+		ruleBlocks[name] = s.Range
 		r := throttle.Rule{Target: s.Target, MaxAge: v.duration(s.Range, "max_age", s.MaxAge, 0)}
+		// An omitted critical keeps the signal's default one: a block that
+		// only moves the target must not drop the auto-pause (critical = 0
+		// turns it off, in so many words).
 		if s.Critical != nil {
 			r.Critical = *s.Critical
+		} else if def, ok := c.Rules[name]; ok {
+			r.Critical = def.Critical
 		}
 		if s.Required != nil {
 			r.Required = *s.Required
@@ -439,15 +510,13 @@ func (c *Config) build(doc *file, v *validator) {
 		c.Rules[name] = r
 	}
 
-	seen := map[string]bool{}
 	for _, j := range doc.Jobs {
 		if p := jobname.Problem(j.Name); p != "" {
 			v.bad(j.Range, "job %q: name %s", j.Name, p)
 		}
-		if seen[j.Name] {
-			v.bad(j.Range, "job %q is configured twice", j.Name)
+		if !v.first(j.Range, "job", j.Name) {
+			continue
 		}
-		seen[j.Name] = true
 		job := Job{Name: j.Name, Weight: 1, TargetBatchDuration: v.duration(j.Range, "target_batch_duration", j.TargetBatchDuration, time.Second)}
 		for _, f := range []struct {
 			name string
@@ -488,8 +557,8 @@ func (c *Config) build(doc *file, v *validator) {
 
 	c.MaxConcurrent = 64
 	if l := doc.Listen; l != nil {
-		if _, _, err := net.SplitHostPort(l.Address); err != nil {
-			v.bad(l.Range, "listen: address = %q: want host:port, such as \"127.0.0.1:18087\"", l.Address)
+		if p := listenProblem(l.Address); p != "" {
+			v.bad(l.Range, "listen: address = %q: %s; want host:port, such as \"127.0.0.1:18087\"", l.Address, p)
 		}
 		c.Listen = l.Address
 		if (l.TLSCert == nil) != (l.TLSKey == nil) {
@@ -509,13 +578,11 @@ func (c *Config) build(doc *file, v *validator) {
 		}
 	}
 
-	names := map[string]bool{}
 	secrets := map[string]string{} // secret → the token that has it
 	for _, t := range doc.Tokens {
-		if names[t.Name] {
-			v.bad(t.Range, "token %q is configured twice", t.Name)
+		if !v.first(t.Range, "token", t.Name) {
+			continue
 		}
-		names[t.Name] = true
 		secret := v.secret(t.Range, "secret", t.Secret, t.SecretFile)
 		if len(secret) < 16 {
 			v.bad(t.Range, "token %q: the secret must be at least 16 characters (from env() or secret_file)", t.Name)
@@ -538,6 +605,11 @@ func (c *Config) build(doc *file, v *validator) {
 		c.Tokens = append(c.Tokens, tok)
 	}
 	for _, n := range doc.Notifiers {
+		// Two notifiers of one kind may page two places; the same kind
+		// and URL twice would page one place twice.
+		if !v.first(n.Range, "notifier", n.Kind+" to "+shownURL(n.URL)) {
+			continue
+		}
 		switch n.Kind {
 		case "webhook", "alertmanager", "pagerduty":
 		default:
@@ -579,6 +651,9 @@ func (c *Config) build(doc *file, v *validator) {
 			c.Grafana.ReturnURLs = append(c.Grafana.ReturnURLs, r)
 		}
 		c.Grafana.ServiceAccountToken = v.secret(g.Range, "service_account_token", g.SAToken, g.SATokenFile)
+		if g.AllowUnstamped != nil {
+			c.Grafana.AllowUnstampedSignatures = *g.AllowUnstamped
+		}
 		if g.URL != nil {
 			u, err := url.Parse(*g.URL)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
@@ -598,18 +673,48 @@ func (c *Config) build(doc *file, v *validator) {
 	}
 	if ctl := doc.Control; ctl != nil {
 		if ctl.MaxBudget != nil {
-			if !(*ctl.MaxBudget > 0) {
-				v.bad(ctl.Range, "controller: max_budget must be positive, got %v", *ctl.MaxBudget)
+			if !(*ctl.MaxBudget > 0) || math.IsInf(*ctl.MaxBudget, 0) {
+				v.bad(ctl.Range, "controller: max_budget must be a positive number, got %v", *ctl.MaxBudget)
 			}
 			c.MaxBudget = *ctl.MaxBudget
 		}
 		c.QuietPeriod = v.duration(ctl.Range, "quiet_period", ctl.QuietPeriod, 0)
 	}
-	// The controller's own validation (targets against critical levels,
-	// replica policies, budgets) runs on the assembled rules, so no
-	// configuration it would refuse is ever accepted here.
+	c.checkController(doc, v, ruleBlocks)
+}
+
+// checkController runs the controller's own validation, the one judge of
+// the rules and budgets it takes, so no configuration it would refuse is
+// ever accepted here; and it says what it refuses at the block that set
+// it, in the file's words. Each signal rule is judged alone first, so a
+// refusal belongs to its block; what the whole is refused for after that
+// can only come from the controller block.
+func (c *Config) checkController(doc *file, v *validator, ruleBlocks map[signals.Name]hcl.Range) {
+	refused := false
+	for _, name := range slices.Sorted(maps.Keys(ruleBlocks)) {
+		r := c.Rules[name]
+		_, err := throttle.New(throttle.Config{Rules: map[signals.Name]throttle.Rule{name: r}})
+		if err == nil {
+			continue
+		}
+		refused = true
+		problems := ruleProblems(name, r)
+		if len(problems) == 0 {
+			problems = []string{err.Error()}
+		}
+		for _, p := range problems {
+			v.bad(ruleBlocks[name], "signal %q: %s", name, p)
+		}
+	}
+	if refused {
+		return
+	}
 	if _, err := throttle.New(c.ControllerConfig()); err != nil {
-		v.errs = append(v.errs, fmt.Errorf("config: %s: %w", c.Path, err))
+		at := doc.Primary.Range
+		if doc.Control != nil {
+			at = doc.Control.Range
+		}
+		v.bad(at, "controller: %v", err)
 	}
 }
 

@@ -107,7 +107,7 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 		{"scope", strings.Replace(smallest, `scopes = ["read"]`, `scopes = ["write"]`, 1), []string{"throttled.hcl:15:", `token "viewer": scope "write"`}},
 		{"short secret", smallest, nil},
 		{"address", strings.Replace(smallest, "127.0.0.1:18087", "localhost", 1), []string{"throttled.hcl:8:", "want host:port"}},
-		{"thresholds", smallest + "signal \"primary_load\" {\n  target = 1.2\n  critical = 1.0\n}\n", []string{`Target 1.2 must be below Critical 1`}},
+		{"thresholds", smallest + "signal \"primary_load\" {\n  target = 1.2\n  critical = 1.0\n}\n", []string{"throttled.hcl:26:", `signal "primary_load": target 1.2 must be below critical 1`}},
 		{"unknown signal", smallest + "signal \"cpu\" {\n  target = 1\n}\n", []string{"throttled.hcl:26:", `signal "cpu": unknown`}},
 		{"duration", smallest + "holds {\n  max_ttl = \"forever\"\n}\n", []string{"throttled.hcl:26:", `max_ttl = "forever"`}},
 		{"syntax", smallest + "job {", []string{"throttled.hcl:26,5: Unclosed configuration block"}},
@@ -188,5 +188,183 @@ func TestGrafanaAnnotationSettings(t *testing.T) {
 	}
 	if c.Grafana.URL != "https://grafana.example.com" || c.Grafana.ServiceAccountToken != "glsa_secret_from_env" {
 		t.Fatalf("grafana settings: %+v", c.Grafana)
+	}
+}
+
+// Grafana signs timestamp + ":" + body when it sends its timestamp header;
+// a signature over the body alone can be replayed forever, so accepting
+// one is an opt-out the file must state, off by default.
+func TestGrafanaUnstampedSignaturesAreOptIn(t *testing.T) {
+	c, err := Parse("throttled.hcl", []byte(smallest+"grafana {\n  webhook_secret = env(\"THROTTLED_GRAFANA_SECRET\")\n}\n"), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Grafana.AllowUnstampedSignatures {
+		t.Fatal("unstamped signatures are allowed by default")
+	}
+	c, err = Parse("throttled.hcl", []byte(smallest+"grafana {\n  webhook_secret = env(\"THROTTLED_GRAFANA_SECRET\")\n  allow_unstamped_signatures = true\n}\n"), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Grafana.AllowUnstampedSignatures {
+		t.Fatal("allow_unstamped_signatures = true not read")
+	}
+}
+
+// Duplicate blocks of every kind are refused, naming both places. A second
+// signal block (and a second notifier of a kind) used to be accepted, the
+// last one silently winning; duplicate replicas, jobs and tokens were
+// refused naming only the second place. The singleton blocks are refused
+// by HCL itself, which names both places too; they are here so that stays
+// true.
+func TestDuplicateBlocksAreRefusedNamingBothPlaces(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra string
+		want        []string
+	}{
+		{"signal", "signal \"primary_load\" {\n  target = 0.5\n}\nsignal \"primary_load\" {\n  target = 0.6\n}\n",
+			[]string{"throttled.hcl:29:", `signal "primary_load" is configured twice`, "throttled.hcl:26"}},
+		{"notifier", "notifier \"webhook\" {\n  url = \"http://127.0.0.1:18099/hook\"\n}\n",
+			[]string{"throttled.hcl:26:", `notifier "webhook to http://127.0.0.1:18099/hook" is configured twice`, "throttled.hcl:22"}},
+		{"replica", "replica \"replica1\" {\n}\n", []string{"throttled.hcl:26:", `replica "replica1" is configured twice`, "throttled.hcl:5"}},
+		{"job", "job \"purge\" {\n}\n", []string{"throttled.hcl:26:", `job "purge" is configured twice`, "throttled.hcl:19"}},
+		{"token", "token \"ops\" {\n  secret = \"another-secret-0123456789\"\n  scopes = [\"read\"]\n}\n",
+			[]string{"throttled.hcl:26:", `token "ops" is configured twice`, "throttled.hcl:11"}},
+		{"primary", "primary {\n  dsn = \"postgres://b/app\"\n  cores = 4\n}\n", []string{"throttled.hcl:26,", "Duplicate primary block", "throttled.hcl:1,"}},
+		{"listen", "listen {\n  address = \"127.0.0.1:18088\"\n}\n", []string{"throttled.hcl:26,", "Duplicate listen block", "throttled.hcl:8,"}},
+		{"holds", "holds {\n}\nholds {\n}\n", []string{"throttled.hcl:28,", "Duplicate holds block", "throttled.hcl:26,"}},
+		{"controller", "controller {\n}\ncontroller {\n}\n", []string{"throttled.hcl:28,", "Duplicate controller block", "throttled.hcl:26,"}},
+		{"grafana", "grafana {\n}\ngrafana {\n}\n", []string{"throttled.hcl:28,", "Duplicate grafana block", "throttled.hcl:26,"}},
+		{"attribute", "cluster = \"a\"\ncluster = \"b\"\n", []string{"throttled.hcl:27,", `"cluster" was already set at throttled.hcl:26,`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("throttled.hcl", []byte(smallest+tc.extra), getenv)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// Two notifiers of one kind page two places; that stays allowed.
+func TestTwoNotifiersOfOneKind(t *testing.T) {
+	c, err := Parse("throttled.hcl", []byte(smallest+"notifier \"webhook\" {\n  url = \"http://127.0.0.1:18100/hook\"\n}\n"), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Notifiers) != 2 {
+		t.Fatalf("notifiers: %+v", c.Notifiers)
+	}
+}
+
+// A signal block that sets only a target keeps the signal's default
+// critical level: it once dropped it, so moving primary_load's target
+// turned its auto-pause off. critical = 0 turns it off in so many words.
+func TestSignalBlockWithoutCriticalKeepsTheDefault(t *testing.T) {
+	def := throttle.DefaultRules()[signals.PrimaryLoad].Critical
+	if def == 0 {
+		t.Fatal("primary_load has no default critical level")
+	}
+	c, err := Parse("throttled.hcl", []byte(smallest+"signal \"primary_load\" {\n  target = 0.6\n}\n"), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Rules[signals.PrimaryLoad]; r.Target != 0.6 || r.Critical != def {
+		t.Fatalf("primary_load rule %+v; want target 0.6 and the default critical %v", r, def)
+	}
+	c, err = Parse("throttled.hcl", []byte(smallest+"signal \"primary_load\" {\n  target = 0.6\n  critical = 0\n}\n"), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Rules[signals.PrimaryLoad]; r.Critical != 0 {
+		t.Fatalf("critical = 0 read as %v", r.Critical)
+	}
+}
+
+// The controller's own checks on the assembled rules used to be reported
+// against the file with no line, in Go's names ("throttled.hcl: throttle:
+// EmergencyPressure 1.3 must be below Rules["primary_load"]'s critical
+// pressure 1.25"). Each now names the signal block that set the value, in
+// the file's words.
+func TestControllerErrorsNameTheBlockInTheFilesWords(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra string
+		want        string
+	}{
+		{"critical within the emergency cut", "signal \"primary_load\" {\n  target = 0.8\n  critical = 1.0\n}\n",
+			`signal "primary_load": critical 1 is too close to target 0.8: every job is cut at once at 1.3 × target (1.04)`},
+		{"headroom critical within the emergency cut", "signal \"connection_headroom\" {\n  target = 0.1\n  critical = 0.09\n}\n",
+			`signal "connection_headroom": critical 0.09 is too close to target 0.1`},
+		{"headroom target", "signal \"connection_headroom\" {\n  target = 1.5\n}\n",
+			`signal "connection_headroom": target 1.5: connection_headroom is the free fraction of client slots; want a target under 1`},
+		{"headroom critical over target", "signal \"connection_headroom\" {\n  target = 0.1\n  critical = 0.2\n}\n",
+			`signal "connection_headroom": critical 0.2 must be below target 0.1`},
+		{"headroom resume", "signal \"connection_headroom\" {\n  target = 0.9\n  critical = 0.6\n}\n",
+			`signal "connection_headroom": critical 0.6: after a critical pause work resumes only with critical / 0.5 = 1.2 of client slots free`},
+		{"target", "signal \"replica_lag_seconds\" {\n  target = 0\n}\n", `signal "replica_lag_seconds": target must be a positive number, got 0`},
+		{"critical", "signal \"replica_lag_seconds\" {\n  target = 2\n  critical = -1\n}\n", `signal "replica_lag_seconds": critical must not be negative, got -1`},
+		{"informs only", "signal \"primary_job_sessions\" {\n  target = 4\n}\n",
+			`signal "primary_job_sessions": takes no rule, it only informs; rules may name primary_load, primary_io_wait`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("throttled.hcl", []byte(smallest+tc.extra), getenv)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), "config: throttled.hcl:26: "+tc.want) {
+				t.Errorf("error %q lacks %q at throttled.hcl:26", err, tc.want)
+			}
+			for _, goName := range []string{"throttle:", "Rules[", "EmergencyPressure", "ResumeLevel", "Target", "Critical"} {
+				if strings.Contains(err.Error(), goName) {
+					t.Errorf("error %q speaks of %s", err, goName)
+				}
+			}
+		})
+	}
+}
+
+// Every offline error names a line, including the top-level cluster
+// attribute (it used to name the file alone).
+func TestEmptyClusterNamesItsLine(t *testing.T) {
+	_, err := Parse("throttled.hcl", []byte(smallest+"cluster = \"\"\n"), getenv)
+	if err == nil || !strings.Contains(err.Error(), "config: throttled.hcl:26: cluster must not be empty") {
+		t.Fatalf("empty cluster: %v", err)
+	}
+}
+
+// A listen address is checked whole at load, port included: 99999 used to
+// pass, and run then failed at listen with an error that named no file or
+// line.
+func TestListenAddress(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:99999":     `port "99999" is not a number from 1 to 65535`,
+		"127.0.0.1:0":         `port "0" is not a number from 1 to 65535`,
+		"127.0.0.1:http":      `port "http" is not a number from 1 to 65535`,
+		"localhost":           "missing port in address",
+		"bad_host!:8080":      `host "bad_host!" is neither an IP address nor a DNS name`,
+		"127.0.0.256:8080":    `host "127.0.0.256" is neither an IP address nor a DNS name`,
+		"-throttled:8080":     `host "-throttled" is neither an IP address nor a DNS name`,
+		":18087":              "",
+		"[::1]:18087":         "",
+		"0.0.0.0:65535":       "",
+		"throttled.local:443": "",
+	} {
+		t.Run(addr, func(t *testing.T) {
+			c, err := Parse("throttled.hcl", []byte(strings.Replace(smallest, "127.0.0.1:18087", addr, 1)), getenv)
+			if want == "" {
+				if err != nil || c.Listen != addr {
+					t.Fatalf("refused a good address: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "config: throttled.hcl:8: listen: address = ") || !strings.Contains(err.Error(), want) {
+				t.Fatalf("address %q: %v; want %q at throttled.hcl:8", addr, err, want)
+			}
+		})
 	}
 }

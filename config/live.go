@@ -5,10 +5,13 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/signals"
 )
 
 func lookupToken(tokens []Token, secret string) (Token, bool) {
@@ -28,39 +31,76 @@ func lookupToken(tokens []Token, secret string) (Token, bool) {
 }
 
 // Live checks the configuration against the running cluster, bounded by
-// ctx and 10 s: the primary is reachable and a primary, and every
-// configured replica exists, known to the primary's replication views or
-// its physical slots. A configuration naming a replica that does not
-// exist (a retired server) is refused.
+// ctx and 10 s: the primary is reachable and a primary, as the sampler's
+// role would find it (the grant, no superuser); every configured
+// replica exists, known to the primary's replication views or its
+// physical slots; and every replica DSN reaches, as the sampler's role and
+// within [signals.StartTimeout], a server in recovery that is the replica
+// its block names (named as the sampler names replicas). A configuration
+// naming a replica that does not exist (a retired server), or a replica
+// DSN that is unreachable or points elsewhere, is refused, each error at
+// the block's file:line.
 func (c *Config) Live(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	primary := c.at(c.places.primary)
+	// As the sampler will connect: the role's grant, no superuser, and a
+	// server not in recovery.
+	if err := signals.CheckPrimary(ctx, c.PrimaryDSN, signals.StartTimeout); err != nil {
+		return fmt.Errorf("config: %s: primary: dsn: %w", primary, err)
+	}
 	conn, err := pgx.Connect(ctx, c.PrimaryDSN)
 	if err != nil {
-		return fmt.Errorf("config: %s: primary: %w", c.Path, err)
+		return fmt.Errorf("config: %s: primary: %w", primary, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var inRecovery bool
 	if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery); err != nil {
-		return fmt.Errorf("config: %s: primary: %w", c.Path, err)
+		return fmt.Errorf("config: %s: primary: %w", primary, err)
 	}
 	if inRecovery {
-		return fmt.Errorf("config: %s: primary: the server is in recovery (a replica), not a primary", c.Path)
+		return fmt.Errorf("config: %s: primary: the server is in recovery (a replica), not a primary", primary)
 	}
 	rows, err := conn.Query(ctx, `SELECT application_name FROM pg_stat_replication WHERE state <> 'backup'
 		UNION SELECT slot_name::text FROM pg_replication_slots WHERE slot_type = 'physical' AND NOT temporary`)
 	if err != nil {
-		return fmt.Errorf("config: %s: list replicas: %w", c.Path, err)
+		return fmt.Errorf("config: %s: list replicas: %w", primary, err)
 	}
 	known, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("config: %s: list replicas: %w", c.Path, err)
+		return fmt.Errorf("config: %s: list replicas: %w", primary, err)
 	}
 	var errs []error
-	for name := range c.Replicas {
+	for _, name := range slices.Sorted(maps.Keys(c.Replicas)) {
 		if !slices.Contains(known, name) {
-			errs = append(errs, fmt.Errorf("config: %s: replica %q does not exist on the primary (known: %v); refusing a configuration that points at a server that is not there", c.Path, name, known))
+			errs = append(errs, fmt.Errorf("config: %s: replica %q does not exist on the primary (known: %v); refusing a configuration that points at a server that is not there",
+				c.at(c.places.replicas[name]), name, known))
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, c.checkReplicaDSNs(ctx)...)...)
+}
+
+// checkReplicaDSNs connects to every replica DSN at once, as the sampler
+// does, and refuses one that cannot be reached, is not in recovery, or is
+// not the replica its block names: its samples would be another server's,
+// or none.
+func (c *Config) checkReplicaDSNs(ctx context.Context) []error {
+	names := slices.Sorted(maps.Keys(c.ReplicaDSNs))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			at := c.at(c.places.replicas[name])
+			got, err := signals.CheckReplica(ctx, c.ReplicaDSNs[name], signals.StartTimeout)
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("config: %s: replica %q: dsn: %w", at, name, err)
+			case got != name:
+				errs[i] = fmt.Errorf("config: %s: replica %q: dsn reaches the replica named %q (its primary_slot_name, else the application_name of its primary_conninfo, else its cluster_name), not %q",
+					at, name, got, name)
+			}
+		})
+	}
+	wg.Wait()
+	return errs
 }

@@ -2,6 +2,8 @@ package config
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 
@@ -42,5 +44,95 @@ func TestLiveRefusesAReplicaThatDoesNotExist(t *testing.T) {
 	})
 	if err := atReplica.Live(context.Background()); err == nil || !strings.Contains(err.Error(), "in recovery") {
 		t.Fatalf("primary DSN at the replica: %v", err)
+	}
+}
+
+// check-config --live used to accept any replica DSN without connecting
+// to it, while run refused the file at start: a replica DSN that reaches
+// nothing, one that points at the primary, and one that reaches a replica
+// other than the one its block names (its samples would be labelled with
+// another name) are each refused at the replica block's line.
+func TestLiveChecksEveryReplicaDSN(t *testing.T) {
+	c := pgtest.Cluster(t)
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	// A second physical slot, so that a block named "spare" exists on the
+	// primary while no server is that replica.
+	if _, err := admin.Exec(context.Background(), "SELECT pg_create_physical_replication_slot('spare')"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec(context.Background(), "SELECT pg_drop_replication_slot('spare')") })
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := closed.Addr().(*net.TCPAddr).Port
+	closed.Close()
+
+	withReplica := func(name, dsn string) string {
+		return strings.Replace(smallest, "replica \"replica1\" {\n", fmt.Sprintf("replica %q {\n  dsn = %q\n", name, dsn), 1)
+	}
+	get := func(k string) string {
+		if k == "THROTTLED_PRIMARY_DSN" {
+			return c.Primary.DSN(pgcluster.RoleMonitor)
+		}
+		return getenv(k)
+	}
+	for _, tc := range []struct {
+		name, src, want string
+	}{
+		{"the replica", withReplica("replica1", c.Replica.DSN(pgcluster.RoleMonitor)), ""},
+		{"the primary", withReplica("replica1", c.Primary.DSN(pgcluster.RoleMonitor)),
+			`config: throttled.hcl:5: replica "replica1": dsn: signals: wrong kind of server: a replica DSN points at 127.0.0.1:`},
+		{"unreachable", withReplica("replica1", fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", pgcluster.RoleMonitor, closedPort)),
+			fmt.Sprintf(`config: throttled.hcl:5: replica "replica1": dsn: signals: server unreachable: connect to replica 127.0.0.1:%d`, closedPort)},
+		{"another replica", withReplica("spare", c.Replica.DSN(pgcluster.RoleMonitor)),
+			`config: throttled.hcl:5: replica "spare": dsn reaches the replica named "replica1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse("throttled.hcl", []byte(tc.src), get)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = cfg.Live(context.Background())
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused the replica's own DSN: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Live: %v\nwant %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), c.Password(pgcluster.RoleMonitor)) {
+				t.Fatal("the error shows the DSN's password")
+			}
+		})
+	}
+}
+
+// The primary DSN is checked as the sampler will connect: check-config
+// --live once said "valid" for a superuser DSN, or a role without
+// pg_monitor, that run then refused.
+func TestLiveChecksThePrimaryRoleAsTheSamplerWill(t *testing.T) {
+	c := pgtest.Cluster(t)
+	for _, tc := range []struct {
+		role, want string
+	}{
+		{pgcluster.RoleAdmin, "superuser"},
+		{pgcluster.RolePlain, "GRANT pg_monitor"},
+	} {
+		cfg, err := Parse("throttled.hcl", []byte(smallest), func(k string) string {
+			if k == "THROTTLED_PRIMARY_DSN" {
+				return c.Primary.DSN(tc.role)
+			}
+			return getenv(k)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cfg.Live(context.Background())
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "throttled.hcl:1") {
+			t.Errorf("primary as %s: %v; want refused at throttled.hcl:1 naming %q", tc.role, err, tc.want)
+		}
 	}
 }

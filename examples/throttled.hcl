@@ -76,6 +76,9 @@ notifier "webhook" {
 # confirm page the jobs dashboard's Pause… and Resume… links open.
 grafana {
   webhook_secret = env("THROTTLED_GRAFANA_SECRET")
+  # Only for Grafana versions that sign the body alone, without the
+  # X-Grafana-Alerting-Timestamp header; such requests can be replayed:
+  # allow_unstamped_signatures = true
   # Behind an SSO proxy that sets the signed-in user (only when every
   # request reaches throttled through that proxy):
   # user_header = "X-WEBAUTH-USER"

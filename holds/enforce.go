@@ -65,15 +65,16 @@ func (s *Store) Enforce(ctx context.Context, w *Watcher, cfg EnforcerConfig) ([]
 	if err != nil {
 		return nil, fmt.Errorf("holds: enforce: %w", err)
 	}
-	now := time.Now()
+	now := w.now()
 	var out []Violation
 	for _, sess := range sessions {
 		v := sess.v
 		// A hold must have applied for the whole grace period: work that
-		// began before a fresh hold gets its grace.
-		for _, h := range w.Applying(now, v.Job) {
-			if h.ID == UnconfirmedHoldID || now.Sub(h.Created) >= cfg.Grace {
-				v.Holds = append(v.Holds, h)
+		// began before a fresh hold gets its grace. Its age is the
+		// database's, on this process's clock.
+		for _, h := range w.applying(now, v.Job) {
+			if h.ID == UnconfirmedHoldID || now.Sub(h.since) >= cfg.Grace {
+				v.Holds = append(v.Holds, h.Hold)
 			}
 		}
 		if len(v.Holds) == 0 {

@@ -29,6 +29,9 @@ func (s *Store) AddExternal(ctx context.Context, key string, startsAt time.Time,
 	if key == "" {
 		return throttle.Hold{}, "", fmt.Errorf("%w: an external hold needs a key", ErrInvalid)
 	}
+	if err := checkStorable("key", key); err != nil {
+		return throttle.Hold{}, "", err
+	}
 	ttl, err := s.validate(r)
 	if err != nil {
 		return throttle.Hold{}, "", err
@@ -74,6 +77,10 @@ func (s *Store) AddExternal(ctx context.Context, key string, startsAt time.Time,
 		return audit(ctx, tx, Entry{Event: EventHoldCreated, Actor: r.Actor, Source: string(r.Source), Reason: r.Reason, HoldID: h.ID,
 			Detail: map[string]any{"scope": r.Scope.String(), "expires_at": h.Expires, "external_key": key}})
 	})
+	// A renewal past the cluster's cap is refused like a new hold.
+	if refused := s.tooLong(ctx, err, ttl); refused != nil {
+		return throttle.Hold{}, "", refused
+	}
 	if err != nil {
 		return throttle.Hold{}, "", fmt.Errorf("holds: add external: %w", err)
 	}
@@ -82,8 +89,12 @@ func (s *Store) AddExternal(ctx context.Context, key string, startsAt time.Time,
 
 // ReleaseExternal releases the active hold keyed by key, if any, and
 // remembers the resolve (endsAt) so a late firing of the same alert is
-// ignored. It reports whether a hold was released.
+// ignored. It reports whether a hold was released. A key, actor or reason
+// PostgreSQL cannot store is refused with an error wrapping ErrInvalid.
 func (s *Store) ReleaseExternal(ctx context.Context, key string, endsAt time.Time, actor string, source throttle.Source, reason string) (bool, error) {
+	if err := checkStorable("key", key, "actor", actor, "reason", reason); err != nil {
+		return false, err
+	}
 	released := false
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", key); err != nil {

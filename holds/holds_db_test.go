@@ -325,3 +325,181 @@ func TestEnforceDetectsAuditsAndCancelsWorkUnderAHold(t *testing.T) {
 		t.Fatalf("%d pause_not_honoured audit lines; want 1", n)
 	}
 }
+
+// setClusterCap sets the cluster's cap on holds for the test and puts the
+// default back after it.
+func setClusterCap(t *testing.T, store *holds.Store, ttl time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := store.SetMaxTTL(ctx, ttl, "test", throttle.SourceManual, "test"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := store.SetMaxTTL(ctx, holds.DefaultMaxTTL, "test", throttle.SourceManual, "test done"); err != nil {
+			t.Errorf("put the cluster's cap back: %v", err)
+		}
+	})
+}
+
+// Failure 8: the 24 h cap came from the caller's own flag (`pause --ttl 72h
+// --max-ttl 100h` made a 72-hour hold). The cap is the cluster's, kept in
+// throttled.settings and enforced by the database on every insert and
+// every renewal: a store configured with a larger maximum, an external
+// alert's renewal, and plain SQL are all refused, and nothing is written.
+func TestClusterCapIsEnforcedByTheDatabase(t *testing.T) {
+	_, pool, _ := setup(t)
+	ctx := context.Background()
+	var start time.Time
+	pool.QueryRow(ctx, "SELECT now()").Scan(&start)
+	store, err := holds.NewStore(ctx, pool, holds.Config{MaxTTL: 100 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := store.ClusterMaxTTL(ctx); err != nil || got != holds.DefaultMaxTTL {
+		t.Fatalf("cluster cap %s, %v; want the default %s", got, err, holds.DefaultMaxTTL)
+	}
+	if _, err := store.SetMaxTTL(ctx, 0, "alice", throttle.SourceCLI, "x"); !errors.Is(err, holds.ErrInvalid) {
+		t.Fatalf("a cap of 0: %v; want refused", err)
+	}
+	setClusterCap(t, store, 2*time.Hour)
+	// The default cap back again writes nothing; a change is audited once,
+	// with who and the old and new values.
+	if old, err := store.SetMaxTTL(ctx, 2*time.Hour, "test", throttle.SourceManual, "again"); err != nil || old != 2*time.Hour {
+		t.Fatalf("same cap again: %s, %v", old, err)
+	}
+	es, err := store.AuditSince(ctx, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []holds.Entry
+	for _, e := range es {
+		if e.Event == holds.EventMaxTTL {
+			changes = append(changes, e)
+		}
+	}
+	if len(changes) != 1 || changes[0].Actor != "test" || changes[0].Detail["old_seconds"] != 86400.0 || changes[0].Detail["new_seconds"] != 7200.0 {
+		t.Fatalf("cap changes audited: %+v; want one, by test, 86400 s to 7200 s", changes)
+	}
+
+	req := holds.Request{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "long", Actor: "alice", TTL: 3 * time.Hour}
+	if _, err := store.Add(ctx, req); !errors.Is(err, holds.ErrInvalid) || !strings.Contains(err.Error(), "TTL 3h0m0s exceeds the maximum 2h0m0s") {
+		t.Fatalf("Add 3h under a 2h cluster cap (store max 100h): %v", err)
+	}
+	if _, _, err := store.AddExternal(ctx, "grafana:cap-new", time.Time{}, req); !errors.Is(err, holds.ErrInvalid) || !strings.Contains(err.Error(), "exceeds the maximum 2h0m0s") {
+		t.Fatalf("AddExternal 3h: %v", err)
+	}
+	// A renewal may not stretch a hold past the cap either.
+	req.TTL = time.Hour
+	ext, res, err := store.AddExternal(ctx, "grafana:cap-renew", time.Time{}, req)
+	if err != nil || res != holds.ExternalAdded {
+		t.Fatalf("AddExternal 1h: %v, %v", res, err)
+	}
+	req.TTL = 3 * time.Hour
+	if _, _, err := store.AddExternal(ctx, "grafana:cap-renew", time.Time{}, req); !errors.Is(err, holds.ErrInvalid) || !strings.Contains(err.Error(), "TTL 3h0m0s") {
+		t.Fatalf("renewal to 3h: %v", err)
+	}
+	// Plain SQL, as the role that writes schema throttled.
+	var pgErr *pgconn.PgError
+	_, err = pool.Exec(ctx, `INSERT INTO throttled.holds (scope_kind, scope_value, source, reason, actor, expires_at)
+		VALUES ('all', '', 'manual', 'by hand', 'mallory', now() + interval '72 hours')`)
+	if !errors.As(err, &pgErr) || pgErr.Code != "TH001" {
+		t.Fatalf("INSERT of a 72h hold by SQL: %v; want refused with TH001", err)
+	}
+	n := strings.TrimPrefix(ext.ID, "h")
+	if _, err := pool.Exec(ctx, "UPDATE throttled.holds SET expires_at = now() + interval '72 hours' WHERE id = "+n); !errors.As(err, &pgErr) || pgErr.Code != "TH001" {
+		t.Fatalf("UPDATE of expires_at to 72h by SQL: %v; want refused with TH001", err)
+	}
+	// Shortening is always allowed.
+	if _, err := pool.Exec(ctx, "UPDATE throttled.holds SET expires_at = expires_at - interval '1 minute' WHERE id = "+n); err != nil {
+		t.Fatalf("shortening a hold: %v", err)
+	}
+	var created int
+	var longest time.Duration
+	if err := pool.QueryRow(ctx, `SELECT count(*), coalesce(max(expires_at - now()), '0') FROM throttled.holds WHERE created_at >= $1`, start).Scan(&created, &longest); err != nil {
+		t.Fatal(err)
+	}
+	if created != 1 || longest > time.Hour {
+		t.Fatalf("%d holds written, the longest %s left; want only the 1h external hold", created, longest)
+	}
+}
+
+// Failure 5: a NUL in a release reason reached PostgreSQL, which refused
+// it with a raw SQLSTATE (answered 500), while the same input in a pause
+// was refused as invalid (400). Every write checks its text first.
+func TestReleaseRefusesTextPostgresCannotStore(t *testing.T) {
+	_, _, store := setup(t)
+	ctx := context.Background()
+	h, err := store.Add(ctx, holds.Request{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "investigating", Actor: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := fmt.Sprintf("grafana:nul-%d", time.Now().UnixNano())
+	if _, _, err := store.AddExternal(ctx, key, time.Time{}, holds.Request{Scope: throttle.AllJobs(), Source: throttle.SourceGrafanaAlert, Reason: "alert", Actor: "grafana"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func() error{
+		"Release reason": func() error { _, err := store.Release(ctx, h.ID, "bob", throttle.SourceCLI, "\x00"); return err },
+		"Release actor":  func() error { _, err := store.Release(ctx, h.ID, "b\xffob", throttle.SourceCLI, "done"); return err },
+		"ReleaseScope": func() error {
+			_, err := store.ReleaseScope(ctx, h.Scope, "bob", throttle.SourceCLI, "a\x00b")
+			return err
+		},
+		"ReleaseExternal": func() error {
+			_, err := store.ReleaseExternal(ctx, key, time.Time{}, "grafana", throttle.SourceGrafanaAlert, "\x00")
+			return err
+		},
+		"AddExternal key": func() error {
+			_, _, err := store.AddExternal(ctx, "grafana:\x00", time.Time{}, holds.Request{Scope: throttle.AllJobs(), Source: throttle.SourceGrafanaAlert, Reason: "a"})
+			return err
+		},
+		"SetMaxTTL reason": func() error {
+			_, err := store.SetMaxTTL(ctx, time.Hour, "ops", throttle.SourceManual, "\x00")
+			return err
+		},
+	} {
+		if err := call(); !errors.Is(err, holds.ErrInvalid) {
+			t.Errorf("%s with text PostgreSQL cannot store: %v; want an error wrapping ErrInvalid", name, err)
+		}
+	}
+	active, err := store.Active(ctx)
+	if err != nil || len(active) != 2 {
+		t.Fatalf("after the refusals: %v, %v; want both holds still active", active, err)
+	}
+	if got, err := store.ClusterMaxTTL(ctx); err != nil || got != holds.DefaultMaxTTL {
+		t.Fatalf("cluster cap %s, %v; want it unchanged", got, err)
+	}
+}
+
+// An audit line is written whatever its text: a refused reload's error
+// with a NUL in it once failed to be audited at all.
+func TestAuditStoresAnyText(t *testing.T) {
+	c := pgtest.Cluster(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store, err := holds.NewStore(ctx, pool, holds.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(-time.Second)
+	if err := store.Audit(ctx, holds.Entry{Event: holds.EventReload, Actor: "op\x00", Source: "sighup", Reason: "refused: bad \x00 byte \xff",
+		Detail: map[string]any{"error": "x\x00y"}}); err != nil {
+		t.Fatalf("audit with a NUL: %v", err)
+	}
+	es, err := store.AuditSince(ctx, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, e := range es {
+		if e.Event == holds.EventReload && e.Actor == "op\uFFFD" && e.Reason == "refused: bad \uFFFD byte \uFFFD" && e.Detail["error"] == "x\uFFFDy" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("audit entries: %+v", es)
+	}
+}

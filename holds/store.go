@@ -16,12 +16,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/internal/schema"
 	"github.com/throttled/throttled/throttle"
@@ -35,20 +37,35 @@ var (
 	// ErrUnknownHold reports a hold ID that names no active hold.
 	ErrUnknownHold = errors.New("holds: no active hold with that id")
 	// ErrInvalid reports a hold request that is refused: a bad scope or
-	// source, an empty reason, or a TTL that is negative or over the
-	// maximum.
+	// source, an empty reason, text PostgreSQL cannot store, or a TTL that
+	// is negative or over the maximum (the store's own, or the cluster's).
 	ErrInvalid = errors.New("holds: invalid hold")
 	// ErrPersonsHold reports an attempt by automation to release a hold a
 	// person made.
 	ErrPersonsHold = errors.New("holds: automation may not release a person's hold")
 )
 
+// Defaults.
+const (
+	// DefaultTTL is a hold's lifetime when neither the request nor
+	// Config.DefaultTTL gives one.
+	DefaultTTL = time.Hour
+	// DefaultMaxTTL is the cluster's cap on a hold's lifetime until
+	// [Store.SetMaxTTL] changes it (migration 0006 creates it so).
+	DefaultMaxTTL = 24 * time.Hour
+)
+
 // Config configures a [Store].
 type Config struct {
-	// DefaultTTL is a hold's lifetime when none is given. Defaults to 1h.
+	// DefaultTTL is a hold's lifetime when none is given. Defaults to
+	// DefaultTTL (1h).
 	DefaultTTL time.Duration
-	// MaxTTL is the longest lifetime a hold may have; longer is refused.
-	// Defaults to 24h. No hold lives forever.
+	// MaxTTL, when set, is this store's own bound on a hold's lifetime,
+	// checked before any query: a fast, friendly refusal. It can only
+	// narrow the cluster's cap (throttled.settings.max_hold_ttl, see
+	// [Store.SetMaxTTL]), which the database enforces on every insert and
+	// renewal whatever a client asks, so no hold lives forever. Zero
+	// means the cluster's cap alone.
 	MaxTTL time.Duration
 }
 
@@ -61,12 +78,11 @@ type Store struct {
 
 // NewStore migrates the schema (idempotent) and returns a Store on db.
 func NewStore(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Store, error) {
-	cfg.DefaultTTL = cmp.Or(cfg.DefaultTTL, time.Hour)
-	cfg.MaxTTL = cmp.Or(cfg.MaxTTL, 24*time.Hour)
+	cfg.DefaultTTL = cmp.Or(cfg.DefaultTTL, DefaultTTL)
 	switch {
 	case cfg.DefaultTTL < 0 || cfg.MaxTTL < 0:
 		return nil, fmt.Errorf("holds: DefaultTTL %s and MaxTTL %s must not be negative", cfg.DefaultTTL, cfg.MaxTTL)
-	case cfg.DefaultTTL > cfg.MaxTTL:
+	case cfg.MaxTTL > 0 && cfg.DefaultTTL > cfg.MaxTTL:
 		return nil, fmt.Errorf("holds: DefaultTTL %s must not exceed MaxTTL %s", cfg.DefaultTTL, cfg.MaxTTL)
 	}
 	if _, err := schema.Migrate(ctx, db); err != nil {
@@ -98,6 +114,11 @@ func Storable(s string) error {
 	return nil
 }
 
+// storable is s with what [Storable] refuses replaced by U+FFFD.
+func storable(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
 // Check reports whether the store would accept r, without a database:
 // the checks Add makes before writing.
 func (s *Store) Check(r Request) error {
@@ -105,11 +126,11 @@ func (s *Store) Check(r Request) error {
 	return err
 }
 
-// Check reports whether a store under c would accept r (c's zero TTLs
-// meaning their defaults).
+// Check reports whether a store under c would accept r (a zero
+// DefaultTTL meaning its default), without a database: the cluster's cap
+// is checked only when the hold is written.
 func (c Config) Check(r Request) error {
-	c.DefaultTTL = cmp.Or(c.DefaultTTL, time.Hour)
-	c.MaxTTL = cmp.Or(c.MaxTTL, 24*time.Hour)
+	c.DefaultTTL = cmp.Or(c.DefaultTTL, DefaultTTL)
 	_, err := c.check(r)
 	return err
 }
@@ -129,24 +150,117 @@ func (c Config) check(r Request) (time.Duration, error) {
 	if strings.TrimSpace(r.Reason) == "" {
 		errs = append(errs, "a reason is required")
 	}
-	for _, f := range [][2]string{{"reason", r.Reason}, {"actor", r.Actor}, {"scope", r.Scope.Value}} {
-		if err := Storable(f[1]); err != nil {
-			errs = append(errs, f[0]+": "+err.Error())
-		}
-	}
+	errs = append(errs, unstorable("reason", r.Reason, "actor", r.Actor, "scope", r.Scope.Value)...)
 	ttl := r.TTL
 	switch {
 	case ttl < 0:
 		errs = append(errs, fmt.Sprintf("TTL %s is negative", ttl))
 	case ttl == 0:
 		ttl = c.DefaultTTL
-	case ttl > c.MaxTTL:
+	}
+	if c.MaxTTL > 0 && ttl > c.MaxTTL {
 		errs = append(errs, fmt.Sprintf("TTL %s exceeds the maximum %s: no hold lives that long", ttl, c.MaxTTL))
 	}
 	if len(errs) > 0 {
 		return 0, fmt.Errorf("%w: %s", ErrInvalid, strings.Join(errs, "; "))
 	}
 	return ttl, nil
+}
+
+// unstorable checks name/value pairs with Storable and returns a problem
+// naming the field for each value PostgreSQL could not store.
+func unstorable(pairs ...string) []string {
+	var errs []string
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := Storable(pairs[i+1]); err != nil {
+			errs = append(errs, pairs[i]+": "+err.Error())
+		}
+	}
+	return errs
+}
+
+// checkStorable is unstorable as an error wrapping ErrInvalid, or nil.
+func checkStorable(pairs ...string) error {
+	if errs := unstorable(pairs...); len(errs) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// sqlStateTooLong is the SQLSTATE of the database's refusal of a hold
+// that would outlive the cluster's cap (trigger holds_max_ttl, migration
+// 0006).
+const sqlStateTooLong = "TH001"
+
+// tooLong turns the database's refusal of a hold's expiry into an error
+// wrapping ErrInvalid that names the TTL asked and the cluster's cap. It
+// returns nil when err is not that refusal.
+func (s *Store) tooLong(ctx context.Context, err error, ttl time.Duration) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != sqlStateTooLong {
+		return nil
+	}
+	if limit, cerr := s.ClusterMaxTTL(ctx); cerr == nil {
+		return fmt.Errorf("%w: TTL %s exceeds the maximum %s, the cluster's cap on holds (throttled.settings, from throttled run's holds.max_ttl)",
+			ErrInvalid, ttl, limit)
+	}
+	return fmt.Errorf("%w: TTL %s: %s", ErrInvalid, ttl, pgErr.Message)
+}
+
+// ClusterMaxTTL returns the cluster's cap on a hold's lifetime
+// (throttled.settings.max_hold_ttl), which the database enforces.
+func (s *Store) ClusterMaxTTL(ctx context.Context) (time.Duration, error) {
+	var secs float64
+	if err := s.db.QueryRow(ctx, "SELECT extract(epoch FROM max_hold_ttl)::float8 FROM throttled.settings WHERE id = 1").Scan(&secs); err != nil {
+		return 0, fmt.Errorf("holds: read the cluster's max TTL: %w", err)
+	}
+	return seconds(secs), nil
+}
+
+// seconds converts a count of seconds from the database to a Duration,
+// to the microsecond PostgreSQL keeps.
+func seconds(secs float64) time.Duration {
+	return time.Duration(math.Round(secs*1e6)) * time.Microsecond
+}
+
+// SetMaxTTL sets the cluster's cap on a hold's lifetime
+// (throttled.settings.max_hold_ttl) and returns the cap it replaced. The
+// database enforces the cap on every hold's insert and on every renewal
+// that moves an expiry later, whichever client writes it; a store's own
+// Config.MaxTTL can only be lower. A change is audited (event
+// hold_max_ttl, with actor, source, reason and the old and new caps);
+// setting the cap it already has writes nothing.
+//
+// It is the operator's setting: `throttled run` calls it with its
+// configuration's holds.max_ttl at start and on each applied reload, so
+// the sidecar's file is the authority. The CLI and the library's Open
+// never call it. Any role that may write schema throttled can change the
+// cap (as it can the holds themselves); the audit log says who did.
+func (s *Store) SetMaxTTL(ctx context.Context, ttl time.Duration, actor string, source throttle.Source, reason string) (time.Duration, error) {
+	if ttl <= 0 {
+		return 0, fmt.Errorf("%w: max TTL %s must be positive", ErrInvalid, ttl)
+	}
+	if err := checkStorable("actor", actor, "source", string(source), "reason", reason); err != nil {
+		return 0, err
+	}
+	var old float64
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		// The audit trigger reads who and why from these.
+		if _, err := tx.Exec(ctx, `SELECT set_config('throttled.actor', $1, true), set_config('throttled.source', $2, true),
+			set_config('throttled.reason', $3, true)`, actor, string(source), reason); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, "SELECT extract(epoch FROM max_hold_ttl)::float8 FROM throttled.settings WHERE id = 1 FOR UPDATE").Scan(&old); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE throttled.settings SET max_hold_ttl = make_interval(secs => $1)
+			WHERE id = 1 AND max_hold_ttl <> make_interval(secs => $1)`, ttl.Seconds())
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("holds: set max TTL %s: %w", ttl, err)
+	}
+	return seconds(old), nil
 }
 
 // Add creates a hold and audits it, in one transaction.
@@ -166,6 +280,9 @@ func (s *Store) Add(ctx context.Context, r Request) (throttle.Hold, error) {
 		return audit(ctx, tx, Entry{Event: EventHoldCreated, Actor: r.Actor, Source: string(r.Source), Reason: r.Reason, HoldID: h.ID,
 			Detail: map[string]any{"scope": r.Scope.String(), "expires_at": h.Expires}})
 	})
+	if refused := s.tooLong(ctx, err, ttl); refused != nil {
+		return throttle.Hold{}, refused
+	}
 	if err != nil {
 		return throttle.Hold{}, fmt.Errorf("holds: add: %w", err)
 	}
@@ -174,8 +291,12 @@ func (s *Store) Add(ctx context.Context, r Request) (throttle.Hold, error) {
 
 // Release ends the active hold id on behalf of actor and source, and
 // audits it. Automation (source auto or grafana-alert) may release only
-// holds of its own source, never a person's.
+// holds of its own source, never a person's. An actor or reason
+// PostgreSQL cannot store is refused with an error wrapping ErrInvalid.
 func (s *Store) Release(ctx context.Context, id, actor string, source throttle.Source, reason string) (throttle.Hold, error) {
+	if err := checkStorable("reason", reason, "actor", actor); err != nil {
+		return throttle.Hold{}, err
+	}
 	n, err := strconv.ParseInt(strings.TrimPrefix(id, "h"), 10, 64)
 	if err != nil {
 		return throttle.Hold{}, fmt.Errorf("%w: %q", ErrUnknownHold, id)
@@ -207,6 +328,9 @@ func (s *Store) Release(ctx context.Context, id, actor string, source throttle.S
 // ReleaseScope releases every active hold with exactly this scope (and,
 // for source auto, only automatic ones) and returns them.
 func (s *Store) ReleaseScope(ctx context.Context, scope throttle.Scope, actor string, source throttle.Source, reason string) ([]throttle.Hold, error) {
+	if err := checkStorable("reason", reason, "actor", actor); err != nil {
+		return nil, err
+	}
 	active, err := s.Active(ctx)
 	if err != nil {
 		return nil, err
@@ -305,6 +429,7 @@ const (
 	EventMode             = "mode"               // a controller event: critical, latched, recovered, stale, ...
 	EventPauseNotHonoured = "pause_not_honoured" // a job's session ran on under a hold
 	EventReload           = "config_reload"
+	EventMaxTTL           = "hold_max_ttl" // the cluster's cap on holds changed (written by the database's trigger)
 )
 
 // Entry is one line of the audit log.
@@ -325,6 +450,15 @@ func (s *Store) Audit(ctx context.Context, e Entry) error {
 }
 
 func audit(ctx context.Context, tx pgx.Tx, e Entry) error {
+	// An audit line is never lost for its text: what PostgreSQL cannot
+	// store (a NUL, invalid UTF-8, say in a refused reload's error) is
+	// written as U+FFFD.
+	e.Event, e.Actor, e.Source, e.Reason = storable(e.Event), storable(e.Actor), storable(e.Source), storable(e.Reason)
+	for k, v := range e.Detail {
+		if str, ok := v.(string); ok {
+			e.Detail[k] = storable(str)
+		}
+	}
 	var holdID *int64
 	if e.HoldID != "" {
 		if n, err := strconv.ParseInt(strings.TrimPrefix(e.HoldID, "h"), 10, 64); err == nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -38,16 +39,30 @@ const UnconfirmedHoldID = "unconfirmed"
 // cannot confirm the state (database unreachable, channel lost and poll
 // failing) for MaxUnconfirmed, it reports a hold on every job: fail
 // closed. Its methods are safe for concurrent use.
+//
+// Expiry is the database's: each read also returns every hold's remaining
+// life by the database's clock, which the watcher turns into a deadline on
+// this process's clock (monotonic) at read time. A process whose wall
+// clock runs ahead of the database's does not drop a hold early. The
+// holds it returns keep the database's Created and Expires, for display.
 type Watcher struct {
 	db  *pgxpool.Pool
 	cfg WatcherConfig
 	log hclog.Logger
+	now func() time.Time // this process's clock; a seam for tests
 
 	mu        sync.Mutex
-	holds     []throttle.Hold
+	holds     []watched
 	confirmed time.Time
 	lastErr   error
 	changed   chan struct{}
+}
+
+// watched is a hold as last read, with its creation and expiry on this
+// process's clock.
+type watched struct {
+	throttle.Hold
+	since, until time.Time
 }
 
 var _ throttle.HoldSource = (*Watcher)(nil)
@@ -61,7 +76,7 @@ func NewWatcher(db *pgxpool.Pool, cfg WatcherConfig) *Watcher {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Watcher{db: db, cfg: cfg, log: cfg.Logger, changed: make(chan struct{})}
+	return &Watcher{db: db, cfg: cfg, log: cfg.Logger, now: time.Now, changed: make(chan struct{})}
 }
 
 // Refresh reads the active holds now, audits any that expired, and
@@ -74,7 +89,7 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 			w.log.Info("hold expired", "hold", h.ID, "scope", h.Scope.String(), "actor", h.Actor)
 		}
 	}
-	hs, err := activeHolds(ctx, w.db)
+	hs, at, err := w.read(ctx)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
@@ -85,11 +100,46 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 		close(w.changed)
 		w.changed = make(chan struct{})
 	}
-	w.holds, w.confirmed, w.lastErr = hs, time.Now(), nil
+	w.holds, w.confirmed, w.lastErr = hs, at, nil
 	return nil
 }
 
-func sameHolds(a, b []throttle.Hold) bool {
+// read returns the active holds and the instant of the read on this
+// process's clock, taken after the query returns. Each hold's age and
+// remaining life by the database's clock become instants on this
+// process's clock from that one: a hold's local deadline is, if anything,
+// late (by the query's duration), never early.
+func (w *Watcher) read(ctx context.Context) ([]watched, time.Time, error) {
+	rows, err := w.db.Query(ctx, `SELECT `+holdColumns+`,
+			extract(epoch FROM now() - created_at)::float8, extract(epoch FROM expires_at - now())::float8
+		FROM throttled.holds WHERE released_at IS NULL AND expires_at > now() ORDER BY created_at, id`)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("holds: read: %w", err)
+	}
+	type aged struct {
+		h         throttle.Hold
+		age, left float64
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (aged, error) {
+		var a aged
+		var id int64
+		var kind, source string
+		err := r.Scan(&id, &kind, &a.h.Scope.Value, &source, &a.h.Reason, &a.h.Actor, &a.h.Created, &a.h.Expires, &a.age, &a.left)
+		a.h.ID, a.h.Scope.Kind, a.h.Source = "h"+strconv.FormatInt(id, 10), throttle.ScopeKind(kind), throttle.Source(source)
+		return a, err
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("holds: read: %w", err)
+	}
+	at := w.now()
+	out := make([]watched, 0, len(got))
+	for _, a := range got {
+		out = append(out, watched{Hold: a.h, since: at.Add(-seconds(a.age)), until: at.Add(seconds(a.left))})
+	}
+	return out, at, nil
+}
+
+func sameHolds(a, b []watched) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -109,8 +159,23 @@ func (w *Watcher) Changed() <-chan struct{} {
 }
 
 // Applying returns the holds that apply to job j at now, or, while the
-// state is unconfirmed, one hold on every job saying why.
+// state is unconfirmed, one hold on every job saying why. now is on this
+// process's clock (time.Now()): a hold applies until its deadline on that
+// clock, not until its Expires read against it.
 func (w *Watcher) Applying(now time.Time, j throttle.Job) []throttle.Hold {
+	ws := w.applying(now, j)
+	out := make([]throttle.Hold, 0, len(ws))
+	for _, h := range ws {
+		out = append(out, h.Hold)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// applying is Applying with each hold's instants on this process's clock.
+func (w *Watcher) applying(now time.Time, j throttle.Job) []watched {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if age := now.Sub(w.confirmed); w.confirmed.IsZero() || age > w.cfg.MaxUnconfirmed {
@@ -121,23 +186,32 @@ func (w *Watcher) Applying(now time.Time, j throttle.Job) []throttle.Hold {
 		if w.lastErr != nil {
 			why += ": " + w.lastErr.Error()
 		}
-		return []throttle.Hold{{ID: UnconfirmedHoldID, Scope: throttle.AllJobs(), Source: throttle.SourceAuto,
-			Reason: "hold state unconfirmed (" + why + ")", Actor: "throttled", Created: now, Expires: now}}
+		return []watched{{Hold: throttle.Hold{ID: UnconfirmedHoldID, Scope: throttle.AllJobs(), Source: throttle.SourceAuto,
+			Reason: "hold state unconfirmed (" + why + ")", Actor: "throttled", Created: now, Expires: now}, since: now, until: now}}
 	}
-	var out []throttle.Hold
+	var out []watched
 	for _, h := range w.holds {
-		if h.Expires.After(now) && h.Scope.Matches(j) {
+		if h.until.After(now) && h.Scope.Matches(j) {
 			out = append(out, h)
 		}
 	}
 	return out
 }
 
-// Active returns the last confirmed active holds.
+// Active returns the last confirmed holds that have not ended, by their
+// deadlines on this process's clock (so a process whose wall clock runs
+// ahead does not drop them early).
 func (w *Watcher) Active() []throttle.Hold {
+	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]throttle.Hold(nil), w.holds...)
+	out := make([]throttle.Hold, 0, len(w.holds))
+	for _, h := range w.holds {
+		if h.until.After(now) {
+			out = append(out, h.Hold)
+		}
+	}
+	return out
 }
 
 // Run keeps the view current until ctx ends: LISTEN on a dedicated

@@ -21,7 +21,8 @@ import (
 func FuzzReturnURL(f *testing.F) {
 	for _, s := range []string{"https://grafana.example.com/d/throttled-jobs", "https://grafana.example.com.evil/d/",
 		"https://evil.example/d/", "//grafana.example.com/d/", "javascript:alert(1)", "https://grafana.example.com@evil/d/",
-		"https://GRAFANA.example.com/d/x", "http://grafana.example.com/d/", "https://grafana.example.com/dx", ""} {
+		"https://GRAFANA.example.com/d/x", "http://grafana.example.com/d/", "https://grafana.example.com/dx", "",
+		"https://grafana.example.com/d/%2e%2e/admin/users", "https://grafana.example.com/d/.%2e/admin", "https://grafana.example.com/d/%2E./x"} {
 		f.Add(s)
 	}
 	cfg := &config.Config{Grafana: config.Grafana{ReturnURLs: []string{"https://grafana.example.com/d/"}}}
@@ -31,10 +32,54 @@ func FuzzReturnURL(f *testing.F) {
 			return
 		}
 		u, perr := url.Parse(got)
-		if perr != nil || u.Scheme != "https" || !strings.EqualFold(u.Host, "grafana.example.com") || !strings.HasPrefix(u.Path, "/d/") {
-			t.Fatalf("returnURL(%q) accepted %q", raw, got)
+		if perr != nil || u.Scheme != "https" || !strings.EqualFold(u.Host, "grafana.example.com") || !strings.HasPrefix(u.Path, "/d/") ||
+			!strings.HasPrefix(browserPath(u.EscapedPath()), "/d/") {
+			t.Fatalf("returnURL(%q) accepted %q (a browser goes to %q)", raw, got, browserPath(u.EscapedPath()))
 		}
 	})
+}
+
+// browserPath resolves dot segments as a browser does (the URL standard
+// reads "%2e" in either case as a dot).
+func browserPath(escaped string) string {
+	var out []string
+	segs := strings.Split(escaped, "/")
+	for i, seg := range segs {
+		switch strings.ReplaceAll(strings.ToLower(seg), "%2e", ".") {
+		case ".":
+			if i == len(segs)-1 {
+				out = append(out, "")
+			}
+		case "..":
+			if len(out) > 1 {
+				out = out[:len(out)-1]
+			}
+			if i == len(segs)-1 {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, seg)
+		}
+	}
+	return strings.Join(out, "/")
+}
+
+// Dot segments cannot step out from under an allowed path, however they
+// are written: a return of /d/%2e%2e/admin/users once redirected with 303,
+// and the browser went to /admin/users.
+func TestReturnURLRefusesDotSegments(t *testing.T) {
+	cfg := &config.Config{Grafana: config.Grafana{ReturnURLs: []string{"https://grafana.example.com/d/"}}}
+	for _, p := range []string{"/d/../admin/users", "/d/%2e%2e/admin/users", "/d/.%2e/admin/users", "/d/%2E%2E/admin/users",
+		"/d/%2e./admin", "/d/x/%2e%2e/%2e%2e/admin", "/d/%2e", "/d/x/..", "/d/%252e%252e/admin", "/d/%2fadmin", "/d/%5c..%5cadmin"} {
+		if got, err := returnURL(cfg, "https://grafana.example.com"+p); err == nil {
+			t.Errorf("return %s accepted as %q (a browser goes to %q)", p, got, browserPath(p))
+		}
+	}
+	for _, p := range []string{"/d/abc/throttled-jobs", "/d/x.y/z", "/d/..x/y", "/d/"} {
+		if _, err := returnURL(cfg, "https://grafana.example.com"+p); err != nil {
+			t.Errorf("return %s refused: %v", p, err)
+		}
+	}
 }
 
 // A CSRF token validates for the person it was made for and nobody else,
@@ -60,7 +105,8 @@ func FuzzCSRF(f *testing.F) {
 }
 
 // The Grafana webhook accepts a request only with the right signature
-// over exactly its timestamp and body, or a pause token.
+// over exactly its timestamp and body, the timestamp present and fresh,
+// or a pause token.
 func FuzzGrafanaAuth(f *testing.F) {
 	f.Add([]byte(`{"status":"firing"}`), "", "", "")
 	f.Add([]byte(`{}`), "abc", "1700000000", "Bearer x")
@@ -79,11 +125,13 @@ func FuzzGrafanaAuth(f *testing.F) {
 		if who != "grafana" || !strings.EqualFold(r.Header.Get("X-Grafana-Alerting-Signature"), GrafanaSignature(secret, r.Header.Get("X-Grafana-Alerting-Timestamp"), body)) {
 			t.Fatalf("accepted as %q: sig %q ts %q body %q", who, sig, ts, body)
 		}
-		if t0 := r.Header.Get("X-Grafana-Alerting-Timestamp"); t0 != "" {
-			sec, _ := strconv.ParseInt(t0, 10, 64)
-			if d := time.Since(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
-				t.Fatalf("accepted a timestamp %s away", d)
-			}
+		t0 := r.Header.Get("X-Grafana-Alerting-Timestamp")
+		if t0 == "" {
+			t.Fatalf("accepted a signature without a timestamp: body %q", body)
+		}
+		sec, _ := strconv.ParseInt(t0, 10, 64)
+		if d := time.Since(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
+			t.Fatalf("accepted a timestamp %s away", d)
 		}
 	})
 }
@@ -102,8 +150,11 @@ func FuzzGrafanaPayload(f *testing.F) {
 	holdsCfg := holds.Config{DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var p GrafanaPayload
-		if json.Unmarshal(body, &p) != nil {
+		if decodeStrict(body, &p, false) != nil {
 			return
+		}
+		if dup := repeatedKey(body, false); dup != "" {
+			t.Fatalf("payload with key %q twice decoded", dup)
 		}
 		ops, err := planGrafana(p, "grafana", time.Hour, holdsCfg.Check)
 		if err != nil {
@@ -146,11 +197,21 @@ func FuzzRequestBodies(f *testing.F) {
 	f.Add([]byte(`{"n":101,"max_wait":"-1s"}`))
 	f.Add([]byte(`{"token":"t","rows":-1,"duration_ms":1e400}`))
 	f.Add([]byte(`{"token":"t","rows":5,"duration_ms":3.5,"batch_size":10,"remaining":0} {}`))
+	f.Add([]byte(`{"scope":"job:purge","reason":"x","scope":"all"}`))
+	f.Add([]byte(`{"scope":"job:purge","SCOPE":"all"}`))
+	f.Add([]byte(`{"token":"t","rows":1,"Rows":-1}`))
 	body := func(b []byte) *http.Request {
 		r, _ := http.NewRequest("POST", "/", bytes.NewReader(b))
 		return r
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if dup := repeatedKey(b, true); dup != "" {
+			for _, v := range []any{&PauseRequest{}, &AcquireRequest{}, &ReportRequest{}, &ResumeRequest{}} {
+				if err := decode(body(b), v); err == nil {
+					t.Fatalf("%T decoded %q with key %q twice (ignoring case)", v, b, dup)
+				}
+			}
+		}
 		var pr PauseRequest
 		if decode(body(b), &pr) == nil {
 			if sc, _, err := pr.parse(); err == nil && sc.Validate() != nil {
@@ -183,5 +244,59 @@ func TestUnderPathIsOnASegmentBoundary(t *testing.T) {
 		if got := underPath(tc.p, tc.allowed); got != tc.want {
 			t.Errorf("underPath(%q, %q) = %v", tc.p, tc.allowed, got)
 		}
+	}
+}
+
+// repeatedKey returns a key that some object in a JSON document repeats,
+// or "". With fold, keys that differ only in case (as encoding/json
+// matches struct fields) count as the same.
+func repeatedKey(b []byte, fold bool) string {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	type level struct {
+		object  bool
+		wantKey bool
+		keys    map[string]bool
+	}
+	var stack []*level
+	valueDone := func() {
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].wantKey = true
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		top := (*level)(nil)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				stack = append(stack, &level{object: true, wantKey: true, keys: map[string]bool{}})
+			case '[':
+				stack = append(stack, &level{})
+			default:
+				stack = stack[:len(stack)-1]
+				valueDone()
+			}
+			continue
+		case string:
+			if top != nil && top.object && top.wantKey {
+				k := v
+				if fold {
+					k = strings.ToLower(strings.ToUpper(v))
+				}
+				if top.keys[k] {
+					return v
+				}
+				top.keys[k], top.wantKey = true, false
+				continue
+			}
+		}
+		valueDone()
 	}
 }

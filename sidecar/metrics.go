@@ -19,7 +19,7 @@ var (
 	descGrants      = prometheus.NewDesc("throttled_api_grants_outstanding", "Tokens granted to remote workers and not yet reported.", nil, nil)
 	descPagesSent   = prometheus.NewDesc("throttled_notifications_sent_total", "Pages and resolves delivered, by notifier kind.", []string{"notifier"}, nil)
 	descPagesFailed = prometheus.NewDesc("throttled_notifications_failed_total", "Pages and resolves not delivered after every retry, by notifier kind.", []string{"notifier"}, nil)
-	descShed        = prometheus.NewDesc("throttled_api_shed_requests_total", "Requests refused with 503 past the concurrency limit.", nil, nil)
+	descShed        = prometheus.NewDesc("throttled_api_shed_requests_total", "Requests refused with 503 past their class's concurrency limit, by class (check, person, read, work, hook, anon).", []string{"class"}, nil)
 	descAnnotations = prometheus.NewDesc("throttled_annotations_requests_total", "Calls to Grafana's annotations API, by result (ok or failed).", []string{"result"}, nil)
 )
 
@@ -59,7 +59,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	grants := len(s.grants)
 	s.gmu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descGrants, prometheus.GaugeValue, float64(grants))
-	ch <- prometheus.MustNewConstMetric(descShed, prometheus.CounterValue, float64(s.shed.Load()))
+	for c := classCheck; c < numClasses; c++ {
+		ch <- prometheus.MustNewConstMetric(descShed, prometheus.CounterValue, float64(s.shedBy[c].Load()), c.String())
+	}
 	if s.pages != nil {
 		sent, failed := s.pages.Counts()
 		for kind, n := range sent {

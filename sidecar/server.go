@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"net/http"
@@ -41,8 +40,9 @@ type Server struct {
 	store  *holds.Store
 	log    hclog.Logger
 	reload func(ctx context.Context) (*config.Config, error)
-	sem    chan struct{}
-	work   chan struct{} // acquire waits hold these, not sem
+	// budgets are each admission class's slots (admit.go).
+	budgets [numClasses]chan struct{}
+	shedBy  [numClasses]atomic.Int64
 	// csrfKey signs the confirm page's forms; it lives as long as the
 	// process, so a restart invalidates forms already served.
 	csrfKey []byte
@@ -54,7 +54,7 @@ type Server struct {
 	gmu    sync.Mutex
 	grants map[string]*grant // tokens handed to remote workers, until reported
 
-	reloadsApplied, reloadsRefused, shed, violations atomic.Int64
+	reloadsApplied, reloadsRefused, violations atomic.Int64
 	pages                                            PageCounter
 	annotations                                      *Annotations
 	wait                                             *prometheus.HistogramVec
@@ -89,8 +89,7 @@ func New(client *throttled.Client, cfg *config.Config, reload func(context.Conte
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	s := &Server{client: client, store: client.Store(), log: log, reload: reload, sem: make(chan struct{}, cfg.MaxConcurrent),
-		work: make(chan struct{}, cfg.MaxConcurrent), csrfKey: make([]byte, 32),
+	s := &Server{client: client, store: client.Store(), log: log, reload: reload, budgets: newBudgets(cfg.MaxConcurrent), csrfKey: make([]byte, 32),
 		pacers: map[string]throttled.Pacer{}, grants: map[string]*grant{}, wait: newWaitHistogram(), reports: map[string]*reportTotals{}}
 	if _, err := rand.Read(s.csrfKey); err != nil {
 		return nil, fmt.Errorf("sidecar: CSRF key: %w", err)
@@ -234,57 +233,6 @@ func (s *Server) handlerFor(name string) func(http.ResponseWriter, *http.Request
 	}[name]
 }
 
-// guard sheds load beyond the concurrency limit, bounds the request's
-// time and body, and checks the bearer token's scope.
-func (s *Server) guard(r Route, h func(http.ResponseWriter, *http.Request, config.Token)) http.Handler {
-	// Remote workers waiting for tokens have slots of their own, so they
-	// can never crowd out the check, health and pause endpoints.
-	sem := s.sem
-	if r.Scope == config.ScopeWork {
-		sem = s.work
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		select {
-		case sem <- struct{}{}:
-			defer func() { <-sem }()
-		default:
-			s.shed.Add(1)
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, "too many requests in flight; retry after 1 s")
-			return
-		}
-		ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
-		defer cancel()
-		req = req.WithContext(ctx)
-		req.Body = http.MaxBytesReader(w, req.Body, maxBody)
-		var tok config.Token
-		cfg := s.config()
-		needed := r.Scope
-		if needed == config.ScopeRead && cfg.OpenReads || needed == ScopeHook || needed == ScopeUI {
-			needed = ""
-		}
-		if needed != "" {
-			secret, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-			if !ok || secret == "" {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="throttled"`)
-				writeError(w, http.StatusUnauthorized, "a bearer token is required")
-				return
-			}
-			t, found := cfg.Token(secret)
-			if !found {
-				writeError(w, http.StatusUnauthorized, "unknown token")
-				return
-			}
-			if !t.Allows(needed) {
-				writeError(w, http.StatusForbidden, fmt.Sprintf("token %q lacks scope %q", t.Name, needed))
-				return
-			}
-			tok = t
-		}
-		h(w, req, tok)
-	})
-}
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -299,8 +247,10 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ config.Token)
 	writeJSON(w, http.StatusOK, map[string]string{"status": "alive"})
 }
 
-// readyz: configuration loaded, holds confirmed (database reachable), and
-// for the leader fresh samples of the primary.
+// readyz: configuration loaded, holds confirmed (database reachable), for
+// the leader fresh samples of the primary, and every configured job holding
+// a valid allocation, so a check after a 200 here never answers 500 for
+// want of one.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ config.Token) {
 	var problems []string
 	if hs := s.client.Watcher().Applying(time.Now(), ""); len(hs) > 0 && hs[0].ID == holds.UnconfirmedHoldID {
@@ -310,6 +260,13 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ config.Token) 
 		snap := s.client.Snapshot()
 		if l, ok := snap.Get(signals.PrimaryLoad, nil); !ok || l.Err != nil || snap.Stale(l) {
 			problems = append(problems, "no fresh sample of the primary")
+		}
+	}
+	// Ready means /check can answer: a job still waiting for its first
+	// allocation (or whose lease lapsed) would get 500 there.
+	for _, j := range s.config().Jobs {
+		if js, ok := s.jobState(j.Name); ok && js.Unavailable {
+			problems = append(problems, fmt.Sprintf("job %s has no valid allocation: %s", j.Name, js.Reason))
 		}
 	}
 	if len(problems) > 0 {
@@ -423,7 +380,16 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, _ config.Token) {
 		w.WriteHeader(code)
 		return
 	}
-	writeJSON(w, code, map[string]any{"status": code, "message": msg, "job": r.PathValue("job"), "rate": js.Rate})
+	writeJSON(w, code, checkJSON{Job: r.PathValue("job"), Message: msg, Rate: js.Rate, Status: code})
+}
+
+// checkJSON is /check's body; its keys are in the order a map of them
+// would be written, as freno clients have always read them.
+type checkJSON struct {
+	Job     string  `json:"job"`
+	Message string  `json:"message"`
+	Rate    float64 `json:"rate"`
+	Status  int     `json:"status"`
 }
 
 func (s *Server) holds(w http.ResponseWriter, r *http.Request, _ config.Token) {
@@ -509,21 +475,6 @@ func ParseScope(s string) (throttle.Scope, error) {
 	return sc, sc.Validate()
 }
 
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("body: %w", err)
-	}
-	if dec.More() {
-		return errors.New("body: more than one JSON value")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("body: trailing data")
-	}
-	return nil
-}
-
 func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token) {
 	var req PauseRequest
 	if err := decode(r, &req); err != nil {
@@ -580,6 +531,8 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok config.Token
 	switch {
 	case errors.Is(err, holds.ErrUnknownHold):
 		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, holds.ErrInvalid):
+		writeError(w, http.StatusBadRequest, err.Error())
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, err.Error())
 	default:

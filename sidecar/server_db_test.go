@@ -162,3 +162,16 @@ func TestReloadChangesAndRemovesExistingJobs(t *testing.T) {
 		return nil
 	})
 }
+
+// Ready means the check can answer. /check once said 500 "allocation lease
+// expired" for about a second after /readyz said 200: ready did not wait
+// for the job's first allocation.
+func TestCheckAnswersOnceReady(t *testing.T) {
+	_, _, hs := coordinatedServer(t)
+	waitReady(t, hs.URL)
+	for i := range 20 {
+		if code := checkStatus(t, hs.URL+"/check/a"); code >= 500 {
+			t.Fatalf("check %d after /readyz said 200: %d", i, code)
+		}
+	}
+}

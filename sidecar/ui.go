@@ -81,10 +81,7 @@ func returnURL(cfg *config.Config, raw string) (string, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", fmt.Errorf("return URL %q is not an absolute http(s) URL", raw)
 	}
-	// Dot segments and encoded slashes could step out from under an
-	// allowed path once the browser resolves them: refused outright.
-	if p := u.EscapedPath(); strings.Contains(p, "/../") || strings.HasSuffix(p, "/..") || strings.Contains(p, "/./") ||
-		strings.HasSuffix(p, "/.") || strings.Contains(strings.ToLower(p), "%2f") || strings.Contains(p, `\`) {
+	if hasDotSegment(u) {
 		return "", fmt.Errorf("return URL %q has dot segments or encoded slashes", raw)
 	}
 	for _, allowed := range cfg.Grafana.ReturnURLs {
@@ -94,6 +91,26 @@ func returnURL(cfg *config.Config, raw string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("return URL %q is not under any of grafana.return_urls", raw)
+}
+
+// hasDotSegment reports whether u's path could step out from under an
+// allowed path once a browser or server resolves it: a "." or ".."
+// segment, written plainly or percent-encoded (%2e%2e, .%2e, %2E.), an
+// encoded slash or backslash, a backslash, or an encoded percent sign
+// (which a second decoding could turn into any of these).
+func hasDotSegment(u *url.URL) bool {
+	esc := strings.ToLower(u.EscapedPath())
+	if strings.Contains(esc, "%2f") || strings.Contains(esc, "%5c") || strings.Contains(esc, "%25") || strings.ContainsRune(u.Path, '\\') {
+		return true
+	}
+	for _, p := range []string{u.Path, esc} { // u.Path is decoded: %2e%2e reads ".."
+		for seg := range strings.SplitSeq(p, "/") {
+			if seg == "." || seg == ".." {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // underPath reports whether p is allowed or under it, on a segment

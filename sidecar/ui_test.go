@@ -229,3 +229,19 @@ func TestResumeLatchedNeedsALatch(t *testing.T) {
 		t.Fatalf("with no latch: %d %s", code, body)
 	}
 }
+
+// The return allow-list is a path prefix on a segment boundary, and dot
+// segments cannot step out of it however they are written: the browser
+// would follow the redirect to a page outside the allowed prefix (a
+// percent-encoded /d/%2e%2e/admin/users once passed with 303).
+func TestConfirmPageRefusesReturnsThatEscapeTheAllowList(t *testing.T) {
+	base, dashboard, _ := confirmPage(t)
+	u, _ := url.Parse(dashboard)
+	for _, p := range []string{"/d/../admin/users", "/d/%2e%2e/admin/users", "/d/.%2e/admin/users", "/d/%2E%2E/admin/users"} {
+		escape := u.Scheme + "://" + u.Host + p
+		code, body, _ := uiDo(t, "GET", base+"/ui/pause?job=ui-job&return="+url.QueryEscape(escape), "alice", nil)
+		if code != http.StatusBadRequest || !strings.Contains(body, "dot segments") {
+			t.Errorf("return=%s (resolves to /admin/users, outside /d/): %d %s; want 400", escape, code, body)
+		}
+	}
+}

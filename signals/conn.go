@@ -27,6 +27,14 @@ const (
 	reconnectMax  = 2 * time.Second
 )
 
+// seesSessionsSQL is the one rule for whether the sampler's role can see
+// other users' sessions in pg_stat_activity and pg_stat_replication: the
+// privileges of pg_read_all_stats (part of pg_monitor). Without them those
+// rows read with a NULL state and would count as idle. It is checked at
+// connect and again on every tick, in the tick's own statements, so a
+// grant revoked mid-run fails the signals rather than zeroing them.
+const seesSessionsSQL = `pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')`
+
 type serverKind int
 
 const (
@@ -55,6 +63,11 @@ type server struct {
 	failures int
 	retryAt  time.Time
 	lastErr  error
+	// role is the sampling role, learnt at connect.
+	role string
+	// grantLost is set while ticks find the role without
+	// pg_read_all_stats, so the loss and the recovery are logged once.
+	grantLost bool
 	// replicaName is, for a replica, its name as the primary knows it,
 	// learnt at connect.
 	replicaName string
@@ -150,12 +163,12 @@ func (s *server) connect(ctx context.Context, timeout time.Duration) (*pgx.Conn,
 func (s *server) check(ctx context.Context, conn *pgx.Conn) error {
 	var role string
 	var super, readStats, inRecovery bool
-	err := conn.QueryRow(ctx, `SELECT current_user::text, r.rolsuper,
-		pg_has_role(current_user, 'pg_read_all_stats', 'USAGE'), pg_is_in_recovery()
+	err := conn.QueryRow(ctx, `SELECT current_user::text, r.rolsuper, `+seesSessionsSQL+`, pg_is_in_recovery()
 		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&role, &super, &readStats, &inRecovery)
 	if err != nil {
 		return fmt.Errorf("check role on %s %s: %w", s.kind, s.addr, classify(err, s.timeout))
 	}
+	s.role = role
 	switch {
 	case super && !s.allowSuperuser:
 		return fmt.Errorf("%s %s as %q: %w", s.kind, s.addr, role, ErrSuperuser)
@@ -197,6 +210,48 @@ func (s *server) discoverReplicaName(ctx context.Context, conn *pgx.Conn) string
 	return "walreceiver"
 }
 
+// CheckReplica connects to the replica at dsn as a [Poller] does (its
+// role, its checks, connecting within timeout), then closes the
+// connection. It returns the replica's name as the Poller names it: its
+// slot name, else the application_name it streams with, else its
+// cluster_name (its address, for a role that cannot read settings). It
+// fails as [Poller.Connect] does: [ErrUnreachable],
+// [ErrWrongServer] for a server not in recovery, a [GrantError], or
+// [ErrSuperuser].
+func CheckReplica(ctx context.Context, dsn string, timeout time.Duration) (string, error) {
+	s, err := checkServer(ctx, kindReplica, dsn, timeout)
+	if err != nil {
+		return "", err
+	}
+	return s.replicaName, nil
+}
+
+// CheckPrimary connects to the primary at dsn as a [Poller] does and
+// closes the connection: the same checks a sampler runs at start (the
+// role sees other sessions, is no superuser, and the server is not in
+// recovery), so a configuration check refuses what sampling would.
+func CheckPrimary(ctx context.Context, dsn string, timeout time.Duration) error {
+	_, err := checkServer(ctx, kindPrimary, dsn, timeout)
+	return err
+}
+
+// checkServer connects to dsn as a sampler of kind would, runs the
+// connect-time checks, and closes the connection.
+func checkServer(ctx context.Context, kind serverKind, dsn string, timeout time.Duration) (*server, error) {
+	s, err := newServer(kind, dsn, timeout, false, hclog.NewNullLogger())
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.connect(ctx, timeout)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	_ = conn.Close(cctx)
+	return s, nil
+}
+
 // do runs f on the connection under the query timeout. A failure that
 // closed the connection (a client deadline does) makes the next call
 // reconnect.
@@ -210,6 +265,17 @@ func (s *server) do(ctx context.Context, now time.Time, f func(context.Context, 
 	qctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	err := f(qctx, s.conn)
+	var grant *GrantError
+	switch {
+	case errors.As(err, &grant):
+		if !s.grantLost {
+			s.log.Error("sampler role lost its grant; every signal of this server fails until it is back", "error", err)
+		}
+		s.grantLost = true
+	case err == nil && s.grantLost:
+		s.log.Info("sampler role has its grant back", "role", s.role)
+		s.grantLost = false
+	}
 	if err == nil {
 		return nil
 	}

@@ -13,9 +13,12 @@
 // reconnects into a full server fails exactly when it is needed), runs
 // each query under a server-side statement_timeout and a client deadline,
 // and samples each server in its own goroutine, so a hung replica cannot
-// stall the primary's samples. At connect it checks that its role can see
-// other sessions (pg_read_all_stats, part of pg_monitor); without it
-// pg_stat_activity hides other users' rows and load reads a silent 0.
+// stall the primary's samples. At connect, and again on every tick inside
+// the tick's own round trip, it checks that its role can see other
+// sessions (pg_read_all_stats, part of pg_monitor); without it
+// pg_stat_activity hides other users' rows and load would read a silent 0,
+// so a grant lost mid-run fails every signal of that server with a
+// [GrantError] until it is back.
 //
 // The signals:
 //

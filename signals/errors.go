@@ -31,8 +31,11 @@ var (
 )
 
 // GrantError reports that Role lacks pg_read_all_stats (part of
-// pg_monitor). Without it, pg_stat_activity shows other users' sessions
-// with NULL state and primary_load would silently read 0.
+// pg_monitor), found at connect or on any later tick. Without it,
+// pg_stat_activity shows other users' sessions with NULL state and
+// primary_load would silently read 0, so every signal of the server fails
+// with it instead; the next tick that finds the grant back recovers, on
+// the same connection.
 type GrantError struct {
 	Role string
 }

@@ -324,7 +324,7 @@ func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sam
 	err := s.srv.do(ctx, now(), func(ctx context.Context, conn *pgx.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue(activitySQL).QueryRow(func(r pgx.Row) error {
-			return r.Scan(&act.onCPU, &act.ioWait, &act.lockWait, &act.jobs)
+			return r.Scan(&act.onCPU, &act.ioWait, &act.lockWait, &act.jobs, &act.seesSessions)
 		})
 		b.Queue(headroomSQL).QueryRow(func(r pgx.Row) error {
 			return r.Scan(&hr.maxConns, &hr.superuserReserved, &hr.reserved, &hr.clients)
@@ -338,7 +338,14 @@ func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sam
 			})
 			return err
 		})
-		return conn.SendBatch(ctx, b).Close()
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if !act.seesSessions {
+			// Every count and every walsender would read as if idle.
+			return &GrantError{Role: s.srv.role}
+		}
+		return nil
 	})
 	at := now()
 	known := s.expected()
@@ -370,7 +377,13 @@ func (s *replicaSampler) server() *server { return s.srv }
 func (s *replicaSampler) sample(ctx context.Context, now func() time.Time) []Sample {
 	var r replay
 	err := s.srv.do(ctx, now(), func(ctx context.Context, conn *pgx.Conn) error {
-		return conn.QueryRow(ctx, replaySQL).Scan(&r.inRecovery, &r.backlog, &r.pauseState)
+		if err := conn.QueryRow(ctx, replaySQL).Scan(&r.inRecovery, &r.backlog, &r.pauseState, &r.seesSessions); err != nil {
+			return err
+		}
+		if !r.seesSessions {
+			return &GrantError{Role: s.srv.role}
+		}
+		return nil
 	})
 	at := now()
 	name := cmp.Or(s.srv.replicaName, s.srv.addr)

@@ -9,18 +9,23 @@ const JobAppPrefix = "throttled:"
 // activitySQL counts the primary's active sessions by what they wait on.
 // Only client backends and parallel workers count: walsenders, autovacuum
 // and background workers are not foreground work, and pg_sleep has a wait
-// event (PgSleep), so it is not on CPU. The sampler excludes itself.
+// event (PgSleep), so it is not on CPU. The sampler excludes itself. The
+// last column is whether the counts can be trusted: without
+// pg_read_all_stats other users' sessions have a NULL state and vanish
+// from every count.
 const activitySQL = `SELECT
   count(*) FILTER (WHERE state = 'active' AND wait_event IS NULL),
   count(*) FILTER (WHERE state = 'active' AND wait_event_type = 'IO'),
   count(*) FILTER (WHERE state = 'active' AND wait_event_type = 'Lock'),
-  count(*) FILTER (WHERE state = 'active' AND starts_with(application_name, '` + JobAppPrefix + `'))
+  count(*) FILTER (WHERE state = 'active' AND starts_with(application_name, '` + JobAppPrefix + `')),
+  ` + seesSessionsSQL + `
 FROM pg_stat_activity
 WHERE backend_type IN ('client backend', 'parallel worker') AND pid <> pg_backend_pid()`
 
 // activity is one row of activitySQL.
 type activity struct {
 	onCPU, ioWait, lockWait, jobs int64
+	seesSessions                  bool
 }
 
 // loadSmoother holds the EWMA state of the smoothed primary signals.

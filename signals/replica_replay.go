@@ -7,16 +7,18 @@ import (
 
 // replaySQL reads, on a replica, how much received WAL is not yet
 // replayed and whether replay is paused. A replica restored from archive
-// without streaming has a NULL receive position.
+// without streaming has a NULL receive position. The last column re-checks
+// the sampling role's grant, as at connect.
 const replaySQL = `SELECT pg_is_in_recovery(),
   pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::float8,
-  pg_get_wal_replay_pause_state()`
+  pg_get_wal_replay_pause_state(), ` + seesSessionsSQL
 
 // replay is one row of replaySQL.
 type replay struct {
-	inRecovery bool
-	backlog    *float64
-	pauseState string
+	inRecovery   bool
+	backlog      *float64
+	pauseState   string
+	seesSessions bool
 }
 
 func (r replay) samples(name string, at time.Time) []Sample {

@@ -426,6 +426,105 @@ func TestRoleWithoutPgMonitorFailsAtStart(t *testing.T) {
 	}
 }
 
+// revokeMonitor takes pg_monitor from the sampler role on the shared pair
+// and gives it back when the test ends (the next test samples as it).
+func revokeMonitor(t *testing.T, c *pgcluster.Cluster) (grant func()) {
+	t.Helper()
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	exec := func(q string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	grant = func() { exec("GRANT pg_monitor TO " + pgcluster.RoleMonitor) }
+	t.Cleanup(grant)
+	exec("REVOKE pg_monitor FROM " + pgcluster.RoleMonitor)
+	return grant
+}
+
+// grantErrors returns nil when every sample of snap fails with a
+// GrantError naming role, else what does not.
+func grantErrors(snap Snapshot, role string) error {
+	var errs []error
+	for _, s := range snap.Samples {
+		var g *GrantError
+		if !errors.As(s.Err, &g) || g.Role != role {
+			errs = append(errs, fmt.Errorf("%s: value %v, err %v; want a GrantError for %s", s.Key(), s.Raw, s.Err, role))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// The grant is checked on every tick, not only at connect. Issue 10: with
+// pg_monitor revoked from the sampler role mid-run, other users' sessions
+// read with a NULL state and counted as idle, so a CPU-bound primary read
+// primary_load 0.09, 0.03, 0.007 with no error and the sidecar said "go".
+// Now every signal of the primary and of the replica fails with a
+// GrantError within a tick, and recovers on the same connection once the
+// grant is back.
+func TestRevokedPgMonitorFailsEverySignalUntilGranted(t *testing.T) {
+	c := pgtest.Cluster(t)
+	p := newPoller(t, c, nil)
+	load, err := c.CPULoad(context.Background(), 2, time.Minute, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer load.Stop()
+	waitValue(t, p, 10*time.Second, PrimaryLoad, "", false, "==", 1.0)
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		p.Tick(context.Background())
+		var errs []error
+		for _, s := range p.Snapshot().Samples {
+			errs = append(errs, s.Err)
+		}
+		return errors.Join(errs...)
+	})
+	primaryConn, replicaConn := p.primary.srv.conn, p.replicas[0].srv.conn
+
+	grant := revokeMonitor(t, c)
+	// The primary's catalogs change at once: its very next tick fails.
+	p.Tick(context.Background())
+	snap := p.Snapshot()
+	var primary Snapshot
+	for _, s := range snap.Samples {
+		if s.Name != ReplicaReplayBacklogBytes && s.Name != ReplicaReplayPaused {
+			primary.Samples = append(primary.Samples, s)
+		}
+	}
+	if err := grantErrors(primary, pgcluster.RoleMonitor); err != nil {
+		t.Fatalf("the tick after the revoke:\n%v", err)
+	}
+	s := get(t, snap, PrimaryLoad, "")
+	for _, want := range []string{"pg_read_all_stats", `GRANT pg_monitor TO "throttled_monitor"`} {
+		if !strings.Contains(s.Err.Error(), want) {
+			t.Errorf("error %q does not mention %q", s.Err, want)
+		}
+	}
+	// The replica's once it has replayed the revoke.
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		p.Tick(context.Background())
+		return grantErrors(p.Snapshot(), pgcluster.RoleMonitor)
+	})
+
+	grant()
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		p.Tick(context.Background())
+		snap := p.Snapshot()
+		for _, s := range snap.Samples {
+			if s.Err != nil {
+				return fmt.Errorf("%s: %v", s.Key(), s.Err)
+			}
+		}
+		return want(PrimaryLoad, get(t, snap, PrimaryLoad, "").Raw, 1.0, "==")
+	})
+	if p.primary.srv.conn != primaryConn || p.replicas[0].srv.conn != replicaConn {
+		t.Error("the sampler reconnected; a missing grant must not cost the connection")
+	}
+}
+
 func TestSuperuserAndWrongServerRefused(t *testing.T) {
 	c := pgtest.Cluster(t)
 	for _, tc := range []struct {

@@ -11,9 +11,23 @@ import (
 	"time"
 )
 
+// apiError is a sidecar's answer other than 2xx.
+type apiError struct {
+	Method, Path string
+	Status       int
+	Message      string // the sidecar's error, if it gave one
+}
+
+func (e *apiError) Error() string {
+	if e.Message != "" {
+		return fmt.Sprintf("%s %s: %d: %s", e.Method, e.Path, e.Status, e.Message)
+	}
+	return fmt.Sprintf("%s %s: %d", e.Method, e.Path, e.Status)
+}
+
 // apiCall sends one request to a sidecar, bounded by 10 s, with the token
-// from THROTTLED_TOKEN. It returns the body of a 2xx answer, or an error
-// carrying the sidecar's message.
+// from THROTTLED_TOKEN. It returns the body of a 2xx answer, or an
+// *apiError carrying the status and the sidecar's message.
 func apiCall(ctx context.Context, addr, token, method, path string, body any) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -41,10 +55,8 @@ func apiCall(ctx context.Context, addr, token, method, path string, body any) ([
 		var e struct {
 			Error string `json:"error"`
 		}
-		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
-			return nil, fmt.Errorf("%s %s: %d: %s", method, path, resp.StatusCode, e.Error)
-		}
-		return nil, fmt.Errorf("%s %s: %d", method, path, resp.StatusCode)
+		_ = json.Unmarshal(raw, &e)
+		return nil, &apiError{Method: method, Path: path, Status: resp.StatusCode, Message: e.Error}
 	}
 	return raw, nil
 }

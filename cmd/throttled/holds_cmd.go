@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"os/user"
@@ -14,9 +16,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/mattn/go-isatty"
 	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/throttle"
@@ -118,13 +123,12 @@ func (s *scopeFlags) scope() (throttle.Scope, error) {
 func runPause(ctx context.Context, args []string, out, errOut io.Writer) int {
 	var cf coordFlags
 	var sf scopeFlags
-	var ttl, maxTTL time.Duration
+	var ttl time.Duration
 	var reason string
 	fs := flag.NewFlagSet("pause", flag.ContinueOnError)
 	cf.register(fs, true)
 	sf.register(fs, "pause")
-	fs.DurationVar(&ttl, "ttl", time.Hour, "how long the hold lasts; every hold expires")
-	fs.DurationVar(&maxTTL, "max-ttl", 24*time.Hour, "the longest hold allowed")
+	fs.DurationVar(&ttl, "ttl", time.Hour, "how long the hold lasts, at most the cluster's cap (holds.max_ttl of throttled run, 24h by default); every hold expires")
 	fs.StringVar(&reason, "reason", "", "why (required; shown to everyone and audited)")
 	if err := parse(fs, args, errOut); err != nil {
 		return fail(errOut, "pause", err)
@@ -156,7 +160,8 @@ func runPause(ctx context.Context, args []string, out, errOut io.Writer) int {
 		fmt.Fprintf(out, "hold %v on %v by %v until %v: %v\n", h["id"], h["scope"], h["actor"], h["expires"], h["reason"])
 		return exitOK
 	}
-	store, pool, err := openStore(ctx, cf.dsn, holds.Config{MaxTTL: maxTTL, DefaultTTL: min(time.Hour, maxTTL)})
+	// The cluster's cap applies: the database refuses a longer hold.
+	store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
 	if err != nil {
 		return fail(errOut, "pause", err)
 	}
@@ -172,64 +177,256 @@ func runPause(ctx context.Context, args []string, out, errOut io.Writer) int {
 	return exitOK
 }
 
+// setHoldCap writes cfg's holds.max_ttl as the cluster's cap on holds,
+// which the database enforces for every client: `throttled run` calls it
+// at start and on each applied reload, so the sidecar's file is the
+// authority. Bounded by 5 s.
+func setHoldCap(ctx context.Context, store *holds.Store, cfg *config.Config, path string, log hclog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	old, err := store.SetMaxTTL(ctx, cfg.HoldMax, "throttled", throttle.SourceAuto,
+		fmt.Sprintf("holds.max_ttl of %s (version %s)", path, cfg.Version))
+	if err != nil {
+		return fmt.Errorf("%s: holds.max_ttl %s: %w", path, cfg.HoldMax, err)
+	}
+	if old != cfg.HoldMax {
+		log.Info("cluster hold cap set", "max_ttl", cfg.HoldMax, "previous", old, "file", path)
+	}
+	return nil
+}
+
+// console is where `resume --all` asks for its confirmation: the
+// process's stdin, and whether it is a terminal.
+type console struct {
+	in       io.Reader
+	terminal bool
+}
+
 func runResume(ctx context.Context, args []string, out, errOut io.Writer) int {
+	return resume(ctx, args, console{in: os.Stdin, terminal: isatty.IsTerminal(os.Stdin.Fd())}, out, errOut)
+}
+
+const resumeUsage = `Usage: throttled resume (--hold ID | --job NAME | --prefix PREFIX | --scope SCOPE | --all [--yes] | --latched) [flags]
+
+Release holds; jobs restart slowly. Exactly one of:
+  --hold ID        that one hold (an ID from throttled holds)
+  --job NAME       the holds on exactly job:NAME
+  --prefix PREFIX  the holds on exactly group:PREFIX
+  --scope SCOPE    the holds with exactly this scope: all, job:NAME or group:PREFIX
+                   (--scope all releases the hold on all jobs alone)
+  --all            every active hold of every scope, after a confirmation listing them;
+                   --yes skips it, and is required when stdin is not a terminal
+  --latched        end the cluster's latched critical pause instead
+
+Flags:
+`
+
+func resume(ctx context.Context, args []string, con console, out, errOut io.Writer) int {
 	var cf coordFlags
-	var sf scopeFlags
-	var id, reason string
-	var latched bool
+	var id, job, prefix, scope, reason string
+	var every, yes, latched bool
 	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
 	cf.register(fs, true)
-	sf.register(fs, "release the holds on")
-	fs.StringVar(&id, "hold", "", "release this hold (an ID from `throttled holds`)")
+	fs.StringVar(&id, "hold", "", "release the hold with this `ID` (from throttled holds)")
+	fs.StringVar(&job, "job", "", "release the holds on exactly this job (scope job:NAME)")
+	fs.StringVar(&prefix, "prefix", "", "release the holds on exactly this group (scope group:PREFIX)")
+	fs.StringVar(&scope, "scope", "", "release the holds with exactly this scope: all, job:NAME or group:PREFIX")
+	fs.BoolVar(&every, "all", false, "release every active hold of every scope, after a confirmation listing them")
+	fs.BoolVar(&yes, "yes", false, "with --all: release without asking (required when stdin is not a terminal)")
 	fs.BoolVar(&latched, "latched", false, "end the cluster's latched critical pause (the leader acts within a tick)")
 	fs.StringVar(&reason, "reason", "", "why (audited)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), resumeUsage)
+		fs.PrintDefaults()
+	}
 	if err := parse(fs, args, errOut); err != nil {
 		return fail(errOut, "resume", err)
 	}
 	if err := cf.resolve(os.Getenv); err != nil {
 		return fail(errOut, "resume", err)
 	}
+	if err := holds.Storable(reason); err != nil {
+		return fail(errOut, "resume", fmt.Errorf("%w: --reason: %w", errUsage, err))
+	}
+	chosen := 0
+	for _, set := range []bool{id != "", job != "", prefix != "", scope != "", every} {
+		if set {
+			chosen++
+		}
+	}
 	if latched {
-		if id != "" || sf.job != "" || sf.prefix != "" || sf.all {
+		if chosen > 0 {
 			return fail(errOut, "resume", fmt.Errorf("%w: --latched ends the critical pause; release holds in another call", errUsage))
 		}
 		return resumeLatched(ctx, cf, reason, out, errOut)
 	}
+	if chosen != 1 {
+		return fail(errOut, "resume", fmt.Errorf("%w: give exactly one of --hold ID, --job, --prefix, --scope and --all (--all: every hold of every scope)", errUsage))
+	}
 	var sc throttle.Scope
 	var err error
-	if id == "" {
-		if sc, err = sf.scope(); err != nil {
-			return fail(errOut, "resume", fmt.Errorf("%w: give --hold ID, or %w", errUsage, err))
-		}
-	} else if sf.job != "" || sf.prefix != "" || sf.all {
-		return fail(errOut, "resume", fmt.Errorf("%w: give --hold or a scope, not both", errUsage))
+	switch {
+	case job != "":
+		sc = throttle.OneJob(throttle.Job(job))
+		err = sc.Validate()
+	case prefix != "":
+		sc = throttle.Group(prefix)
+		err = sc.Validate()
+	case scope != "":
+		sc, err = sidecar.ParseScope(scope)
 	}
-	if cf.addr != "" {
-		return resumeAPI(ctx, cf, id, sc, reason, out, errOut)
-	}
-	store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
 	if err != nil {
-		return fail(errOut, "resume", err)
+		return fail(errOut, "resume", fmt.Errorf("%w: %w", errUsage, err))
 	}
-	defer pool.Close()
-	var released []throttle.Hold
-	if id != "" {
-		h, err := store.Release(ctx, id, cf.actor, throttle.SourceCLI, reason)
+	if every && !yes && !con.terminal {
+		return fail(errOut, "resume", fmt.Errorf("%w: --all releases every active hold of every scope: add --yes to confirm, as stdin is not a terminal to ask on "+
+			"(--scope all releases the hold on all jobs alone)", errUsage))
+	}
+
+	var r releaser
+	if cf.addr != "" {
+		r = apiReleaser{cf: cf, reason: reason}
+	} else {
+		store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
 		if err != nil {
 			return fail(errOut, "resume", err)
 		}
-		released = append(released, h)
-	} else if released, err = store.ReleaseScope(ctx, sc, cf.actor, throttle.SourceCLI, reason); err != nil {
+		defer pool.Close()
+		r = storeReleaser{store: store, actor: cf.actor, reason: reason}
+	}
+	if id != "" {
+		h, err := r.release(ctx, id)
+		if err != nil {
+			return fail(errOut, "resume", err)
+		}
+		printReleased(out, []throttle.Hold{h})
+		return exitOK
+	}
+	active, err := r.active(ctx)
+	if err != nil {
 		return fail(errOut, "resume", err)
 	}
-	if len(released) == 0 {
-		return fail(errOut, "resume", fmt.Errorf("no active hold on %s; see `throttled holds`", sc))
+	var chosenHolds []throttle.Hold
+	for _, h := range active {
+		if every || h.Scope == sc {
+			chosenHolds = append(chosenHolds, h)
+		}
 	}
-	for _, h := range released {
+	switch {
+	case len(chosenHolds) == 0 && every:
+		fmt.Fprintln(out, "no active holds")
+		return exitOK
+	case len(chosenHolds) == 0:
+		return fail(errOut, "resume", fmt.Errorf("no active hold on exactly %s; see `throttled holds` (--all releases every hold of every scope)", sc))
+	case every && !yes:
+		ok, err := confirm(con.in, errOut, chosenHolds)
+		if err != nil {
+			return fail(errOut, "resume", err)
+		}
+		if !ok {
+			return fail(errOut, "resume", errors.New("not confirmed; nothing released"))
+		}
+	}
+	// Exactly the holds listed (and confirmed): a hold made since is not
+	// released, and one that ended meanwhile is passed over.
+	var released []throttle.Hold
+	for _, h := range chosenHolds {
+		got, err := r.release(ctx, h.ID)
+		if errors.Is(err, holds.ErrUnknownHold) {
+			fmt.Fprintf(out, "hold %s had already ended\n", h.ID)
+			continue
+		}
+		if err != nil {
+			printReleased(out, released)
+			return fail(errOut, "resume", fmt.Errorf("release hold %s (%d of %d released): %w", h.ID, len(released), len(chosenHolds), err))
+		}
+		released = append(released, got)
+	}
+	printReleased(out, released)
+	return exitOK
+}
+
+// confirm lists hs on w and asks whether to release them all; only "y" or
+// "yes" confirms.
+func confirm(in io.Reader, w io.Writer, hs []throttle.Hold) (bool, error) {
+	fmt.Fprintf(w, "%d active holds, of every scope:\n", len(hs))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ID\tSCOPE\tSOURCE\tACTOR\tREASON")
+	for _, h := range hs {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", h.ID, h.Scope, h.Source, h.Actor, h.Reason)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "Release all %d? [y/N] ", len(hs))
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("read the confirmation: %w", err)
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
+
+func printReleased(out io.Writer, hs []throttle.Hold) {
+	for _, h := range hs {
 		fmt.Fprintf(out, "released hold %s on %s (made by %s: %s)\n", h.ID, h.Scope, h.Actor, h.Reason)
 	}
-	fmt.Fprintln(out, "jobs restart slowly: at a quarter of their rate before the pause")
-	return exitOK
+	if len(hs) > 0 {
+		fmt.Fprintln(out, "jobs restart slowly: at a quarter of their rate before the pause")
+	}
+}
+
+// releaser lists and releases holds for `resume`: in the database as the
+// CLI (source cli), or through a sidecar as its token (source manual).
+// Either may release any hold; automation's limits do not apply to a
+// person.
+type releaser interface {
+	active(ctx context.Context) ([]throttle.Hold, error)
+	// release ends one hold; an error wrapping holds.ErrUnknownHold when
+	// it is not active.
+	release(ctx context.Context, id string) (throttle.Hold, error)
+}
+
+type storeReleaser struct {
+	store         *holds.Store
+	actor, reason string
+}
+
+func (s storeReleaser) active(ctx context.Context) ([]throttle.Hold, error) {
+	return s.store.Active(ctx)
+}
+
+func (s storeReleaser) release(ctx context.Context, id string) (throttle.Hold, error) {
+	return s.store.Release(ctx, id, s.actor, throttle.SourceCLI, s.reason)
+}
+
+type apiReleaser struct {
+	cf     coordFlags
+	reason string
+}
+
+func (a apiReleaser) active(ctx context.Context) ([]throttle.Hold, error) {
+	raw, err := apiCall(ctx, a.cf.addr, a.cf.token, "GET", "/v1/holds", nil)
+	if err != nil {
+		return nil, err
+	}
+	return holdsFromAPI(raw)
+}
+
+func (a apiReleaser) release(ctx context.Context, id string) (throttle.Hold, error) {
+	raw, err := apiCall(ctx, a.cf.addr, a.cf.token, "DELETE", "/v1/holds/"+url.PathEscape(id)+"?reason="+url.QueryEscape(a.reason), nil)
+	if e := (*apiError)(nil); errors.As(err, &e) && e.Status == http.StatusNotFound {
+		return throttle.Hold{}, fmt.Errorf("%w: %w", holds.ErrUnknownHold, err)
+	}
+	if err != nil {
+		return throttle.Hold{}, err
+	}
+	var h apiHold
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return throttle.Hold{}, err
+	}
+	return h.hold()
 }
 
 func runHolds(ctx context.Context, args []string, out, errOut io.Writer) int {
@@ -347,33 +544,42 @@ func runAudit(ctx context.Context, args []string, out, errOut io.Writer) int {
 	return exitOK
 }
 
+// apiHold is a hold as the sidecar's API shows it.
+type apiHold struct {
+	ID      string          `json:"id"`
+	Scope   string          `json:"scope"`
+	Source  throttle.Source `json:"source"`
+	Reason  string          `json:"reason"`
+	Actor   string          `json:"actor"`
+	Created time.Time       `json:"created"`
+	Expires time.Time       `json:"expires"`
+}
+
+func (h apiHold) hold() (throttle.Hold, error) {
+	sc, err := sidecar.ParseScope(h.Scope)
+	if err != nil {
+		return throttle.Hold{}, err
+	}
+	return throttle.Hold{ID: h.ID, Scope: sc, Source: h.Source, Reason: h.Reason, Actor: h.Actor, Created: h.Created, Expires: h.Expires}, nil
+}
+
 // holdsFromAPI reads GET /v1/holds.
 func holdsFromAPI(raw []byte) ([]throttle.Hold, error) {
-	var list []struct {
-		ID      string          `json:"id"`
-		Scope   string          `json:"scope"`
-		Source  throttle.Source `json:"source"`
-		Reason  string          `json:"reason"`
-		Actor   string          `json:"actor"`
-		Created time.Time       `json:"created"`
-		Expires time.Time       `json:"expires"`
-	}
+	var list []apiHold
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, err
 	}
 	var out []throttle.Hold
-	for _, h := range list {
-		sc, err := sidecar.ParseScope(h.Scope)
+	for _, a := range list {
+		h, err := a.hold()
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, throttle.Hold{ID: h.ID, Scope: sc, Source: h.Source, Reason: h.Reason, Actor: h.Actor, Created: h.Created, Expires: h.Expires})
+		out = append(out, h)
 	}
 	return out, nil
 }
 
-// resumeAPI releases holds through a sidecar: one by ID, or every active
-// hold with exactly the scope.
 // resumeLatched asks the leader to end a latched critical pause, through
 // the sidecar's API or the database.
 func resumeLatched(ctx context.Context, cf coordFlags, reason string, out, errOut io.Writer) int {
@@ -392,38 +598,6 @@ func resumeLatched(ctx context.Context, cf coordFlags, reason string, out, errOu
 		}
 	}
 	fmt.Fprintln(out, "resume requested: the leader ends the latch within a tick; jobs restart once the signals are calm, slowly")
-	return exitOK
-}
-
-func resumeAPI(ctx context.Context, cf coordFlags, id string, sc throttle.Scope, reason string, out, errOut io.Writer) int {
-	var ids []string
-	if id != "" {
-		ids = []string{id}
-	} else {
-		raw, err := apiCall(ctx, cf.addr, cf.token, "GET", "/v1/holds", nil)
-		if err != nil {
-			return fail(errOut, "resume", err)
-		}
-		active, err := holdsFromAPI(raw)
-		if err != nil {
-			return fail(errOut, "resume", err)
-		}
-		for _, h := range active {
-			if h.Scope == sc {
-				ids = append(ids, h.ID)
-			}
-		}
-		if len(ids) == 0 {
-			return fail(errOut, "resume", fmt.Errorf("no active hold on %s; see `throttled holds`", sc))
-		}
-	}
-	for _, hid := range ids {
-		if _, err := apiCall(ctx, cf.addr, cf.token, "DELETE", "/v1/holds/"+url.PathEscape(hid)+"?reason="+url.QueryEscape(reason), nil); err != nil {
-			return fail(errOut, "resume", err)
-		}
-		fmt.Fprintf(out, "released hold %s\n", hid)
-	}
-	fmt.Fprintln(out, "jobs restart slowly: at a quarter of their rate before the pause")
 	return exitOK
 }
 

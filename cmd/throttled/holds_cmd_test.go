@@ -5,16 +5,23 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/sidecar"
+	"github.com/throttled/throttled/throttle"
 )
 
 // worker is an exec process of the test binary.
@@ -180,8 +187,13 @@ func TestPauseCLIValidates(t *testing.T) {
 		{[]string{"pause", "--primary-dsn", "postgres://h/db", "--job", "a"}, "--reason is required"},
 		{[]string{"pause", "--primary-dsn", "postgres://h/db", "--job", "a", "--reason", "x", "--ttl", "-1m"}, "--ttl must be positive"},
 		{[]string{"pause", "--primary-dsn", "postgres://h/db", "--job", "Bad", "--reason", "x"}, `invalid scope "job:Bad"`},
-		{[]string{"resume", "--primary-dsn", "postgres://h/db"}, "give --hold ID, or give exactly one"},
-		{[]string{"resume", "--primary-dsn", "postgres://h/db", "--hold", "h1", "--all"}, "not both"},
+		{[]string{"pause", "--primary-dsn", "postgres://h/db", "--job", "a", "--reason", "x", "--max-ttl", "100h"}, "flag provided but not defined: -max-ttl"},
+		{[]string{"resume", "--primary-dsn", "postgres://h/db"}, "give exactly one of --hold ID, --job, --prefix, --scope and --all"},
+		{[]string{"resume", "--primary-dsn", "postgres://h/db", "--hold", "h1", "--all"}, "give exactly one"},
+		{[]string{"resume", "--primary-dsn", "postgres://h/db", "--scope", "all", "--all"}, "give exactly one"},
+		{[]string{"resume", "--primary-dsn", "postgres://h/db", "--scope", "every"}, `scope "every"`},
+		{[]string{"resume", "--primary-dsn", "postgres://h/db", "--all", "--latched"}, "--latched ends the critical pause"},
+		{[]string{"resume", "--primary-dsn", "postgres://h/db", "--job", "a", "--reason", "a\x00b"}, "--reason: contains a NUL"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), tc.args, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), tc.want) {
@@ -204,7 +216,7 @@ func TestCheckConfig(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, replica string) string {
 		p := dir + "/" + name
-		src := fmt.Sprintf("primary {\n  dsn = %q\n  cores = 2\n}\nreplica %q {\n  policy = \"required\"\n}\n", c.Primary.DSN(pgcluster.RoleMonitor), replica)
+		src := fmt.Sprintf("primary {\n  dsn = %q\n  cores = 2\n}\nreplica %q {\n  policy = \"required\"\n}\nlisten {\n  address = \"127.0.0.1:18087\"\n}\n", c.Primary.DSN(pgcluster.RoleMonitor), replica)
 		if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -246,5 +258,154 @@ func logConnections(t *testing.T, admin *pgx.Conn) {
 		if err := rows.Scan(&app, &user, &state, &n); err == nil {
 			t.Logf("connections: %d %s as %s (%s)", n, app, user, state)
 		}
+	}
+}
+
+// resumeAllSetup makes three holds of three scopes (and none else) and
+// returns a store on the cluster and its admin DSN.
+func resumeAllSetup(t *testing.T) (*holds.Store, string, []throttle.Hold) {
+	t.Helper()
+	c := pgtest.Cluster(t)
+	ctx := context.Background()
+	dsn := c.Primary.DSN(pgcluster.RoleAdmin)
+	store, pool, err := openStore(ctx, dsn, holds.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, "UPDATE throttled.holds SET released_at = now(), released_by = 'test' WHERE released_at IS NULL"); err != nil {
+		t.Fatal(err)
+	}
+	var hs []throttle.Hold
+	for _, sc := range []throttle.Scope{throttle.OneJob("purge"), throttle.Group("archive_"), throttle.AllJobs()} {
+		h, err := store.Add(ctx, holds.Request{Scope: sc, Source: throttle.SourceCLI, Reason: "test " + sc.String(), Actor: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	return store, dsn, hs
+}
+
+func activeIDs(t *testing.T, store *holds.Store) []string {
+	t.Helper()
+	active, err := store.Active(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, h := range active {
+		ids = append(ids, h.ID)
+	}
+	return ids
+}
+
+// `resume --all` released only the hold scoped to all: with 19 job holds
+// active it said "no active hold on all". Now --all releases every active
+// hold of every scope after a confirmation that lists them (--yes skips
+// it; without a terminal to ask on, --yes is required), and --scope all
+// releases the hold on all jobs alone.
+func TestResumeAll(t *testing.T) {
+	store, dsn, hs := resumeAllSetup(t)
+	ctx := context.Background()
+	resumeWith := func(con console, args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := resume(ctx, append([]string{"--primary-dsn", dsn, "--actor", "bob", "--reason", "incident over"}, args...), con, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	all := fmt.Sprint([]string{hs[0].ID, hs[1].ID, hs[2].ID})
+
+	// Not a terminal, no --yes: refused before anything is read.
+	if code, _, errOut := resumeWith(console{in: strings.NewReader("yes\n")}, "--all"); code != exitUsage || !strings.Contains(errOut, "add --yes") {
+		t.Fatalf("--all without a terminal or --yes: exit %d: %s", code, errOut)
+	}
+	// On a terminal, the prompt lists every hold; anything but yes keeps them.
+	code, _, errOut := resumeWith(console{in: strings.NewReader("n\n"), terminal: true}, "--all")
+	if code != exitError || !strings.Contains(errOut, "3 active holds, of every scope") || !strings.Contains(errOut, "Release all 3?") ||
+		!strings.Contains(errOut, "not confirmed; nothing released") {
+		t.Fatalf("--all answered n: exit %d: %s", code, errOut)
+	}
+	for _, h := range hs {
+		if !strings.Contains(errOut, h.ID) || !strings.Contains(errOut, h.Scope.String()) {
+			t.Errorf("the prompt does not list %s on %s:\n%s", h.ID, h.Scope, errOut)
+		}
+	}
+	if got := fmt.Sprint(activeIDs(t, store)); got != all {
+		t.Fatalf("after a refused confirmation: %s; want %s", got, all)
+	}
+	// --scope all is the hold on all jobs alone.
+	code, out, errOut := resumeWith(console{}, "--scope", "all")
+	if code != exitOK || !strings.Contains(out, "released hold "+hs[2].ID+" on all") {
+		t.Fatalf("--scope all: exit %d: %s%s", code, out, errOut)
+	}
+	if got := fmt.Sprint(activeIDs(t, store)); got != fmt.Sprint([]string{hs[0].ID, hs[1].ID}) {
+		t.Fatalf("after --scope all: %s; want the job and group holds", got)
+	}
+	if code, _, errOut := resumeWith(console{}, "--scope", "all"); code != exitError || !strings.Contains(errOut, "no active hold on exactly all") {
+		t.Fatalf("--scope all again: exit %d: %s", code, errOut)
+	}
+	// Confirmed on a terminal: every hold of every scope.
+	code, out, errOut = resumeWith(console{in: strings.NewReader("yes\n"), terminal: true}, "--all")
+	if code != exitOK || !strings.Contains(out, "released hold "+hs[0].ID+" on job:purge") || !strings.Contains(out, "released hold "+hs[1].ID+" on group:archive_") {
+		t.Fatalf("--all confirmed: exit %d: %s%s", code, out, errOut)
+	}
+	if got := activeIDs(t, store); len(got) != 0 {
+		t.Fatalf("after --all: %v still active", got)
+	}
+	if code, out, _ := resumeWith(console{}, "--all", "--yes"); code != exitOK || !strings.Contains(out, "no active holds") {
+		t.Fatalf("--all --yes with nothing held: exit %d: %s", code, out)
+	}
+	// --yes: no question, even without a terminal.
+	_, _, hs = resumeAllSetup(t)
+	if code, out, errOut := resumeWith(console{}, "--all", "--yes"); code != exitOK || strings.Count(out, "released hold") != 3 || strings.Contains(errOut, "Release all") {
+		t.Fatalf("--all --yes: exit %d: %s%s", code, out, errOut)
+	}
+	es, err := store.AuditSince(ctx, hs[0].Created.Add(-time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range es {
+		if e.Event == holds.EventHoldReleased && e.Actor == "bob" && e.Reason == "incident over" && e.Source == string(throttle.SourceCLI) &&
+			slices.ContainsFunc(hs, func(h throttle.Hold) bool { return h.ID == e.HoldID }) {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d releases audited as bob's from the CLI; want 3", n)
+	}
+}
+
+// The same through a sidecar's API (--addr), as the token.
+func TestResumeAllThroughASidecar(t *testing.T) {
+	store, dsn, hs := resumeAllSetup(t)
+	ctx := context.Background()
+	c := pgtest.Cluster(t)
+	client, err := throttled.Open(ctx, throttled.Options{PrimaryDSN: c.Primary.DSN(pgcluster.RoleMonitor), Cores: 2,
+		CoordinationDSN: dsn, Coordinate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	srv, err := sidecar.New(client, &config.Config{Version: "v1", MaxConcurrent: 8, HoldDefault: time.Hour, HoldMax: 24 * time.Hour,
+		Tokens: []config.Token{{Name: "ops", Secret: opsToken, Scopes: []config.Scope{config.ScopePause, config.ScopeRead}}}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hsrv := httptest.NewServer(srv.Handler())
+	t.Cleanup(hsrv.Close)
+	t.Setenv("THROTTLED_TOKEN", opsToken)
+	var out, errOut bytes.Buffer
+	if code := resume(ctx, []string{"--addr", hsrv.URL, "--scope", "job:purge"}, console{}, &out, &errOut); code != exitOK ||
+		!strings.Contains(out.String(), "released hold "+hs[0].ID+" on job:purge") {
+		t.Fatalf("--addr --scope job:purge: exit %d: %s%s", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	if code := resume(ctx, []string{"--addr", hsrv.URL, "--all", "--yes", "--reason", "done"}, console{}, &out, &errOut); code != exitOK ||
+		strings.Count(out.String(), "released hold") != 2 || !strings.Contains(out.String(), hs[2].ID+" on all") {
+		t.Fatalf("--addr --all --yes: exit %d: %s%s", code, out.String(), errOut.String())
+	}
+	if got := activeIDs(t, store); len(got) != 0 {
+		t.Fatalf("after --addr --all: %v still active", got)
 	}
 }

@@ -74,15 +74,8 @@ func clientOptions(cfg *config.Config, log hclog.Logger) throttled.Options {
 }
 
 func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) error {
-	cfg, err := config.Load(path)
+	cfg, err := loadToRun(ctx, path)
 	if err != nil {
-		return err
-	}
-	if cfg.Listen == "" {
-		return fmt.Errorf("%s: a listen block is required to run", path)
-	}
-	// Never start against a cluster the file does not describe.
-	if err := cfg.Live(ctx); err != nil {
 		return err
 	}
 	// Pages: only the leader decides, so only the leader pages.
@@ -107,6 +100,9 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		return err
 	}
 	defer client.Close() // last: releases leadership and the worker rows
+	if err := setHoldCap(ctx, client.Store(), cfg, path, log); err != nil {
+		return err
+	}
 	leading = client.Leader
 	slog := log.Named("sidecar")
 	pctx, stopPager := context.WithCancel(context.WithoutCancel(ctx))
@@ -125,12 +121,12 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 	reload := func(ctx context.Context) (*config.Config, error) {
 		reloadMu.Lock()
 		defer reloadMu.Unlock()
-		next, err := config.Load(path)
-		if err == nil {
-			err = next.Live(ctx)
-		}
+		next, err := loadToRun(ctx, path)
 		if err == nil {
 			err = restartOnly(cfg, next)
+		}
+		if err == nil { // holds.max_ttl is unchanged (restartOnly): this repairs a cap changed meanwhile
+			err = setHoldCap(ctx, client.Store(), next, path, slog)
 		}
 		// The controller's configuration was validated with the file
 		// (config.Load runs the controller's own checks); the jobs are
