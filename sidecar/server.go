@@ -55,10 +55,10 @@ type Server struct {
 	grants map[string]*grant // tokens handed to remote workers, until reported
 
 	reloadsApplied, reloadsRefused, violations atomic.Int64
-	pages                                            PageCounter
-	annotations                                      *Annotations
-	wait                                             *prometheus.HistogramVec
-	reports                                          map[string]*reportTotals // by job, under gmu
+	pages                                      PageCounter
+	annotations                                *Annotations
+	wait                                       *prometheus.HistogramVec
+	reports                                    map[string]*reportTotals // by job, under gmu
 }
 
 // reportTotals sums remote workers' reports for one job.
