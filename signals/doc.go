@@ -30,6 +30,19 @@
 //     on heavyweight locks, smoothed the same way.
 //   - primary_job_sessions: active sessions whose application_name starts
 //     with "throttled:", the background work throttled paces itself.
+//   - foreground_latency, foreground_latency_seconds: opt-in
+//     (Config.ForegroundLatency). A canary, a one-row UPDATE on
+//     throttled.canary committed with synchronous_commit on, timed every
+//     Interval on a connection of its own: what a short foreground
+//     transaction waits on, CPU queueing, LWLocks and WAL flush, which
+//     primary_load cannot see. foreground_latency_seconds is the
+//     latency (Raw this probe's, Value an EWMA of the median of the last
+//     five); foreground_latency is it over a baseline learnt from windows
+//     with no job session active (1.0 is the baseline; Raw the median of
+//     the last five probes over it), unknown ([ErrBaselineWarmup]) until
+//     the first such window. A canary that cannot commit fails both with
+//     [ErrCanary]. Why a canary and not pg_stat_statements is in
+//     foreground_latency.go.
 //   - connection_headroom: free client slots, max_connections minus
 //     superuser_reserved_connections (and reserved_connections where the
 //     server has it) minus client backends, clamped at 0;

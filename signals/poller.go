@@ -46,6 +46,20 @@ type Config struct {
 	// MaxAge is the age past which a sample is stale. Must exceed
 	// Interval. Defaults to 3s.
 	MaxAge time.Duration
+	// ForegroundLatency turns on the foreground-latency canary: a one-row
+	// commit on throttled.canary, timed every Interval on a connection of
+	// its own, read as foreground_latency (the latency over a baseline
+	// learnt while no job works; 1.0 is the baseline) and
+	// foreground_latency_seconds. It needs throttled's schema in the
+	// primary's database (`throttled migrate`) and costs one connection
+	// and about four tiny commits a second. Off by default: without it
+	// neither signal is sampled.
+	ForegroundLatency bool
+	// ForegroundLatencyWindow is how long the jobs must stay idle (no
+	// primary_job_sessions reading above 0) for the canary's latencies
+	// over it to teach the baseline; the first such window ends the
+	// warm-up. It must hold at least 4 probes. Defaults to 10s.
+	ForegroundLatencyWindow time.Duration
 	// AllowSuperuser lets the sampler connect as a superuser. Off by
 	// default: a superuser sampler hides a missing grant in production and
 	// can take the reserved slots meant for a person fixing an outage.
@@ -70,6 +84,7 @@ func (c *Config) fill() {
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.Smoothing = cmp.Or(c.Smoothing, DefaultSmoothing)
 	c.MaxAge = cmp.Or(c.MaxAge, DefaultMaxAge)
+	c.ForegroundLatencyWindow = cmp.Or(c.ForegroundLatencyWindow, DefaultForegroundLatencyWindow)
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
@@ -90,13 +105,17 @@ func (c *Config) validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"Interval", c.Interval}, {"Timeout", c.Timeout}, {"Smoothing", c.Smoothing}, {"MaxAge", c.MaxAge}} {
+	}{{"Interval", c.Interval}, {"Timeout", c.Timeout}, {"Smoothing", c.Smoothing}, {"MaxAge", c.MaxAge},
+		{"ForegroundLatencyWindow", c.ForegroundLatencyWindow}} {
 		if f.d < 0 {
 			bad("%s must not be negative, got %s", f.name, f.d)
 		}
 	}
 	if c.Interval > 0 && c.MaxAge > 0 && c.Interval >= c.MaxAge {
 		bad("Interval %s must be shorter than MaxAge %s, or every sample is stale", c.Interval, c.MaxAge)
+	}
+	if c.ForegroundLatency && c.Interval > 0 && c.ForegroundLatencyWindow > 0 && c.ForegroundLatencyWindow < minWindowProbes*c.Interval {
+		bad("ForegroundLatencyWindow %s must hold at least %d probes, one every Interval %s", c.ForegroundLatencyWindow, minWindowProbes, c.Interval)
 	}
 	for i, r := range c.Replicas {
 		if r == "" {
@@ -115,6 +134,7 @@ type Poller struct {
 	log      hclog.Logger
 	primary  *primarySampler
 	replicas []*replicaSampler
+	canary   *canarySampler // nil unless Config.ForegroundLatency
 
 	mu     sync.Mutex
 	latest map[string][]Sample // by sampler id
@@ -124,7 +144,8 @@ type Poller struct {
 
 // ServerStats is how sampling one server has gone.
 type ServerStats struct {
-	// Server is "primary" or "replica-N".
+	// Server is "primary", "replica-N", or "canary" (the
+	// foreground-latency canary's own connection to the primary).
 	Server string
 	// Ticks and Failures count sampling rounds, and those that failed.
 	Ticks, Failures int64
@@ -184,6 +205,11 @@ func New(cfg Config) (*Poller, error) {
 		}
 		p.replicas = append(p.replicas, &replicaSampler{srv: rs, sid: fmt.Sprintf("replica-%d", i), learn: p.learn})
 	}
+	if cfg.ForegroundLatency {
+		if p.canary, err = newCanarySampler(cfg, p.jobsIdle); err != nil {
+			return nil, fmt.Errorf("signals: PrimaryDSN: %w", err)
+		}
+	}
 	return p, nil
 }
 
@@ -207,6 +233,13 @@ func (p *Poller) Connect(ctx context.Context) error {
 			if r, ok := s.(*replicaSampler); ok {
 				p.learn(r.srv.replicaName)
 			}
+			if c, ok := s.(*canarySampler); ok {
+				if err := c.preflight(ctx); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
 		})
 	}
 	wg.Wait()
@@ -214,13 +247,21 @@ func (p *Poller) Connect(ctx context.Context) error {
 }
 
 // Tick samples every server once, concurrently, and returns when all
-// are done (each bounded by Config.Timeout).
+// are done (each bounded by Config.Timeout). The foreground-latency
+// canary, when on, runs after them: its commit is then never a session
+// on CPU in the activity counts, and it sees this tick's job sessions.
 func (p *Poller) Tick(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, s := range p.samplers() {
+		if s == sampler(p.canary) {
+			continue
+		}
 		wg.Go(func() { p.sampleAndStore(ctx, s) })
 	}
 	wg.Wait()
+	if p.canary != nil {
+		p.sampleAndStore(ctx, p.canary)
+	}
 }
 
 // Run samples every server each Config.Interval, each in its own
@@ -230,6 +271,9 @@ func (p *Poller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, s := range p.samplers() {
 		wg.Go(func() {
+			if s == sampler(p.canary) && !p.offset(ctx) {
+				return
+			}
 			t := time.NewTicker(p.cfg.Interval)
 			defer t.Stop()
 			for {
@@ -245,6 +289,34 @@ func (p *Poller) Run(ctx context.Context) error {
 	wg.Wait()
 	p.Close()
 	return ctx.Err()
+}
+
+// offset waits half an Interval, so the canary commits between the
+// primary's activity reads rather than during them (where it would count
+// as a session on CPU). It reports false when ctx ended first.
+func (p *Poller) offset(ctx context.Context) bool {
+	t := time.NewTimer(p.cfg.Interval / 2)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// jobsIdle reports whether the primary's latest primary_job_sessions
+// reading, fresh at now, is 0: no job session was active. A failed,
+// stale or absent reading is not idle.
+func (p *Poller) jobsIdle(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.latest[p.primary.id()] {
+		if s.Name == PrimaryJobSessions {
+			return s.Err == nil && !s.Stale(now, p.cfg.MaxAge) && s.Value == 0
+		}
+	}
+	return false
 }
 
 // Close closes every connection. Call it after Tick when not using Run.
@@ -289,6 +361,9 @@ func (p *Poller) samplers() []sampler {
 	out := []sampler{p.primary}
 	for _, r := range p.replicas {
 		out = append(out, r)
+	}
+	if p.canary != nil {
+		out = append(out, p.canary)
 	}
 	return out
 }

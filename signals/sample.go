@@ -17,6 +17,8 @@ const (
 	PrimaryIOWait             Name = "primary_io_wait"
 	PrimaryLockWait           Name = "primary_lock_wait"
 	PrimaryJobSessions        Name = "primary_job_sessions"
+	ForegroundLatency         Name = "foreground_latency"
+	ForegroundLatencySeconds  Name = "foreground_latency_seconds"
 	ConnectionHeadroom        Name = "connection_headroom"
 	ConnectionUsedFraction    Name = "connection_used_fraction"
 	ReplicaLagBytes           Name = "replica_lag_bytes"
@@ -28,6 +30,7 @@ const (
 // Names lists every signal this package can produce, in display order.
 var Names = []Name{
 	PrimaryLoad, PrimaryIOWait, PrimaryLockWait, PrimaryJobSessions,
+	ForegroundLatency, ForegroundLatencySeconds,
 	ConnectionHeadroom, ConnectionUsedFraction,
 	ReplicaLagBytes, ReplicaLagSeconds,
 	ReplicaReplayBacklogBytes, ReplicaReplayPaused,
@@ -35,6 +38,11 @@ var Names = []Name{
 
 // Known reports whether n is one of [Names].
 func Known(n Name) bool { return slices.Contains(Names, n) }
+
+// OptIn reports whether n is sampled only when configured: the
+// foreground-latency signals, with Config.ForegroundLatency. Every other
+// signal is always sampled (per replica, for the replica signals).
+func OptIn(n Name) bool { return n == ForegroundLatency || n == ForegroundLatencySeconds }
 
 // Unit is the unit of a sample's value.
 type Unit string

@@ -52,6 +52,7 @@ func parseSignalsFlags(args []string, getenv func(string) string, errOut io.Writ
 	fs.DurationVar(&o.cfg.MaxAge, "max-age", signals.DefaultMaxAge, "age past which a sample is stale")
 	fs.DurationVar(&o.cfg.Smoothing, "smoothing", signals.DefaultSmoothing, "EWMA time constant of primary_load and the wait signals")
 	fs.BoolVar(&o.cfg.AllowSuperuser, "allow-superuser", false, "allow sampling as a superuser (not recommended)")
+	fs.BoolVar(&o.cfg.ForegroundLatency, "foreground-latency", false, "also time a canary commit on throttled.canary (needs `throttled migrate`): foreground_latency and foreground_latency_seconds")
 	fs.BoolVar(&o.watch, "watch", false, "keep printing until interrupted")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per snapshot, one per line")
 	o.log.register(fs)

@@ -1,0 +1,319 @@
+package signals
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/schema"
+)
+
+// migrate creates throttled's schema (and so the canary table) on the
+// pair's primary.
+func migrate(t *testing.T, c *pgcluster.Cluster) {
+	t.Helper()
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := schema.Migrate(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// adminExec runs q on the primary as the admin role.
+func adminExec(t *testing.T, c *pgcluster.Cluster, q string) {
+	t.Helper()
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := admin.Exec(ctx, q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// runPoller runs p until the test ends.
+func runPoller(t *testing.T, p *Poller) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = p.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// latest returns p's latest sample of name, or an error when there is
+// none, it failed or it is stale.
+func latest(p *Poller, name Name) (Sample, error) {
+	snap := p.Snapshot()
+	s, ok := snap.Get(name, nil)
+	switch {
+	case !ok:
+		return s, fmt.Errorf("%s not sampled yet", name)
+	case s.Err != nil:
+		return s, s.Err
+	case snap.Stale(s):
+		return s, fmt.Errorf("%s is stale", name)
+	}
+	return s, nil
+}
+
+// writeLoad starts n sessions named as a job's ("throttled:cleanup"),
+// each committing small INSERTs with synchronous_commit on in a loop: the
+// write-heavy cleanup whose commits every foreground commit queues
+// behind. It returns once all n are active; the returned stop ends them.
+func writeLoad(t *testing.T, c *pgcluster.Cluster, n int) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var once sync.Once
+	var mu sync.Mutex
+	var errs []error
+	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(stop)
+	cfg, err := pgx.ParseConfig(c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["application_name"] = JobAppPrefix + "cleanup"
+	cfg.RuntimeParams["synchronous_commit"] = "on"
+	const loop = `DO $$
+DECLARE stop_at timestamptz := clock_timestamp() + interval '2 minutes';
+BEGIN
+  WHILE clock_timestamp() < stop_at LOOP
+    INSERT INTO throttled_fault_wal (pad) SELECT repeat('x', 200) FROM generate_series(1, 20);
+    COMMIT;
+  END LOOP;
+END $$`
+	for range n {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		conn, err := pgx.ConnectConfig(cctx, cfg)
+		ccancel()
+		if err != nil {
+			stop()
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			defer conn.Close(context.Background())
+			if _, err := conn.Exec(ctx, loop); err != nil && ctx.Err() == nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	probe := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		var active int
+		err := probe.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND state = 'active'`, JobAppPrefix+"cleanup").Scan(&active)
+		if err == nil && active < n {
+			mu.Lock()
+			err = fmt.Errorf("%d of %d write sessions active: %w", active, n, errors.Join(errs...))
+			mu.Unlock()
+		}
+		return err
+	})
+	return stop
+}
+
+// canaryPoller returns a connected poller with the canary on, learning
+// its baseline over 2 s windows.
+func canaryPoller(t *testing.T, c *pgcluster.Cluster, mod func(*Config)) *Poller {
+	t.Helper()
+	return newPoller(t, c, func(cfg *Config) {
+		cfg.ReplicaDSNs = nil
+		cfg.ForegroundLatency = true
+		cfg.ForegroundLatencyWindow = 2 * time.Second
+		cfg.Interval = 100 * time.Millisecond
+		if mod != nil {
+			mod(cfg)
+		}
+	})
+}
+
+func TestForegroundLatencyIsOffByDefault(t *testing.T) {
+	c := pgtest.Cluster(t)
+	migrate(t, c)
+	p := newPoller(t, c, nil)
+	tick(t, p, PrimaryLoad, "")
+	for _, n := range []Name{ForegroundLatency, ForegroundLatencySeconds} {
+		if s, ok := p.Snapshot().Get(n, nil); ok {
+			t.Errorf("%s sampled without ForegroundLatency: %+v", n, s)
+		}
+	}
+	for _, st := range p.Stats() {
+		if st.Server == "canary" {
+			t.Errorf("a canary sampler runs without ForegroundLatency: %+v", st)
+		}
+	}
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	var n int
+	if err := admin.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", CanaryAppName).Scan(&n); err != nil || n != 0 {
+		t.Errorf("canary sessions without ForegroundLatency: %d, %v", n, err)
+	}
+}
+
+// The canary learns its baseline while no job works, reads near 1.0 on an
+// idle primary, and rises when a job's sessions commit many small writes,
+// and clearly when they keep the CPUs busy. On the test pair fsync is off,
+// so a commit's WAL flush costs nothing and the writes show only through
+// CPU queueing and WAL-insert locks; on a real disk the flush wait adds to
+// it. Between the loads the ratio returns near 1.0: the baseline held
+// still while the jobs worked.
+func TestForegroundLatencyNearOneIdleRisesUnderJobLoad(t *testing.T) {
+	c := pgtest.Cluster(t)
+	migrate(t, c)
+	p := canaryPoller(t, c, nil)
+	runPoller(t, p)
+
+	// Warm-up: the latency is known at once, the ratio is unknown (never 1
+	// or 0) until a job-free window has passed.
+	pgtest.Eventually(t, 5*time.Second, func() error {
+		_, err := latest(p, ForegroundLatencySeconds)
+		return err
+	})
+	if s, err := latest(p, ForegroundLatency); !errors.Is(err, ErrBaselineWarmup) || s.Value != 0 || s.Raw != 0 {
+		t.Fatalf("foreground_latency before a baseline: value %v raw %v err %v; want ErrBaselineWarmup and no value", s.Value, s.Raw, err)
+	}
+	nearOne := func(what string) {
+		t.Helper()
+		pgtest.Eventually(t, 30*time.Second, func() error {
+			s, err := latest(p, ForegroundLatency)
+			if err != nil {
+				return err
+			}
+			if s.Unit != UnitRatio || s.Value < 0.6 || s.Value > 1.3 {
+				return fmt.Errorf("%s: foreground_latency %.2f %s; want near 1.0", what, s.Value, s.Unit)
+			}
+			return nil
+		})
+	}
+	rises := func(what string, atLeast float64) {
+		t.Helper()
+		pgtest.Eventually(t, 20*time.Second, func() error {
+			s, err := latest(p, ForegroundLatency)
+			if err != nil {
+				return err
+			}
+			if s.Value < atLeast {
+				return fmt.Errorf("%s: foreground_latency %.2f (raw %.2f); want at least %v", what, s.Value, s.Raw, atLeast)
+			}
+			return nil
+		})
+	}
+	nearOne("idle")
+	secs, _ := latest(p, ForegroundLatencySeconds)
+	if secs.Unit != UnitSeconds || !(secs.Raw > 0) || secs.Raw > 1 {
+		t.Fatalf("foreground_latency_seconds %v raw %v %s; want a positive number of seconds", secs.Value, secs.Raw, secs.Unit)
+	}
+
+	stop := writeLoad(t, c, 24)
+	rises("under job writes", 1.5)
+	stop()
+	nearOne("after the writes")
+
+	cpu, err := c.CPULoad(context.Background(), 6, time.Minute, JobAppPrefix+"busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cpu.Stop() })
+	rises("under a CPU-bound job", 2.5)
+	if err := cpu.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	nearOne("after the CPU-bound job")
+}
+
+// The canary fails closed: without the grant on its table, and on a hung
+// primary, both foreground signals carry an error and no value, and
+// recover once the cause is gone.
+func TestForegroundLatencyFailsClosedWithoutGrant(t *testing.T) {
+	c := pgtest.Cluster(t)
+	migrate(t, c)
+	p := canaryPoller(t, c, nil)
+	pgtest.Eventually(t, 5*time.Second, func() error {
+		return tick(t, p, ForegroundLatencySeconds, "").Err
+	})
+	t.Cleanup(func() { adminExec(t, c, "GRANT SELECT, UPDATE ON throttled.canary TO pg_monitor") })
+	adminExec(t, c, "REVOKE UPDATE ON throttled.canary FROM pg_monitor")
+	tick(t, p, PrimaryLoad, "")
+	snap := p.Snapshot()
+	for _, n := range []Name{ForegroundLatency, ForegroundLatencySeconds} {
+		s := get(t, snap, n, "")
+		if !errors.Is(s.Err, ErrCanary) || s.Value != 0 || s.Raw != 0 || !strings.Contains(s.Err.Error(), "pg_monitor") {
+			t.Errorf("%s without the grant: value %v raw %v err %v; want ErrCanary naming the grant", n, s.Value, s.Raw, s.Err)
+		}
+	}
+	if s := get(t, snap, PrimaryLoad, ""); s.Err != nil {
+		t.Errorf("primary_load failed with the canary: %v", s.Err)
+	}
+	adminExec(t, c, "GRANT SELECT, UPDATE ON throttled.canary TO pg_monitor")
+	if s := tick(t, p, ForegroundLatencySeconds, ""); s.Err != nil || !(s.Raw > 0) {
+		t.Fatalf("foreground_latency_seconds after the grant came back: %v, %v", s.Raw, s.Err)
+	}
+}
+
+func TestForegroundLatencyFailsClosedOnHungPrimary(t *testing.T) {
+	c := pgtest.Cluster(t)
+	migrate(t, c)
+	const timeout = 500 * time.Millisecond
+	p := canaryPoller(t, c, func(cfg *Config) { cfg.Timeout = timeout })
+	runPoller(t, p)
+	pgtest.Eventually(t, 5*time.Second, func() error {
+		_, err := latest(p, ForegroundLatencySeconds)
+		return err
+	})
+	if err := c.HangPrimary(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.ResumePrimary)
+	hungAt := time.Now()
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		for _, n := range []Name{ForegroundLatency, ForegroundLatencySeconds} {
+			s, _ := p.Snapshot().Get(n, nil)
+			if !errors.Is(s.Err, ErrCanary) || !errors.Is(s.Err, ErrTimeout) || s.Value != 0 || s.At.Before(hungAt) {
+				return fmt.Errorf("%s on a hung primary: value %v err %v; want a timed-out canary", n, s.Value, s.Err)
+			}
+		}
+		return nil
+	})
+	c.ResumePrimary()
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		_, err := latest(p, ForegroundLatencySeconds)
+		return err
+	})
+}
+
+// Without throttled's schema in the primary's database, the canary fails
+// at start with what to do, and every sample after that carries the error.
+func TestForegroundLatencyWithoutCanaryTableFailsAtStart(t *testing.T) {
+	c := pgtest.Cluster(t)
+	const db = "throttled_nocanary"
+	adminExec(t, c, "DROP DATABASE IF EXISTS "+db)
+	adminExec(t, c, "CREATE DATABASE "+db)
+	t.Cleanup(func() { adminExec(t, c, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)") })
+	dsn := strings.Replace(c.Primary.DSN(pgcluster.RoleMonitor), "/postgres?", "/"+db+"?", 1)
+	p, err := New(Config{PrimaryDSN: dsn, Cores: 2, ForegroundLatency: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = p.Connect(ctx)
+	if !errors.Is(err, ErrCanary) || !strings.Contains(err.Error(), "throttled migrate") {
+		t.Fatalf("Connect without the canary table: %v; want ErrCanary saying to run throttled migrate", err)
+	}
+	p.Tick(ctx)
+	for _, n := range []Name{ForegroundLatency, ForegroundLatencySeconds} {
+		if s := get(t, p.Snapshot(), n, ""); !errors.Is(s.Err, ErrCanary) || s.Value != 0 {
+			t.Errorf("%s without the canary table: value %v err %v; want ErrCanary", n, s.Value, s.Err)
+		}
+	}
+}
