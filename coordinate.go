@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/jobs"
@@ -30,6 +32,48 @@ const DefaultLease = 3 * time.Second
 
 // heartbeatEvery is how often a worker reports and reads its allocation.
 const heartbeatEvery = 500 * time.Millisecond
+
+// Tables of coordinated mode and the privileges its role needs on each.
+const (
+	workersTable = "throttled.workers"
+	leaderTable  = "throttled.leader"
+)
+
+var tablePrivileges = map[string]string{
+	workersTable: "SELECT, INSERT, UPDATE, DELETE",
+	leaderTable:  "SELECT, INSERT, UPDATE",
+}
+
+// permissionError is a statement of coordinated mode that the coordination
+// role may not run on one of throttled's tables (SQLSTATE 42501,
+// insufficient_privilege, also raised when the role lacks USAGE on the
+// schema). It is not an outage: it lasts until someone runs the GRANT it
+// names, so it is said as such, never as "cannot reach".
+type permissionError struct {
+	role  string
+	table string
+	err   error
+}
+
+func (e *permissionError) Error() string {
+	role := pgx.Identifier{e.role}.Sanitize()
+	return fmt.Sprintf("throttled: permission denied: the coordination role %s lacks a privilege on %s (SQLSTATE 42501 insufficient_privilege); "+
+		"run GRANT USAGE ON SCHEMA throttled TO %s; GRANT %s ON %s TO %s: %v",
+		role, e.table, role, tablePrivileges[e.table], e.table, role, e.err)
+}
+
+func (e *permissionError) Unwrap() error { return e.err }
+
+// denied turns err into a permissionError on table when the server
+// refused it for want of a privilege, and returns any other error as is.
+func (co *coordinator) denied(err error, table string) error {
+	var perm *permissionError
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &perm) && errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return &permissionError{role: co.c.coord.Config().ConnConfig.User, table: table, err: err}
+	}
+	return err
+}
 
 // Pacer is what the Client hands out per job: permission for one batch,
 // feedback after it, and why the job is held back. It satisfies the jobs
@@ -56,6 +100,7 @@ type worker struct {
 	unavailable            bool        // paused because no valid allocation can be had
 	expiry                 *time.Timer // pauses the worker when its lease lapses
 	stopped                bool        // removed: no lease applies again
+	granted                bool        // a running allocation was applied once
 }
 
 // isStopped reports whether the worker was removed.
@@ -99,7 +144,16 @@ func (w *worker) lease(a throttle.Allocation, remaining time.Duration, state, re
 	}
 	w.expiry = time.AfterFunc(remaining, func() { w.lapse("allocation lease expired: no leader renewed it") })
 	w.state, w.reason, w.binding, w.rate, w.unavailable = state, reason, binding, a.Rate, false
-	w.l.Apply(a)
+	if !w.granted && a.Rate > 0 && state == string(throttle.JobRunning) {
+		// A new worker's bucket starts empty, so its first batch would
+		// wait 1/rate: minutes at a small share. Its first allocation
+		// takes effect as of one token ago, so the first batch starts at
+		// once and the rate paces the ones after it.
+		w.granted = true
+		w.l.ApplyAt(time.Now().Add(-time.Duration(float64(time.Second)/a.Rate)), a)
+	} else {
+		w.l.Apply(a)
+	}
 	if state == string(throttle.JobPaused) {
 		w.l.Pause(reason)
 	} else {
@@ -181,6 +235,14 @@ type coordinator struct {
 	isLeader   atomic.Bool
 	pending    *throttle.Config // a reloaded controller configuration, applied by run
 	sampled    bool             // a fresh primary sample seen since taking over
+
+	// beatDenied is set while heartbeats are refused for want of a
+	// privilege, so the loss and the recovery are logged once.
+	beatDenied atomic.Bool
+	// publishDenied is why this leader's last publication was refused for
+	// want of a privilege (nil once one succeeds): the reason its own
+	// workers give when their leases lapse.
+	publishDenied atomic.Pointer[permissionError]
 }
 
 func newCoordinator(c *Client, opts Options) *coordinator {
@@ -189,6 +251,29 @@ func newCoordinator(c *Client, opts Options) *coordinator {
 	_, _ = rand.Read(b)
 	return &coordinator{c: c, opts: opts, procID: fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b)),
 		lease: leaseFor(c.tick), workers: map[throttle.Job]*worker{}, seen: map[string][3]float64{}}
+}
+
+// withResolution sets primary_load's Resolution to one session on CPU,
+// 1/cores, unless the configuration sets it: on few cores one raw sample
+// then cannot cut by the emergency share on its own for one session more.
+func withResolution(cfg throttle.Config, cores float64) throttle.Config {
+	if !(cores > 0) {
+		return cfg
+	}
+	rules := maps.Clone(cfg.Rules)
+	if rules == nil {
+		rules = map[signals.Name]throttle.Rule{}
+	}
+	r, ok := rules[signals.PrimaryLoad]
+	if !ok {
+		r = throttle.DefaultRules()[signals.PrimaryLoad]
+	}
+	if r.Resolution == 0 {
+		r.Resolution = 1 / cores
+	}
+	rules[signals.PrimaryLoad] = r
+	cfg.Rules = rules
+	return cfg
 }
 
 // leaseFor is the lease for a leader deciding every tick: DefaultLease,
@@ -254,7 +339,7 @@ func (co *coordinator) upsert(ctx context.Context, w *worker) error {
 	_, err := co.c.coord.Exec(ctx, `INSERT INTO throttled.workers (id, job, weight, min_rate, max_rate) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), weight = $3, min_rate = $4, max_rate = $5`, w.id, w.cfg.Name, weight, minRate, maxRate)
 	if err != nil {
-		return fmt.Errorf("throttled: register worker %s: %w", w.id, err)
+		return fmt.Errorf("throttled: register worker %s: %w", w.id, co.denied(err, workersTable))
 	}
 	return nil
 }
@@ -309,7 +394,7 @@ func (co *coordinator) applyPending() {
 	if !co.leader {
 		return
 	}
-	ccfg := *p
+	ccfg := withResolution(*p, co.opts.Cores)
 	ccfg.Holds = co.c.durable
 	// The same controller, new rules: its state (a critical pause,
 	// latched or not, the budget, what it learned) carries over.
@@ -329,7 +414,7 @@ func (co *coordinator) claimResume(ctx context.Context, now time.Time) {
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
-		co.c.log.Warn("cannot read resume requests", "error", err)
+		co.c.log.Warn("cannot read resume requests", "error", co.denied(err, leaderTable))
 	case co.ctl.Resume(now, by):
 		co.c.log.Warn("latched critical pause resumed", "by", by)
 	default:
@@ -376,6 +461,16 @@ func (co *coordinator) beat(ctx context.Context, w *worker) {
 		err = co.upsert(ctx, w) // removed as stale while we could not reach it
 		remaining = 0
 	}
+	err = co.denied(err, workersTable)
+	var perm *permissionError
+	switch {
+	case errors.As(err, &perm):
+		if !co.beatDenied.Swap(true) {
+			co.c.log.Error("heartbeat refused: workers pause until the coordination role is granted what it lacks", "error", err)
+		}
+	case err == nil && co.beatDenied.CompareAndSwap(true, false):
+		co.c.log.Info("heartbeats accepted again")
+	}
 	if hs := co.c.sources.Applying(time.Now(), throttle.Job(w.cfg.Name)); len(hs) > 0 {
 		// Holds that cannot be confirmed say so first, whatever else
 		// applies: the state is unknown, not merely held.
@@ -391,9 +486,15 @@ func (co *coordinator) beat(ctx context.Context, w *worker) {
 		return
 	}
 	switch {
+	case perm != nil:
+		w.lapse("no allocation: " + err.Error())
 	case err != nil:
 		w.lapse("no allocation: cannot reach the coordination database: " + err.Error())
 	case remaining <= 0 || math.IsNaN(remaining) || math.IsInf(remaining, 0):
+		if pd := co.publishDenied.Load(); pd != nil && co.isLeader.Load() {
+			w.lapse("allocation lease expired: this process leads but may not publish: " + pd.Error())
+			return
+		}
 		w.lapse("allocation lease expired: no leader renewed it")
 	default:
 		w.lease(a, time.Duration(remaining*float64(time.Second)), state, reason, binding)
@@ -438,7 +539,7 @@ func (co *coordinator) elect(ctx context.Context) {
 // becomeLeader starts sampling and a controller that starts cautious: a
 // quarter of the last published budget.
 func (co *coordinator) becomeLeader(ctx context.Context) error {
-	ccfg := co.opts.Controller
+	ccfg := withResolution(co.opts.Controller, co.opts.Cores)
 	// The leader decides for the cluster on the holds every process
 	// shares; a process's in-process holds pause only its own jobs.
 	ccfg.Holds = co.c.durable
@@ -448,12 +549,14 @@ func (co *coordinator) becomeLeader(ctx context.Context) error {
 	// latched one whatever its age (only a person ends it), another if
 	// recent.
 	var last, pauseBudget float64
+	var value, threshold *float64
 	var recent, latched bool
 	var signal string
-	var since *time.Time
+	var since, quietSince *time.Time
 	lctx, cancel := context.WithTimeout(ctx, time.Second)
-	err := co.c.coord.QueryRow(lctx, `SELECT budget, published_at > now() - interval '1 minute', critical_signal, critical_since, latched, pause_budget
-		FROM throttled.leader WHERE id = 1`).Scan(&last, &recent, &signal, &since, &latched, &pauseBudget)
+	err := co.c.coord.QueryRow(lctx, `SELECT budget, published_at > now() - interval '1 minute', critical_signal, critical_since, latched, pause_budget,
+			critical_value, critical_threshold, critical_quiet_since
+		FROM throttled.leader WHERE id = 1`).Scan(&last, &recent, &signal, &since, &latched, &pauseBudget, &value, &threshold, &quietSince)
 	cancel()
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
@@ -461,9 +564,23 @@ func (co *coordinator) becomeLeader(ctx context.Context) error {
 	if !recent {
 		last = 0
 	}
+	// The controller starts at a quarter of it, but never below
+	// min(it, InitialBudget), and raises it to InitialBudget at once on a
+	// healthy primary: leaders that follow each other within seconds cannot
+	// ratchet the cluster's budget down by a quarter each (see
+	// throttle.Config.PreviousBudget).
 	ccfg.PreviousBudget = last
 	if signal != "" && since != nil && (latched || recent) {
-		ccfg.Inherited = &throttle.CriticalState{Signal: signal, Since: *since, Latched: latched, Budget: pauseBudget}
+		in := &throttle.CriticalState{Signal: signal, Since: *since, Latched: latched, Budget: pauseBudget}
+		if value != nil && threshold != nil {
+			in.Value, in.Threshold = *value, *threshold
+		}
+		// The quiet the last leader saw counts on only if it published
+		// a moment ago: a gap nobody watched is not quiet.
+		if quietSince != nil && recent {
+			in.QuietSince = *quietSince
+		}
+		ccfg.Inherited = in
 		co.c.log.Warn("taking over a critical pause", "signal", signal, "since", *since, "latched", latched)
 	}
 	if co.ctl, err = throttle.New(ccfg); err != nil {
@@ -489,6 +606,7 @@ func (co *coordinator) stepDown(why string) {
 	<-co.pollerDone
 	co.leader = false
 	co.isLeader.Store(false)
+	co.publishDenied.Store(nil)
 	co.c.log.Warn("stepped down as leader", "why", why)
 }
 
@@ -518,7 +636,7 @@ func (co *coordinator) lead(ctx context.Context) {
 	rows, err := co.c.coord.Query(lctx, `SELECT id, job, weight, min_rate, max_rate, batches, errors, duration_ms
 		FROM throttled.workers WHERE heartbeat_at > now() - make_interval(secs => $1)`, co.lease.Seconds())
 	if err != nil {
-		co.c.log.Warn("cannot read workers", "error", err)
+		co.publishFailed("cannot read workers", co.denied(err, workersTable))
 		return
 	}
 	live, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (liveWorker, error) {
@@ -529,7 +647,7 @@ func (co *coordinator) lead(ctx context.Context) {
 		return w, err
 	})
 	if err != nil {
-		co.c.log.Warn("cannot read workers", "error", err)
+		co.publishFailed("cannot read workers", co.denied(err, workersTable))
 		return
 	}
 	// Jobs are the union of the live workers' jobs; their consumption is
@@ -578,43 +696,89 @@ func (co *coordinator) lead(ctx context.Context) {
 		n := float64(len(ws))
 		for _, w := range ws {
 			a := throttle.Allocation{}
+			state, reason := jd.State, jd.Reason
 			if jd.Rate > 0 {
 				a = throttle.Allocation{Rate: jd.Rate / n, Burst: int(math.Max(1, math.Ceil(float64(jd.Burst)/n))),
 					MaxInFlight: int(math.Max(1, math.Ceil(float64(jd.MaxInFlight)/n)))}
+				if a.Rate < throttle.SlowRate && jd.Rate >= throttle.SlowRate {
+					// The job runs, but this worker's share of it is too
+					// small to start a batch within a few seconds.
+					state, reason = throttle.JobThrottled, throttle.SlowReason(a.Rate, fmt.Sprintf("this worker's share of %d; %s", len(ws), d.Reason))
+				}
 			}
-			ids, rates, states, reasons = append(ids, w.id), append(rates, a.Rate), append(states, string(jd.State)), append(reasons, jd.Reason)
+			ids, rates, states, reasons = append(ids, w.id), append(rates, a.Rate), append(states, string(state)), append(reasons, reason)
 			bursts, inflights = append(bursts, int32(a.Burst)), append(inflights, int32(a.MaxInFlight))
 		}
 	}
-	_, err = co.c.coord.Exec(lctx, `UPDATE throttled.workers w SET alloc_rate = u.rate, alloc_burst = u.burst, alloc_inflight = u.inflight,
+	var signal string
+	var since, quietSince *time.Time
+	var value, threshold *float64
+	var latched bool
+	var pauseBudget float64
+	if cs := co.ctl.Critical(); cs != nil {
+		signal, since, latched, pauseBudget = cs.Signal, &cs.Since, cs.Latched, cs.Budget
+		if cs.Threshold != 0 {
+			value, threshold = &cs.Value, &cs.Threshold
+		}
+		if !cs.QuietSince.IsZero() {
+			quietSince = &cs.QuietSince
+		}
+	}
+	// One batch is one implicit transaction: the leases are renewed only
+	// together with the decision they come from (what a new leader takes
+	// over, a critical pause included), or not at all, and then every
+	// worker stops at the end of its lease.
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO throttled.leader (id, leader, budget, mode, binding, reason, published_at,
+			critical_signal, critical_since, latched, pause_budget, critical_value, critical_threshold, critical_quiet_since)
+			VALUES (1, $1, $2, $3, $4, $5, now(), $6, $7, $8, $9, $10, $11, $12)
+			ON CONFLICT (id) DO UPDATE SET leader = $1, budget = $2, mode = $3, binding = $4, reason = $5, published_at = now(),
+			critical_signal = $6, critical_since = $7, latched = $8, pause_budget = $9,
+			critical_value = $10, critical_threshold = $11, critical_quiet_since = $12,
+			resume_requested_at = CASE WHEN $8 THEN throttled.leader.resume_requested_at END,
+			resume_by = CASE WHEN $8 THEN throttled.leader.resume_by END`,
+		co.procID, d.Budget, string(d.Mode), d.Binding, d.Reason, signal, since, latched, pauseBudget, value, threshold, quietSince)
+	b.Queue(`UPDATE throttled.workers w SET alloc_rate = u.rate, alloc_burst = u.burst, alloc_inflight = u.inflight,
 			lease_until = now() + make_interval(secs => $7), state = u.state, reason = u.reason, binding = $8
 		FROM unnest($1::text[], $2::float8[], $3::int[], $4::int[], $5::text[], $6::text[]) AS u(id, rate, burst, inflight, state, reason)
 		WHERE w.id = u.id`, ids, rates, bursts, inflights, states, reasons, co.lease.Seconds(), d.Binding)
-	if err == nil {
-		var signal string
-		var since *time.Time
-		var latched bool
-		var pauseBudget float64
-		if cs := co.ctl.Critical(); cs != nil {
-			signal, since, latched, pauseBudget = cs.Signal, &cs.Since, cs.Latched, cs.Budget
-		}
-		_, err = co.c.coord.Exec(lctx, `INSERT INTO throttled.leader (id, leader, budget, mode, binding, reason, published_at,
-			critical_signal, critical_since, latched, pause_budget)
-			VALUES (1, $1, $2, $3, $4, $5, now(), $6, $7, $8, $9)
-			ON CONFLICT (id) DO UPDATE SET leader = $1, budget = $2, mode = $3, binding = $4, reason = $5, published_at = now(),
-			critical_signal = $6, critical_since = $7, latched = $8, pause_budget = $9,
-			resume_requested_at = CASE WHEN $8 THEN throttled.leader.resume_requested_at END,
-			resume_by = CASE WHEN $8 THEN throttled.leader.resume_by END`,
-			co.procID, d.Budget, string(d.Mode), d.Binding, d.Reason, signal, since, latched, pauseBudget)
-	}
-	if err == nil {
-		_, err = co.c.coord.Exec(lctx, "DELETE FROM throttled.workers WHERE heartbeat_at < now() - interval '1 minute'")
-	}
-	if err != nil {
-		co.c.log.Warn("cannot publish allocations", "error", err)
+	b.Queue("DELETE FROM throttled.workers WHERE heartbeat_at < now() - interval '1 minute'")
+	if err := co.publish(lctx, b, leaderTable, workersTable, workersTable); err != nil {
+		co.publishFailed("cannot publish allocations", err)
 		return
 	}
+	if co.publishDenied.Swap(nil) != nil {
+		co.c.log.Info("allocations published again")
+	}
 	co.lastLead = time.Now()
+}
+
+// publish sends b, whose statements write tables in order, and returns
+// the first failure, as a permissionError when it is one.
+func (co *coordinator) publish(ctx context.Context, b *pgx.Batch, tables ...string) error {
+	br := co.c.coord.SendBatch(ctx, b)
+	for _, table := range tables {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return co.denied(err, table)
+		}
+	}
+	return br.Close()
+}
+
+// publishFailed logs a leader's failed publication. A refused one is
+// logged once, as an error, until a publication succeeds; this process's
+// workers give it as their reason when their leases lapse.
+func (co *coordinator) publishFailed(msg string, err error) {
+	var perm *permissionError
+	if !errors.As(err, &perm) {
+		co.c.log.Warn(msg, "error", err)
+		return
+	}
+	if co.publishDenied.Swap(perm) == nil {
+		co.c.log.Error("leader may not publish; workers pause when their leases lapse, until the coordination role is granted what it lacks",
+			"step", msg, "error", err)
+	}
 }
 
 // unregister removes this process's worker rows.

@@ -106,6 +106,12 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	}
 	scfg := opts.Signals
 	scfg.PrimaryDSN, scfg.ReplicaDSNs, scfg.Cores = opts.PrimaryDSN, opts.ReplicaDSNs, opts.Cores
+	// A rule on foreground_latency turns its canary on: the signal is off
+	// by default, and a rule on a signal never sampled would only read
+	// "not sampled".
+	if _, ok := opts.Controller.Rules[signals.ForegroundLatency]; ok {
+		scfg.ForegroundLatency = true
+	}
 	scfg.Logger = cmp.Or[hclog.Logger](scfg.Logger, log.Named("signals"))
 	poller, err := signals.New(scfg)
 	if err != nil {
@@ -124,7 +130,9 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		}
 		durable = append(durable, c.watcher)
 	}
-	ccfg := opts.Controller
+	// Solo or leading, one session on CPU is a step of 1/cores in
+	// primary_load: on few cores one sample a session up is no emergency.
+	ccfg := withResolution(opts.Controller, opts.Cores)
 	if ccfg.Holds != nil {
 		durable = append(durable, ccfg.Holds)
 	}

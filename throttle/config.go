@@ -32,6 +32,14 @@ type Rule struct {
 	// Required makes a stale or unreadable sample stop all work (mode
 	// stale, budget 0). Not required, it only stops growth while unknown.
 	Required bool
+	// Resolution is the smallest step of the raw reading, in the signal's
+	// unit: for primary_load, one session on CPU, 1/cores. On few cores
+	// one session more is a large step (0.5 on 2 cores, 0.71 of the
+	// default target), so a single raw sample cuts by EmergencyCut only
+	// when it would still reach EmergencyPressure one step lower; two raw
+	// samples in a row, or the smoothed value, need no such margin. 0
+	// means a continuous reading: one sample suffices.
+	Resolution float64
 }
 
 // ReplicaPolicy says how a replica's lag counts.
@@ -148,8 +156,12 @@ type Config struct {
 
 	// PreviousBudget is the budget a previous leader last published, for a
 	// controller taking over: it starts at SlowStart of it and doubles back
-	// toward it, never at the old rate. 0 means none (start at
-	// InitialBudget).
+	// toward it, never at the old rate. It never starts below
+	// min(PreviousBudget, InitialBudget), and a budget under InitialBudget
+	// is raised to it at the first step that finds every rule's signal
+	// fresh and far under target: what cut the previous budget is gone.
+	// So leaders that follow each other quickly cannot ratchet the budget
+	// down by SlowStart each. 0 means none (start at InitialBudget).
 	PreviousBudget float64
 	// Inherited, when set, is the critical pause a previous leader was in:
 	// a controller taking over stays in it (latched if it was) and ends it
@@ -166,6 +178,14 @@ type CriticalState struct {
 	// Signal is the rule key that began it, such as "primary_load".
 	Signal string
 	Since  time.Time
+	// Value is the reading that began it and Threshold the critical level
+	// it reached; Threshold 0 means neither is known (a leader that did
+	// not publish them).
+	Value, Threshold float64
+	// QuietSince is when the signals last went quiet during the pause
+	// (zero while they are not): a controller taking over counts the
+	// quiet period on from it if its own first readings are quiet too.
+	QuietSince time.Time
 	// Latched: only a person ends it.
 	Latched bool
 	// Budget is the budget before the pause, for the slow start after it.
@@ -192,7 +212,7 @@ func DefaultRules() map[signals.Name]Rule { return maps.Clone(defaultRules) }
 
 // ruleSignals are the signals a rule may name.
 var ruleSignals = []signals.Name{
-	signals.PrimaryLoad, signals.PrimaryIOWait, signals.PrimaryLockWait,
+	signals.PrimaryLoad, signals.PrimaryIOWait, signals.PrimaryLockWait, signals.ForegroundLatency,
 	signals.ConnectionHeadroom, signals.ReplicaLagBytes, signals.ReplicaLagSeconds,
 	signals.ReplicaReplayBacklogBytes,
 }
@@ -269,6 +289,9 @@ func (c *Config) validate() error {
 		}
 		if r.MaxAge < 0 {
 			bad("Rules[%q].MaxAge must not be negative, got %s", name, r.MaxAge)
+		}
+		if r.Resolution < 0 || !finite(r.Resolution) {
+			bad("Rules[%q].Resolution must be a step of the reading or 0, got %v", name, r.Resolution)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Replicas)) {

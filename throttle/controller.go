@@ -56,6 +56,9 @@ type Controller struct {
 	cutPressure  float64   // pressure at the last cut
 	overTarget   bool      // the last tick was over target
 	rawOver      int       // consecutive ticks with a raw sample over target
+	rawEmergency int       // consecutive ticks with a raw sample at EmergencyPressure
+	inherited    float64   // a previous leader's budget, while growing back toward it
+	tookOver     bool      // inherited, and no ordinary step yet
 	ceiling      float64   // budget at which the last breach began
 	ceilingAt    time.Time
 	ssthresh     float64              // slow-start threshold: the budget before the last pause
@@ -95,6 +98,7 @@ type criticalPause struct {
 	signal     string // the signal that began it
 	value      float64
 	threshold  float64
+	valueKnown bool    // value and threshold are the reading that began it
 	resumeAt   float64 // the first signal's level to stay past
 	lowerWorse bool
 	// members are every signal that reached its critical level during the
@@ -136,7 +140,13 @@ func New(cfg Config) (*Controller, error) {
 		overCritical: map[string]*overCount{},
 	}
 	if prev := min(cfg.PreviousBudget, cfg.MaxBudget); prev > 0 {
-		c.budget, c.ssthresh = c.clamp(prev*cfg.SlowStart), prev
+		// Cautious after a failover, but never below what a new client
+		// starts at (or the previous budget, if lower): a leader that
+		// took over a moment ago and published its quarter must not make
+		// the next one start at a quarter of that. The first step raises
+		// a budget under InitialBudget when the primary is healthy.
+		c.budget = c.clamp(max(prev*cfg.SlowStart, min(prev, cfg.InitialBudget)))
+		c.ssthresh, c.inherited, c.tookOver = prev, prev, true
 	}
 	if in := cfg.Inherited; in != nil {
 		c.inherit(*in)
@@ -157,7 +167,10 @@ func (c *Controller) inherit(in CriticalState) {
 	}
 	rl := ruleEval{key: key, name: signals.Name(name), rule: rule}.resumeLevel(c.cfg.ResumeLevel)
 	c.critical = &criticalPause{since: in.Since, signal: key, threshold: rule.Critical, resumeAt: rl.at, lowerWorse: rl.lowerWorse,
-		members: map[string]resumeLevel{key: rl}, quiet: c.cfg.QuietPeriod, latched: in.Latched}
+		members: map[string]resumeLevel{key: rl}, quiet: c.cfg.QuietPeriod, latched: in.Latched, quietSince: in.QuietSince}
+	if key == in.Signal && in.Threshold != 0 {
+		c.critical.value, c.critical.threshold, c.critical.valueKnown = in.Value, in.Threshold, true
+	}
 	c.pause = &pauseEpisode{mode: ModeCritical, budget: in.Budget}
 }
 
@@ -169,7 +182,10 @@ func (c *Controller) Critical() *CriticalState {
 	if c.critical == nil {
 		return nil
 	}
-	st := &CriticalState{Signal: c.critical.signal, Since: c.critical.since, Latched: c.critical.latched}
+	st := &CriticalState{Signal: c.critical.signal, Since: c.critical.since, Latched: c.critical.latched, QuietSince: c.critical.quietSince}
+	if c.critical.valueKnown {
+		st.Value, st.Threshold = c.critical.value, c.critical.threshold
+	}
 	if c.pause != nil {
 		st.Budget = c.pause.budget
 	}
@@ -299,6 +315,15 @@ type ruleEval struct {
 }
 
 func (e ruleEval) lowerWorse() bool { return lowerIsWorse(e.name) }
+
+// oneStepLower is the raw pressure the sample would have one Resolution
+// step better: what a single sample proves beyond quantization.
+func (e ruleEval) oneStepLower() float64 {
+	if e.lowerWorse() {
+		return pressure(e.raw+e.rule.Resolution, e.rule.Target, true)
+	}
+	return pressure(e.raw-e.rule.Resolution, e.rule.Target, false)
+}
 
 // evaluate applies every rule to the snapshot.
 func (c *Controller) evaluate(now time.Time, snap signals.Snapshot) []ruleEval {
@@ -435,8 +460,9 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		}
 	}
 	worst := ruleEval{}
+	var rawWorst, jump ruleEval // the fresh sample under most raw pressure; one that is an emergency alone
 	var maxRaw, maxRawFresh float64
-	anyFresh := false
+	anyFresh, healthy := false, len(staleReq) == 0 && len(unknownOpt) == 0 && !missed
 	for _, e := range evals {
 		if e.unknown != "" {
 			continue
@@ -445,8 +471,16 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 			worst = e
 		}
 		maxRaw = max(maxRaw, e.rawPress)
-		if e.fresh {
-			maxRawFresh, anyFresh = max(maxRawFresh, e.rawPress), true
+		healthy = healthy && max(e.pressure, e.rawPress) < c.cfg.GrowBelow/2
+		if !e.fresh {
+			continue
+		}
+		maxRawFresh, anyFresh = max(maxRawFresh, e.rawPress), true
+		if rawWorst.key == "" || e.rawPress > rawWorst.rawPress {
+			rawWorst = e
+		}
+		if e.oneStepLower() >= c.cfg.EmergencyPressure && (jump.key == "" || e.rawPress > jump.rawPress) {
+			jump = e
 		}
 	}
 
@@ -480,8 +514,14 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		if c.pause != nil {
 			c.leavePause(now, &d)
 		}
-		c.control(now, readings{worst: worst, maxRaw: maxRaw, maxRawFresh: maxRawFresh, anyFresh: anyFresh,
+		if c.tookOver && healthy && errs == 0 && c.budget < c.cfg.InitialBudget {
+			// Taking over on a healthy primary: whatever cut the previous
+			// leader's budget is gone, so start where a new client would.
+			c.budget, c.changedAt = c.cfg.InitialBudget, now
+		}
+		c.control(now, readings{worst: worst, rawWorst: rawWorst, jump: jump, maxRaw: maxRaw, maxRawFresh: maxRawFresh, anyFresh: anyFresh,
 			batches: batches, errors: errs}, len(unknownOpt) > 0 || missed, &d)
+		c.tookOver = false
 		if len(unknownOpt) > 0 {
 			d.Reason += fmt.Sprintf("; not growing: %s unknown (%s)", unknownOpt[0].key, unknownOpt[0].unknown)
 		} else if missed {
@@ -650,7 +690,7 @@ func (c *Controller) startCritical(now time.Time, e ruleEval, budgetBefore float
 	}
 	rl := e.resumeLevel(c.cfg.ResumeLevel)
 	c.critical = &criticalPause{
-		since: now, signal: e.key, value: e.raw, threshold: e.rule.Critical, resumeAt: rl.at,
+		since: now, signal: e.key, value: e.raw, threshold: e.rule.Critical, valueKnown: true, resumeAt: rl.at,
 		lowerWorse: e.lowerWorse(), members: map[string]resumeLevel{e.key: rl}, quiet: quiet,
 		latched: len(c.criticals) >= c.cfg.LatchAfter,
 	}
@@ -713,15 +753,23 @@ func (c *Controller) criticalReason(now time.Time) string {
 	if cp.lowerWorse {
 		rel = "over"
 	}
+	reached := fmt.Sprintf("%s reached %.3g (critical %.3g)", cp.signal, cp.value, cp.threshold)
+	if !cp.valueKnown {
+		// Taken over from a leader that did not publish the reading.
+		reached = fmt.Sprintf("%s at or past its critical %.3g (the reading that began it, under the previous leader, is unknown)", cp.signal, cp.threshold)
+	}
 	if cp.latched {
-		return fmt.Sprintf("critical: %s reached %.3g (critical %.3g); latched after %d critical pauses within %s: resume by hand",
-			cp.signal, cp.value, cp.threshold, len(c.criticals), c.cfg.LatchWindow)
+		if len(c.criticals) == 0 {
+			return fmt.Sprintf("critical: %s; latched: resume by hand", reached)
+		}
+		return fmt.Sprintf("critical: %s; latched after %d critical pauses within %s: resume by hand",
+			reached, len(c.criticals), c.cfg.LatchWindow)
 	}
 	wait := "waiting for it to go " + rel + fmt.Sprintf(" %.3g", cp.resumeAt)
 	if !cp.quietSince.IsZero() {
 		wait = fmt.Sprintf("%s %.3g for %s, %s to go", rel, cp.resumeAt, now.Sub(cp.quietSince).Round(time.Second), (cp.quiet - now.Sub(cp.quietSince)).Round(time.Second))
 	}
-	return fmt.Sprintf("critical: %s reached %.3g (critical %.3g); all jobs paused; %s", cp.signal, cp.value, cp.threshold, wait)
+	return fmt.Sprintf("critical: %s; all jobs paused; %s", reached, wait)
 }
 
 // enterPause records the start of a pause episode and reports whether
@@ -753,7 +801,7 @@ func (c *Controller) leavePause(now time.Time, d *Decision) {
 	if c.pause.mode == ModeCritical {
 		c.ceiling, c.ceilingAt = before, now
 	}
-	c.pause = nil
+	c.pause, c.inherited = nil, 0
 	c.budget = c.clamp(before * c.cfg.SlowStart)
 	c.ssthresh = before
 	c.changedAt, c.cutAt = now, now
@@ -763,6 +811,8 @@ func (c *Controller) leavePause(now time.Time, d *Decision) {
 // readings are what one step saw, for control.
 type readings struct {
 	worst       ruleEval // the usable rule with the highest pressure
+	rawWorst    ruleEval // the new sample with the highest raw pressure
+	jump        ruleEval // a new sample at EmergencyPressure even one Resolution step lower
 	maxRaw      float64  // highest raw pressure of any usable sample
 	maxRawFresh float64  // the same over samples new at this step
 	anyFresh    bool
@@ -804,6 +854,11 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 		} else {
 			c.rawOver = 0
 		}
+		if r.rawWorst.rawPress >= c.cfg.EmergencyPressure {
+			c.rawEmergency++
+		} else {
+			c.rawEmergency = 0
+		}
 	}
 	signalOver := pSig > 1 || c.rawOver >= 2
 	over := signalOver || errPressure > 1
@@ -830,15 +885,45 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 		floor = c.errorFloor
 	}
 	describe := fmt.Sprintf("%s at %.2f of target", binding, p)
-	if errorsBind {
+	switch {
+	case errorsBind:
 		describe = fmt.Sprintf("%.0f%% of %d batches failed (limit %.0f%%)", 100*errFrac, r.batches, 100*c.cfg.MaxErrorFraction)
+	case pSig <= 1 && c.rawOver >= 2 && r.rawWorst.key != "":
+		// Over on raw samples alone: name the signal whose samples they
+		// are, not the one with the highest smoothed pressure.
+		binding = r.rawWorst.key
+		describe = fmt.Sprintf("%s samples over target twice in a row (now %.2f of target; smoothed %.2f)",
+			binding, r.rawWorst.rawPress, r.rawWorst.pressure)
+	}
+	d.Binding = binding
+	// An emergency needs evidence that the load is real: the smoothed
+	// pressure, a sample that would reach the level even one Resolution
+	// step lower (one session fewer on few cores), or two samples in a
+	// row. The cut names the signal that gave the evidence.
+	emergency := ""
+	switch {
+	case pSig >= c.cfg.EmergencyPressure:
+		emergency = fmt.Sprintf("%s at %.2f of target, smoothed", r.worst.key, pSig)
+		d.Binding = r.worst.key
+	case r.jump.key != "":
+		emergency = fmt.Sprintf("a %s sample at %.2f of target (reading %.3g; smoothed %.2f of target)",
+			r.jump.key, r.jump.rawPress, r.jump.raw, r.jump.pressure)
+		d.Binding = r.jump.key
+	case c.rawEmergency >= 2:
+		emergency = fmt.Sprintf("%s samples at %.2f of target or more twice in a row (reading %.3g; smoothed %.2f of target)",
+			r.rawWorst.key, r.rawWorst.rawPress, r.rawWorst.raw, r.rawWorst.pressure)
+		d.Binding = r.rawWorst.key
 	}
 	tick := c.cfg.Tick
 	switch {
-	case pSig >= c.cfg.EmergencyPressure || r.maxRawFresh >= c.cfg.EmergencyPressure:
+	case emergency != "":
+		// A breach at this budget: growth doubles back to 90 % of it once
+		// the pressure is gone, and probes past it only after a calm.
+		if !over && (c.ceiling == 0 || now.Sub(c.ceilingAt) >= c.cfg.BreachMemory || c.budget < c.ceiling) {
+			c.ceiling, c.ceilingAt = c.budget, now
+		}
 		c.cut(now, 1-c.cfg.EmergencyCut, p, 0)
-		d.Mode, d.Reason = ModeThrottled, fmt.Sprintf("throttled: emergency cut by %.0f%%: %s (a sample at %.2f)",
-			100*c.cfg.EmergencyCut, describe, max(r.maxRawFresh, pSig))
+		d.Mode, d.Reason = ModeThrottled, fmt.Sprintf("throttled: emergency cut by %.0f%%: %s", 100*c.cfg.EmergencyCut, emergency)
 	case over && (now.Sub(c.cutAt) >= 2*tick-tick/2 || p > c.cutPressure):
 		f := max(1-c.cfg.MaxCut, min(0.95, 1/max(p, r.maxRawFresh)))
 		c.cut(now, f, p, floor)
@@ -850,8 +935,13 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 	case errFrac > c.cfg.MaxErrorFraction:
 		d.Mode, d.Reason = ModeThrottled, fmt.Sprintf("throttled: %s; holding: %d of the last %d batches failed", describe, r.errors, r.batches)
 	default:
-		d.Mode, d.Reason = ModeRunning, "running: "+describe
-		c.grow(now, max(pSig, r.maxRaw), frozen, d)
+		// Under target: the signal is named only when it is what limits
+		// the budget; otherwise the reason says what does.
+		limit, bySignal := c.grow(now, max(pSig, r.maxRaw), r.worst.key, frozen)
+		d.Mode, d.Reason = ModeRunning, "running: "+limit
+		if !bySignal {
+			d.Binding = ""
+		}
 	}
 }
 
@@ -862,42 +952,78 @@ func (c *Controller) cut(now time.Time, factor, p, floor float64) {
 }
 
 // grow raises the budget toward the pressure at which it would reach
-// GrowBelow. Near the budget of the last breach it only probes, and only
-// with clear room: twice the deadband below GrowBelow.
-func (c *Controller) grow(now time.Time, p float64, frozen bool, d *Decision) {
-	every := time.Duration(c.cfg.GrowEvery) * c.cfg.Tick
-	if frozen || now.Sub(c.changedAt) < every-c.cfg.Tick/2 || c.budget >= c.cfg.MaxBudget {
-		return
+// GrowBelow, and returns what limits the budget now and whether that is
+// the signal key (pressure p). Far under target (p under half of
+// GrowBelow) it doubles each step: after a pause up to half the budget
+// before it, after a breach up to 90 % of the budget the breach began at,
+// so a cut is undone within seconds once the pressure is gone. Nearer the
+// target it grows by at most MaxGrowth, tapering; near the budget of the
+// last breach it only probes, and only with clear room: twice the
+// deadband below GrowBelow.
+func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (limit string, bySignal bool) {
+	b := fmt.Sprintf("budget %.3g/s", c.budget)
+	if c.budget >= c.cfg.MaxBudget {
+		return fmt.Sprintf("%s, the most allowed (max_rate)", b), false
+	}
+	if frozen {
+		return b + " held", false
 	}
 	// Use is measured over about 5 s; a budget of under two batches in
 	// that time cannot show it, and a job that waits that long for its
 	// next token is not idle.
 	if u := c.utilization(); u < c.cfg.MinUtilization && c.budget*usageTau.Seconds() >= 2 {
-		d.Reason += fmt.Sprintf("; not growing: jobs use %.0f%% of the budget", 100*u)
-		return
+		return fmt.Sprintf("low utilization: %s; not growing: jobs use %.0f%% of the budget", b, 100*u), false
 	}
-	f := min(c.cfg.MaxGrowth, c.cfg.GrowBelow/max(p, 1e-3))
-	if c.budget < c.ssthresh/2 && p < c.cfg.GrowBelow/2 {
+	room := c.cfg.GrowBelow / max(p, 1e-3)
+	f := min(c.cfg.MaxGrowth, room)
+	limit = fmt.Sprintf("%s, growing by up to %.0f%% every %s", b, 100*(c.cfg.MaxGrowth-1), time.Duration(c.cfg.GrowEvery)*c.cfg.Tick)
+	if room < c.cfg.MaxGrowth {
+		limit, bySignal = fmt.Sprintf("%s at %.2f of target; %s, growing as it allows", key, p, b), true
+	}
+	roomy := p < c.cfg.GrowBelow/2
+	if c.budget < c.ssthresh/2 && roomy {
 		// Slow start, as TCP's: after a pause, far under the budget before
 		// it and with plenty of room, double each step up to half of it.
-		f = min(2, c.cfg.GrowBelow/max(p, 1e-3), c.ssthresh/2/c.budget)
+		f = min(2, room, c.ssthresh/2/c.budget)
+		limit = fmt.Sprintf("slow start: %s, doubling back toward %.3g/s, the budget before the pause", b, c.ssthresh)
+		if c.inherited > 0 {
+			limit = fmt.Sprintf("inherited budget: %s, doubling back toward %.3g/s, the last leader's", b, c.inherited)
+		}
 	}
 	if now.Sub(c.ceilingAt) < c.cfg.BreachMemory && c.ceiling > 0 {
 		safe := 0.9 * c.ceiling
 		switch {
 		case c.budget < safe:
+			if roomy {
+				// After a cut, with the pressure far under target: what
+				// cut it is gone, so double back toward the breach's
+				// budget rather than creep.
+				f = max(f, min(2, room))
+			}
 			f = min(f, safe/c.budget)
+			if !bySignal {
+				limit = fmt.Sprintf("%s, growing back toward %.3g/s, under the %.3g/s of a breach %s ago", b, safe, c.ceiling, now.Sub(c.ceilingAt).Round(time.Second))
+			}
 		case p < c.cfg.GrowBelow-(1-c.cfg.GrowBelow) && now.Sub(c.ceilingAt) >= c.cfg.BreachMemory/10:
 			f = min(f, c.cfg.ProbeGrowth)
+			limit, bySignal = fmt.Sprintf("%s, probing by %.0f%% past the %.3g/s of a breach %s ago", b, 100*(c.cfg.ProbeGrowth-1), c.ceiling, now.Sub(c.ceilingAt).Round(time.Second)), false
 		default:
-			return
+			if !bySignal {
+				limit = fmt.Sprintf("%s, near the %.3g/s of a breach %s ago; probing past it after %s calm", b, c.ceiling, now.Sub(c.ceilingAt).Round(time.Second), c.cfg.BreachMemory/10)
+			}
+			return limit, bySignal
 		}
 	}
-	if f <= 1 {
-		return
+	every := time.Duration(c.cfg.GrowEvery) * c.cfg.Tick
+	if f <= 1 || now.Sub(c.changedAt) < every-c.cfg.Tick/2 {
+		return limit, bySignal
 	}
 	c.budget = c.clamp(c.budget * f)
 	c.changedAt = now
+	if c.budget >= c.ssthresh {
+		c.inherited = 0
+	}
+	return limit, bySignal
 }
 
 func (c *Controller) utilization() float64 {
@@ -961,6 +1087,21 @@ func (c *Controller) runningJobs() []JobRate {
 	return out
 }
 
+// SlowRate is the rate, in batches per second, under which a job (or one
+// worker's share of it) waits more than a few seconds for each batch: it
+// is shown as throttled, with [SlowReason], never as running.
+const SlowRate = 0.2
+
+// SlowReason is the reason of a job or worker held to rate, under
+// SlowRate, by a decision whose reason is why.
+func SlowReason(rate float64, why string) string {
+	every := "never"
+	if rate > 0 {
+		every = "every " + time.Duration(float64(time.Second)/rate).Round(time.Second).String()
+	}
+	return fmt.Sprintf("throttled: %.2g batches/s, one batch %s (the budget: %s)", rate, every, why)
+}
+
 // usageTau is the time constant of each job's smoothed usage.
 const usageTau = 5 * time.Second
 
@@ -1014,8 +1155,12 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, reason s
 		switch {
 		case r == 0:
 			jd.State, jd.Reason = JobPaused, reason
+		case r < SlowRate:
+			jd.State, jd.Reason = JobThrottled, SlowReason(r, reason)
 		case mode == ModeThrottled:
 			jd.State, jd.Reason = JobThrottled, reason
+		case r >= s.cfg.MaxRate:
+			jd.Reason = fmt.Sprintf("running: at the job's max_rate %.3g/s", s.cfg.MaxRate)
 		}
 		out[j] = jd
 	}

@@ -38,6 +38,7 @@ type execOptions struct {
 	dryRun, noCheck    bool
 	solo               bool
 	allowSuperuser     bool
+	foregroundLatency  float64
 	log                logFlags
 }
 
@@ -63,6 +64,7 @@ func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer)
 	fs.BoolVar(&o.noCheck, "no-checkpoint", false, "do not record progress in throttled.checkpoints")
 	fs.BoolVar(&o.solo, "solo", false, "decide in this process alone instead of following the cluster's elected leader")
 	fs.BoolVar(&o.allowSuperuser, "allow-superuser", false, "allow sampling as a superuser (not recommended)")
+	fs.Float64Var(&o.foregroundLatency, "foreground-latency", 0, "also pace on foreground latency: keep a canary commit's latency under this multiple of its job-free baseline, such as 1.3 (needs `throttled migrate`; the job waits for the baseline; 0 means off)")
 	o.log.register(fs)
 	if err := parse(fs, args, errOut); err != nil {
 		return o, err
@@ -98,6 +100,9 @@ func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer)
 	}
 	if o.quiet <= 0 {
 		errs = append(errs, fmt.Errorf("--quiet-period must be positive, got %s", o.quiet))
+	}
+	if o.foregroundLatency != 0 && !(o.foregroundLatency > 1 && o.foregroundLatency <= 100) {
+		errs = append(errs, fmt.Errorf("--foreground-latency is a multiple of the baseline latency above 1, such as 1.3 (or 0 for off), got %v", o.foregroundLatency))
 	}
 	if len(errs) > 0 {
 		return o, fmt.Errorf("%w: %w", errUsage, errors.Join(errs...))
@@ -151,11 +156,19 @@ func runExec(ctx context.Context, args []string, out, errOut io.Writer) int {
 	for _, r := range o.replicas {
 		replicas[r] = throttle.ReplicaRequired
 	}
+	// throttled.Open sets primary_load's Resolution from the cores.
+	var rules map[signals.Name]throttle.Rule
+	if o.foregroundLatency > 0 {
+		// Required: until the canary has learnt its baseline, or while it
+		// cannot commit, the job does not run.
+		rules = map[signals.Name]throttle.Rule{signals.ForegroundLatency: {Target: o.foregroundLatency, Required: true}}
+	}
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	client, err := throttled.Open(openCtx, throttled.Options{
 		PrimaryDSN: o.primaryDSN, ReplicaDSNs: o.replicaDSNs, Cores: o.cores,
-		Signals:    signals.Config{Replicas: o.replicas, AllowSuperuser: o.allowSuperuser},
-		Controller: throttle.Config{Replicas: replicas, MaxBudget: o.maxRate, InitialBudget: o.initRate, QuietPeriod: o.quiet},
+		Signals: signals.Config{Replicas: o.replicas, AllowSuperuser: o.allowSuperuser},
+		Controller: throttle.Config{Replicas: replicas, MaxBudget: o.maxRate, InitialBudget: o.initRate, QuietPeriod: o.quiet,
+			Rules: rules},
 		// Durable holds live beside the job's data: `throttled pause`
 		// stops this run within the second.
 		CoordinationDSN: o.jobDSN,
@@ -217,7 +230,7 @@ func progress(ctx context.Context, out io.Writer, job *jobs.Job) {
 		case <-t.C:
 		}
 		st := job.Status()
-		line := fmt.Sprintf("%s  rows %d (+%d/s)  batches %d  size %d  rate %.1f/s  %s  binding %s",
+		line := fmt.Sprintf("%s  rows %d (+%d/s)  batches %d  size %d  rate %.3g/s  %s  binding %s",
 			time.Now().Format("15:04:05"), st.Rows, st.Rows-lastRows, st.Batches, st.BatchSize, st.Rate, st.State, firstNonEmpty(st.Binding, "-"))
 		if st.State != jobs.StateRunning && st.Reason != "" {
 			line += "  (" + st.Reason + ")"
