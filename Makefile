@@ -64,9 +64,27 @@ fuzz: ## run every fuzz target for FUZZTIME executions (default 40000x; a durati
 		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
 	done
 
+# Runs of each micro-benchmark in `make bench`.
+BENCH_COUNT ?= 5
+BENCH_OUT   := out/bench.txt
+
 .PHONY: bench
-bench: deps ## run the benchmarks against a real primary
-	$(GO) test -run='^$$' -bench=. -benchtime=2s ./...
+bench: deps ## run the micro-benchmarks beside their anchors (a few minutes); table in docs/BENCHMARKS.md
+	@mkdir -p out
+	@set -eo pipefail; \
+	$(GO) test -run='^$$' -bench='^Benchmark(LimiterWait|Step)' -benchmem -count=$(BENCH_COUNT) ./throttle | tee $(BENCH_OUT); \
+	$(GO) test -run='^$$' -bench='^BenchmarkClientAcquire' -benchmem -count=$(BENCH_COUNT) . | tee -a $(BENCH_OUT); \
+	$(GO) test -run='^$$' -bench='^Benchmark(Check|Acquire)' -benchmem -count=$(BENCH_COUNT) ./sidecar | tee -a $(BENCH_OUT); \
+	$(GO) test -run='^$$' -bench='^BenchmarkTick$$' -benchmem -count=$(BENCH_COUNT) ./signals | tee -a $(BENCH_OUT); \
+	$(GO) test -run='^$$' -bench='^BenchmarkSamplerCost' -benchtime=1x -count=1 -timeout=10m . | tee -a $(BENCH_OUT)
+	$(GO) run ./internal/benchdoc/cmd/benchdoc -in $(BENCH_OUT) -doc docs/BENCHMARKS.md
+
+# Flags for `make replay`, such as REPLAY_FLAGS="--short" or "--scenario cpu-hog".
+REPLAY_FLAGS ?=
+
+.PHONY: replay
+replay: deps build ## the replay benchmark: every scenario and pacing policy on a throwaway pair (about 40 minutes); tables in docs/BENCHMARKS.md
+	$(BIN) bench replay --out out/replay --doc docs/BENCHMARKS.md $(REPLAY_FLAGS)
 
 .PHONY: clean
 clean: ## remove build output

@@ -65,7 +65,25 @@ type Limiter struct {
 	reason   string        // pause reason
 	inFlight int           // batches between a grant and its release
 	changed  chan struct{} // closed and replaced by Apply, Pause and Resume
-	freed    chan struct{} // closed and replaced when an in-flight slot frees
+	// freed is made by a waiter that waits for a slot, and closed and
+	// cleared when a slot frees; nil while nobody waits for one, so a
+	// release allocates nothing.
+	freed chan struct{}
+	// queued counts waiters taking a token the slow way (for their turn
+	// or asleep on a reservation); Wait's fast path does not pass them.
+	queued int
+	// claims are released grants' claims, for reuse.
+	claims []*slotClaim
+}
+
+// slotClaim is one batch's claim on an in-flight slot, reused once released.
+// gen tells its releases apart: a release func carries the gen it was
+// handed out with, and only the first call with the current gen frees the
+// slot, so a release called twice, or after the claim was reused, does
+// nothing.
+type slotClaim struct {
+	l   *Limiter
+	gen atomic.Uint64
 }
 
 // NewLimiter returns a Limiter for job with Allocation{}: no work until
@@ -86,7 +104,6 @@ func NewLimiter(job Job, now func() time.Time) *Limiter {
 		bucket:  rate.NewLimiter(0, 0),
 		turn:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
-		freed:   make(chan struct{}),
 	}
 	l.gate.Close(ReasonNoAllocation)
 	return l
@@ -183,7 +200,7 @@ func (l *Limiter) AllowAt(t time.Time) (release func(), ok bool) {
 		return nil, false
 	}
 	l.inFlight++
-	return l.releaser(), true
+	return l.grantLocked(), true
 }
 
 // Wait blocks until a batch may start: the gate is open, a token is
@@ -206,6 +223,26 @@ func (l *Limiter) AllowAt(t time.Time) (release func(), ok bool) {
 // not fail early when the token is due after ctx's deadline, because the
 // rate may be raised before then.
 func (l *Limiter) Wait(ctx context.Context) (release func(), err error) {
+	if ctx.Err() == nil {
+		// The fast path: with the gate open, a slot free, a token in the
+		// bucket now and nobody queued for one, take both under one lock
+		// (the gate's state changes only under it), with no reservation,
+		// timer or channel. Else wait the slow way.
+		now := l.now()
+		l.mu.Lock()
+		if l.queued == 0 && l.openLocked() && l.inFlight < l.alloc.MaxInFlight && l.bucket.AllowN(now, 1) {
+			l.inFlight++
+			release = l.grantLocked()
+			l.mu.Unlock()
+			return release, nil
+		}
+		l.mu.Unlock()
+	}
+	return l.wait(ctx)
+}
+
+// wait is Wait's slow path.
+func (l *Limiter) wait(ctx context.Context) (release func(), err error) {
 	for {
 		// Gate.Wait also refuses a done ctx, even at an open gate.
 		if err := l.gate.Wait(ctx); err != nil {
@@ -220,9 +257,14 @@ func (l *Limiter) Wait(ctx context.Context) (release func(), err error) {
 		}
 		ok, err = l.takeToken(ctx)
 		if ok {
-			return l.releaser(), nil
+			l.mu.Lock()
+			release = l.grantLocked()
+			l.mu.Unlock()
+			return release, nil
 		}
-		l.freeSlot()
+		l.mu.Lock()
+		l.freeSlotLocked()
+		l.mu.Unlock()
 		if err != nil {
 			return nil, err
 		}
@@ -244,6 +286,9 @@ func (l *Limiter) takeSlot(ctx context.Context) (bool, error) {
 			return true, nil
 		}
 		running, limit := l.inFlight, l.alloc.MaxInFlight
+		if l.freed == nil {
+			l.freed = make(chan struct{})
+		}
 		changed, freed := l.changed, l.freed
 		l.mu.Unlock()
 		select {
@@ -259,6 +304,14 @@ func (l *Limiter) takeSlot(ctx context.Context) (bool, error) {
 // It reports false, having given the token back, if the gate is closed
 // before or after the wait.
 func (l *Limiter) takeToken(ctx context.Context) (bool, error) {
+	l.mu.Lock()
+	l.queued++
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.queued--
+		l.mu.Unlock()
+	}()
 	select {
 	case l.turn <- struct{}{}:
 	case <-ctx.Done():
@@ -330,22 +383,41 @@ func (l *Limiter) changedLocked() {
 	l.changed = make(chan struct{})
 }
 
-// releaser returns an idempotent func that frees one in-flight slot.
-func (l *Limiter) releaser() func() {
-	var done atomic.Bool
-	return func() {
-		if !done.Swap(true) {
-			l.freeSlot()
-		}
+// grantLocked returns the release func of a slot just taken: idempotent,
+// and the only allocation of a grant (the func value itself; its claim
+// state is reused). l.mu must be held.
+func (l *Limiter) grantLocked() func() {
+	var g *slotClaim
+	if n := len(l.claims); n > 0 {
+		g = l.claims[n-1]
+		l.claims = l.claims[:n-1]
+	} else {
+		g = &slotClaim{l: l}
 	}
+	gen := g.gen.Load()
+	return func() { g.release(gen) }
 }
 
-func (l *Limiter) freeSlot() {
+// release frees g's slot if gen is still g's generation: once per grant.
+func (g *slotClaim) release(gen uint64) {
+	if !g.gen.CompareAndSwap(gen, gen+1) {
+		return
+	}
+	l := g.l
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.freeSlotLocked()
+	l.claims = append(l.claims, g)
+	l.mu.Unlock()
+}
+
+// freeSlotLocked frees one in-flight slot and wakes the waiters for one.
+// l.mu must be held.
+func (l *Limiter) freeSlotLocked() {
 	l.inFlight--
-	close(l.freed)
-	l.freed = make(chan struct{})
+	if l.freed != nil {
+		close(l.freed)
+		l.freed = nil
+	}
 }
 
 // waitErr wraps err, which wraps a context error, with the job and what

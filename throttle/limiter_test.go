@@ -492,3 +492,55 @@ func TestAllocationNormalized(t *testing.T) {
 		}
 	}
 }
+
+func TestLimiterStaleReleaseOfAReusedGrant(t *testing.T) {
+	// A released grant's state is reused by the next grant; the first
+	// grant's release, called again, must not free the second's slot,
+	// whichever of Wait's paths granted it.
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLimiter("purge", nil)
+		l.Apply(Allocation{Rate: math.Inf(1), Burst: 1, MaxInFlight: 1})
+		first, err := l.Wait(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		first()
+		second, err := l.Wait(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		first()
+		if n := l.InFlight(); n != 1 {
+			t.Fatalf("InFlight %d after a stale release; want 1", n)
+		}
+		// A waiter queued for the slot gets it from the second release
+		// only.
+		done := waitLimiter(t.Context(), l)
+		synctest.Wait()
+		first()
+		synctest.Wait()
+		mustBlock(t, done, "after a stale release")
+		second()
+		synctest.Wait()
+		mustGrant(t, done, "after the second release").release()
+	})
+}
+
+func TestLimiterWaitDoesNotPassAQueuedWaiter(t *testing.T) {
+	// A waiter asleep on its reservation is first in line: a later Wait
+	// finds no token now and queues behind it, even once the bucket
+	// refills past the sleeper's due time.
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLimiter("purge", nil)
+		l.Apply(Allocation{Rate: 1, Burst: 2, MaxInFlight: 4}) // first token due at 1s
+		first := waitLimiter(t.Context(), l)
+		synctest.Wait()
+		second := waitLimiter(t.Context(), l)
+		synctest.Wait()
+		advance(time.Second)
+		mustGrant(t, first, "at 1s").release()
+		mustBlock(t, second, "at 1s")
+		advance(time.Second)
+		mustGrant(t, second, "at 2s").release()
+	})
+}

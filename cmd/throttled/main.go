@@ -46,6 +46,7 @@ func commands() []command {
 		{"audit", "read the audit log of holds, mode changes and pauses not honoured", runAudit},
 		{"check-config", "validate a configuration file, offline or (--live) against the cluster", runCheckConfig},
 		{"sim", "compare pacing policies on simulated scenarios", runSim},
+		{"bench", "replay: foreground latency and cleanup throughput per pacing policy on a throwaway pair", runBench},
 	}
 }
 

@@ -278,3 +278,37 @@ func (c *Cluster) HangPrimary() error {
 func (c *Cluster) ResumePrimary() {
 	c.Primary.signalGroup(syscall.SIGCONT)
 }
+
+// LockTable opens one session that takes a lock on table in mode (a LOCK
+// TABLE mode such as "SHARE" or "ACCESS EXCLUSIVE") inside a transaction,
+// as the admin role, and holds it until Stop: every statement needing a
+// conflicting lock on table waits meanwhile. It returns once the lock is
+// held.
+func (c *Cluster) LockTable(ctx context.Context, table, mode string) (*Sessions, error) {
+	switch mode {
+	case "ACCESS SHARE", "ROW SHARE", "ROW EXCLUSIVE", "SHARE UPDATE EXCLUSIVE", "SHARE",
+		"SHARE ROW EXCLUSIVE", "EXCLUSIVE", "ACCESS EXCLUSIVE":
+	default:
+		return nil, fmt.Errorf("pgcluster: lock table: unknown mode %q", mode)
+	}
+	conn, err := c.Primary.connectAs(ctx, RoleAdmin, "fault_lock_table")
+	if err != nil {
+		return nil, fmt.Errorf("pgcluster: lock table session: %w", err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err == nil {
+		_, err = tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{table}.Sanitize()+" IN "+mode+" MODE")
+	}
+	if err != nil {
+		conn.Close(context.Background())
+		return nil, fmt.Errorf("pgcluster: lock table %s: %w", table, err)
+	}
+	s := &Sessions{cancel: func() {}}
+	s.stop = func() {
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		_ = tx.Rollback(rctx)
+	}
+	s.add(conn)
+	return s, nil
+}

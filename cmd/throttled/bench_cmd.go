@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/internal/replay"
+)
+
+// runBench dispatches `throttled bench <benchmark>`; replay is the one.
+func runBench(ctx context.Context, args []string, out, errOut io.Writer) int {
+	if len(args) == 0 || args[0] != "replay" {
+		fmt.Fprintln(errOut, "Usage: throttled bench replay [flags]\n\n  replay  foreground latency and cleanup throughput under every pacing policy, on a throwaway primary and replica")
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			return exitOK
+		}
+		return exitUsage
+	}
+	return runReplay(ctx, args[1:], out, errOut)
+}
+
+// replayOptions are the flags of `throttled bench replay`.
+type replayOptions struct {
+	cfg    replay.Config
+	outDir string
+	doc    string
+}
+
+// Short runs: the two scenarios that tell the policies apart most, four
+// policies, 15 s each.
+var (
+	shortScenarios = []string{"2026-09-13", "cpu-hog"}
+	shortPolicies  = []string{replay.PolicyForeground, replay.PolicyUnthrottled, replay.PolicyLagOnly, replay.PolicyAdaptive}
+)
+
+func parseReplayFlags(args []string, errOut io.Writer) (replayOptions, error) {
+	var o replayOptions
+	var short bool
+	var scenarios, policies, fixed string
+	fs := flag.NewFlagSet("bench replay", flag.ContinueOnError)
+	fs.BoolVar(&short, "short", false, "two scenarios, four policies, 15 s runs (about 3 minutes)")
+	fs.StringVar(&scenarios, "scenario", "all", "comma-separated scenarios ("+strings.Join(replay.ScenarioNames(), ", ")+"), or all")
+	fs.StringVar(&policies, "policy", "all", "comma-separated policies ("+strings.Join(replay.PolicyNames, ", ")+"), or all")
+	fs.StringVar(&fixed, "fixed-rates", "", "comma-separated batches/s for the fixed policy (default: 10, 25 and 50 % of unthrottled's)")
+	fs.DurationVar(&o.cfg.RunLength, "run", 0, "length of each run (default 35s; 15s with --short)")
+	fs.Float64Var(&o.cfg.Rate, "rate", 0, "foreground arrival rate, transactions/s (default: calibrated on this machine)")
+	fs.Int64Var(&o.cfg.Rows, "rows", 0, "rows of the cleaned table, half old (default 4000000; 1500000 with --short)")
+	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the foreground arrivals")
+	fs.IntVar(&o.cfg.Cores, "cores", runtime.NumCPU(), "the primary's cores (it runs on this machine)")
+	fs.StringVar(&o.outDir, "out", "out/replay", "directory for the tables, results.json and one PNG per run")
+	fs.StringVar(&o.doc, "doc", "", "rewrite the replay section of this markdown file (between "+replay.BeginMarker+" and "+replay.EndMarker+")")
+	if err := parse(fs, args, errOut); err != nil {
+		return o, err
+	}
+	if short {
+		o.cfg.Scenarios, o.cfg.Policies = shortScenarios, shortPolicies
+		if o.cfg.RunLength == 0 {
+			o.cfg.RunLength = 15 * time.Second
+		}
+		if o.cfg.Rows == 0 {
+			o.cfg.Rows = 1_500_000
+		}
+		o.cfg.CalibrateStep = 2 * time.Second
+	}
+	list := func(flagName, v string, known []string) ([]string, error) {
+		if v == "all" {
+			return nil, nil
+		}
+		var out []string
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			if !slices.Contains(known, s) {
+				return nil, fmt.Errorf("%w: --%s: unknown %q; want one of %s, or all", errUsage, flagName, s, strings.Join(known, ", "))
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	var err error
+	if scenarios != "all" || !short {
+		if o.cfg.Scenarios, err = list("scenario", scenarios, replay.ScenarioNames()); err != nil {
+			return o, err
+		}
+	}
+	if policies != "all" || !short {
+		if o.cfg.Policies, err = list("policy", policies, replay.PolicyNames); err != nil {
+			return o, err
+		}
+	}
+	if short && o.cfg.Scenarios == nil {
+		o.cfg.Scenarios = shortScenarios
+	}
+	if short && o.cfg.Policies == nil {
+		o.cfg.Policies = shortPolicies
+	}
+	if fixed != "" {
+		for _, s := range strings.Split(fixed, ",") {
+			var r float64
+			if _, err := fmt.Sscan(strings.TrimSpace(s), &r); err != nil || r <= 0 {
+				return o, fmt.Errorf("%w: --fixed-rates: %q is not a positive number", errUsage, s)
+			}
+			o.cfg.FixedRates = append(o.cfg.FixedRates, r)
+		}
+	}
+	if o.cfg.Cores <= 0 {
+		return o, fmt.Errorf("%w: --cores must be positive, got %d", errUsage, o.cfg.Cores)
+	}
+	if o.cfg.RunLength != 0 && o.cfg.RunLength < 5*time.Second {
+		return o, fmt.Errorf("%w: --run must be at least 5s, got %s", errUsage, o.cfg.RunLength)
+	}
+	if o.cfg.Rate < 0 {
+		return o, fmt.Errorf("%w: --rate must be positive, got %v", errUsage, o.cfg.Rate)
+	}
+	return o, nil
+}
+
+func runReplay(ctx context.Context, args []string, out, errOut io.Writer) int {
+	o, err := parseReplayFlags(args, errOut)
+	if err != nil {
+		return fail(errOut, "bench replay", err)
+	}
+	fmt.Fprintln(out, "Starting a throwaway PostgreSQL primary and streaming replica...")
+	c, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		return fail(errOut, "bench replay", err)
+	}
+	defer c.Stop()
+	if _, err := benchReplay(ctx, c, o, strings.Join(append([]string{"throttled bench replay"}, args...), " "), out); err != nil {
+		return fail(errOut, "bench replay", err)
+	}
+	return exitOK
+}
+
+// benchReplay runs the replay on c and writes its results: the tables to
+// out and to <outDir>/replay.md, results.json and the PNGs to outDir, the
+// section to the document when asked.
+func benchReplay(ctx context.Context, c *pgcluster.Cluster, o replayOptions, command string, out io.Writer) (*replay.Report, error) {
+	started := time.Now()
+	cfg := o.cfg
+	cfg.Cluster = c
+	cfg.OutDir = o.outDir
+	cfg.Log = func(format string, args ...any) {
+		fmt.Fprintf(out, "%6.0fs  %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
+	}
+	rep, err := replay.Run(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	section := rep.Section(command)
+	fmt.Fprintln(out)
+	fmt.Fprint(out, section)
+	if o.outDir != "" {
+		if err := os.MkdirAll(o.outDir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(o.outDir, "replay.md"), []byte(section), 0o644); err != nil {
+			return nil, err
+		}
+		js, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(o.outDir, "results.json"), js, 0o644); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "\nWrote %s: replay.md, results.json and one PNG per run.\n", o.outDir)
+	}
+	if o.doc != "" {
+		if err := replay.WriteDoc(o.doc, section); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "Rewrote the replay section of %s.\n", o.doc)
+	}
+	fmt.Fprintf(out, "Done in %s.\n", time.Since(started).Round(time.Second))
+	return rep, nil
+}

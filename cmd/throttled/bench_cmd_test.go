@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/replay"
+)
+
+func TestParseReplayFlags(t *testing.T) {
+	o, err := parseReplayFlags([]string{"--short"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(o.cfg.Scenarios, ",") != "2026-09-13,cpu-hog" || len(o.cfg.Policies) != 4 || o.cfg.RunLength != 15*time.Second {
+		t.Errorf("--short: scenarios %v, policies %v, run %s", o.cfg.Scenarios, o.cfg.Policies, o.cfg.RunLength)
+	}
+	o, err = parseReplayFlags([]string{"--short", "--policy", "adaptive", "--fixed-rates", "1,2.5"}, io.Discard)
+	if err != nil || strings.Join(o.cfg.Policies, ",") != "adaptive" || len(o.cfg.FixedRates) != 2 || o.cfg.FixedRates[1] != 2.5 {
+		t.Errorf("--short --policy adaptive: %v, %v, %v", o.cfg.Policies, o.cfg.FixedRates, err)
+	}
+	o, err = parseReplayFlags(nil, io.Discard)
+	if err != nil || o.cfg.Scenarios != nil || o.cfg.Policies != nil {
+		t.Errorf("defaults: %v, %v, %v (want every scenario and policy: nil lists)", o.cfg.Scenarios, o.cfg.Policies, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scenario", "nope"}, `--scenario: unknown "nope"`},
+		{[]string{"--policy", "adaptive,nope"}, `--policy: unknown "nope"`},
+		{[]string{"--fixed-rates", "1,-2"}, `--fixed-rates: "-2"`},
+		{[]string{"--run", "1s"}, "--run must be at least 5s"},
+		{[]string{"--cores", "0"}, "--cores must be positive"},
+		{[]string{"--rate", "-3"}, "--rate must be positive"},
+	} {
+		if _, err := parseReplayFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestBenchReplay runs a very short seeded replay (the CPU hog, foreground
+// alone, unthrottled and adaptive, 10 s each, at a fixed arrival rate) on
+// the package's pair, and checks what must hold whatever the machine's
+// speed.
+func TestBenchReplay(t *testing.T) {
+	c := pgtest.Cluster(t)
+	dir := t.TempDir()
+	doc := filepath.Join(dir, "BENCHMARKS.md")
+	head := "# Benchmarks\n\n## Micro\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+	tail := "\nAfter the section.\n"
+	if err := os.WriteFile(doc, []byte(head+replay.BeginMarker+"\nstale numbers\n"+replay.EndMarker+tail), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := replayOptions{cfg: replay.Config{Scenarios: []string{"cpu-hog"}, Policies: []string{replay.PolicyForeground, replay.PolicyUnthrottled, replay.PolicyAdaptive},
+		RunLength: 10 * time.Second, Rate: 100, Rows: 1_000_000, Seed: 7}, outDir: filepath.Join(dir, "out"), doc: doc}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := benchReplay(ctx, c, o, "throttled bench replay (test)", &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	byPolicy := map[string]replay.Result{}
+	for _, r := range rep.Results {
+		byPolicy[r.Policy] = r
+		if r.Samples < 20 || r.Unreadable == r.Samples {
+			t.Errorf("%s: %d samples, %d unreadable: the independent sampler saw nothing", r.Policy, r.Samples, r.Unreadable)
+		}
+		if r.Completed < 100 || r.P50 <= 0 || r.P99 < r.P50 || r.P999 < r.P99 {
+			t.Errorf("%s: %d transactions, p50 %s p99 %s p99.9 %s", r.Policy, r.Completed, r.P50, r.P99, r.P999)
+		}
+		if _, err := os.Stat(r.Plot); err != nil {
+			t.Errorf("%s: plot: %v", r.Policy, err)
+		}
+	}
+	if len(byPolicy) != 3 {
+		t.Fatalf("runs %v, want foreground, unthrottled and adaptive", rep.Results)
+	}
+	fg, un, ad := byPolicy[replay.PolicyForeground], byPolicy[replay.PolicyUnthrottled], byPolicy[replay.PolicyAdaptive]
+	if fg.Rows != 0 || fg.P99VsForeground != 1 {
+		t.Errorf("foreground alone: %d rows cleaned, p99 ratio %v; want 0 and 1", fg.Rows, fg.P99VsForeground)
+	}
+	if un.Rows <= ad.Rows || ad.Rows <= 0 {
+		t.Errorf("rows cleaned: unthrottled %d, adaptive %d; want unthrottled > adaptive > 0 (the hog must slow the adaptive job)", un.Rows, ad.Rows)
+	}
+	// On a fast machine unthrottled may clean every old row within the
+	// run; then it must have cleaned exactly that many, no more.
+	if un.Finished && un.Rows != o.cfg.Rows/2 {
+		t.Errorf("unthrottled finished with %d rows cleaned, want all %d old rows\n%s", un.Rows, o.cfg.Rows/2, out.String())
+	}
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	if !strings.HasPrefix(got, head+replay.BeginMarker+"\n") || !strings.HasSuffix(got, replay.EndMarker+tail) {
+		t.Errorf("the document changed outside the section:\n%s", got)
+	}
+	for _, want := range []string{"### cpu-hog", "| **adaptive** |", "throttled bench replay (test)", fmt.Sprintf("%d cores", rep.Cores), "PostgreSQL 1"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("section lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "stale numbers") {
+		t.Error("the old section is still there")
+	}
+	if _, err := os.Stat(filepath.Join(o.outDir, "results.json")); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,96 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Calibration is how the foreground arrival rate was chosen on this
+// machine: the foreground alone, at rising arrival rates, until its mean
+// raw primary_load reached Target or its p99 bent.
+type Calibration struct {
+	// Target is the mean raw primary_load aimed at.
+	Target float64
+	// Steps are the rates tried, in order.
+	Steps []CalibrationStep
+	// Rate is the one chosen, transactions per second.
+	Rate float64
+	// Why says how the search ended.
+	Why string
+}
+
+// CalibrationStep is one rate tried.
+type CalibrationStep struct {
+	Rate, TPS, Load float64
+	P99             time.Duration
+}
+
+// Calibration limits: the first rate per core, the growth per step, and
+// how far p99 may rise over the first step's before it counts as bent.
+const (
+	calStartPerCore = 25
+	calGrowth       = 1.5
+	calMaxSteps     = 10
+	calBend         = 4
+)
+
+// Calibrate ramps the foreground alone until its mean raw primary_load
+// reaches cfg.CalibrateTarget (the rate is then interpolated between the
+// last two steps) or its p99 bends (more than calBend times the first
+// step's, or fewer completions than 90 % of arrivals: the rate before is
+// kept), so a run means the same load on 2 cores as on 64.
+func Calibrate(ctx context.Context, cfg Config, gen *generator) (*Calibration, error) {
+	cfg.fill()
+	mon, err := startMonitor(ctx, cfg.Cluster, cfg.Cores)
+	if err != nil {
+		return nil, err
+	}
+	defer mon.close()
+	cal := &Calibration{Target: cfg.CalibrateTarget}
+	r := float64(calStartPerCore * cfg.Cores)
+	for i := range calMaxSteps {
+		start := time.Now().Add(200 * time.Millisecond)
+		rec := newRecorder(start)
+		done := make(chan struct{})
+		go func() { gen.run(ctx, r, start, cfg.CalibrateStep, cfg.Seed+uint64(i), rec); close(done) }()
+		s := mon.watch(ctx, start, start.Add(cfg.CalibrateStep), nil)
+		<-done
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var sum float64
+		for _, p := range s.raw {
+			sum += p.v
+		}
+		st := CalibrationStep{Rate: r, TPS: float64(rec.ok) / cfg.CalibrateStep.Seconds(), P99: rec.all.Quantile(0.99)}
+		if len(s.raw) > 0 {
+			st.Load = sum / float64(len(s.raw))
+		}
+		cal.Steps = append(cal.Steps, st)
+		cfg.Log("calibration: %6.0f tx/s offered, %6.0f done, load %.2f, p99 %.1f ms", st.Rate, st.TPS, st.Load, ms(st.P99))
+		if i > 0 {
+			prev, first := cal.Steps[i-1], cal.Steps[0]
+			switch {
+			case st.Load >= cal.Target:
+				f := (cal.Target - prev.Load) / max(st.Load-prev.Load, 1e-9)
+				cal.Rate = prev.Rate + min(max(f, 0), 1)*(st.Rate-prev.Rate)
+				cal.Why = fmt.Sprintf("mean primary_load reached %.2f; rate interpolated to the target", cal.Target)
+				return cal, nil
+			case st.P99 > calBend*first.P99 || st.TPS < 0.9*st.Rate:
+				cal.Rate = prev.Rate
+				cal.Why = fmt.Sprintf("p99 bent (%.1f ms, first step %.1f ms; %.0f of %.0f tx/s done) before load reached %.2f; kept the rate before",
+					ms(st.P99), ms(first.P99), st.TPS, st.Rate, cal.Target)
+				return cal, nil
+			}
+		} else if st.Load >= cal.Target {
+			cal.Rate = r * cal.Target / st.Load
+			cal.Why = "the first rate already passed the target; scaled down in proportion"
+			return cal, nil
+		}
+		r *= calGrowth
+	}
+	cal.Rate = cal.Steps[len(cal.Steps)-1].Rate
+	cal.Why = "neither the target nor a bend within the steps; kept the last rate"
+	return cal, nil
+}

@@ -1,0 +1,121 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled/internal/pgcluster"
+)
+
+// Tables the benchmark creates on the primary. The pgbench-like tables
+// carry the foreground load; EventsTable is the one the job cleans.
+const (
+	EventsTable = "replay_events"
+	accounts    = "replay_accounts"
+	tellers     = "replay_tellers"
+	branches    = "replay_branches"
+	history     = "replay_history"
+
+	accountsPerBranch = 100_000
+	tellersPerBranch  = 10
+)
+
+// Retention is the job's retention: rows older than this are old. Every
+// even id of EventsTable is 60 days old, every odd one a day old, so each
+// window of keys the job walks holds as many old rows as recent ones.
+const Retention = 30 * 24 * time.Hour
+
+// setupTables drops and creates the benchmark's tables: the foreground's
+// at scale branches, and EventsTable with rows rows, half of them old,
+// loaded with INSERT ... SELECT generate_series and its key indexed after
+// the load. Autovacuum is off on EventsTable: restore vacuums it between
+// runs instead, so no run meets a vacuum another run caused.
+func setupTables(ctx context.Context, pool *pgxpool.Pool, scale int, rows int64) error {
+	stmts := []string{
+		fmt.Sprintf("DROP TABLE IF EXISTS %s, %s, %s, %s, %s", EventsTable, accounts, tellers, branches, history),
+		fmt.Sprintf("CREATE TABLE %s (bid int PRIMARY KEY, bbalance int NOT NULL, filler char(88))", branches),
+		fmt.Sprintf("CREATE TABLE %s (tid int PRIMARY KEY, bid int NOT NULL, tbalance int NOT NULL, filler char(84))", tellers),
+		fmt.Sprintf("CREATE TABLE %s (aid int NOT NULL, bid int NOT NULL, abalance int NOT NULL, filler char(84))", accounts),
+		fmt.Sprintf("CREATE TABLE %s (tid int, bid int, aid int, delta int, mtime timestamp, filler char(22))", history),
+		fmt.Sprintf("INSERT INTO %s SELECT g, 0 FROM generate_series(1, %d) g", branches, scale),
+		fmt.Sprintf("INSERT INTO %s SELECT g, (g - 1) / %d + 1, 0 FROM generate_series(1, %d) g", tellers, tellersPerBranch, scale*tellersPerBranch),
+		fmt.Sprintf("INSERT INTO %s SELECT g, (g - 1) / %d + 1, 0, '' FROM generate_series(1, %d) g", accounts, accountsPerBranch, scale*accountsPerBranch),
+		fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (aid)", accounts),
+		fmt.Sprintf(`CREATE TABLE %s (id bigint NOT NULL, created_at timestamptz NOT NULL, payload text NOT NULL)
+			WITH (autovacuum_enabled = off)`, EventsTable),
+		fmt.Sprintf(`INSERT INTO %s SELECT g, CASE WHEN g %% 2 = 0 THEN now() - interval '60 days' ELSE now() - interval '1 day' END, md5(g::text)
+			FROM generate_series(1, %d) g`, EventsTable, rows),
+		fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", EventsTable),
+		fmt.Sprintf("VACUUM (ANALYZE) %s, %s, %s, %s", EventsTable, accounts, tellers, branches),
+	}
+	for _, q := range stmts {
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		_, err := pool.Exec(qctx, q)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("replay: set up tables: %.60s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// dropTables removes the benchmark's tables.
+func dropTables(ctx context.Context, pool *pgxpool.Pool) error {
+	_, err := pool.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s, %s, %s, %s, %s", EventsTable, accounts, tellers, branches, history))
+	return err
+}
+
+// restore puts EventsTable back as setupTables left it, after a run that
+// deleted old rows with keys up to upTo: the job walks keys in order, so
+// its deletions are in [1, upTo]. Vacuuming before re-inserting lets the
+// rows go back into the pages they left rather than at the table's end;
+// vacuuming after sets the visibility map as it was. It empties the
+// foreground's history and waits until the replica has replayed it all.
+func restore(ctx context.Context, c *pgcluster.Cluster, pool *pgxpool.Pool, upTo int64) error {
+	stmts := []string{
+		"VACUUM " + EventsTable,
+		fmt.Sprintf(`INSERT INTO %s SELECT g, now() - interval '60 days', md5(g::text) FROM generate_series(2, %d, 2) g
+			ON CONFLICT (id) DO NOTHING`, EventsTable, upTo),
+		"TRUNCATE " + history,
+		fmt.Sprintf("VACUUM (ANALYZE) %s, %s, %s, %s", EventsTable, accounts, tellers, branches),
+	}
+	for _, q := range stmts {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		_, err := pool.Exec(qctx, q)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("replay: restore: %.40s: %w", q, err)
+		}
+	}
+	return waitReplayed(ctx, c, pool)
+}
+
+// waitReplayed polls until the replica has replayed the primary's WAL as
+// of now.
+func waitReplayed(ctx context.Context, c *pgcluster.Cluster, pool *pgxpool.Pool) error {
+	var lsn string
+	if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		return fmt.Errorf("replay: wal position: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	err := pgcluster.Poll(ctx, 100*time.Millisecond, func() (bool, error) {
+		var ok bool
+		err := pool.QueryRow(ctx, `SELECT coalesce(bool_and(replay_lsn >= $1::pg_lsn), false) FROM pg_stat_replication WHERE application_name = $2`,
+			lsn, pgcluster.ReplicaName).Scan(&ok)
+		return ok, err
+	})
+	if err != nil {
+		return fmt.Errorf("replay: replica did not catch up: %w", err)
+	}
+	return nil
+}
+
+// serverVersion is the primary's PostgreSQL version, for the report.
+func serverVersion(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	var v string
+	err := pool.QueryRow(ctx, "SHOW server_version").Scan(&v)
+	return v, err
+}

@@ -1,0 +1,56 @@
+package replay
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestHistogramQuantiles(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	h := NewHistogram()
+	var exact []time.Duration
+	for range 100_000 {
+		// Log-normal latencies around a millisecond, with a long tail.
+		d := time.Duration(math.Exp(rng.NormFloat64()*1.2) * float64(time.Millisecond))
+		h.Record(d)
+		exact = append(exact, d)
+	}
+	slices.Sort(exact)
+	for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
+		want := exact[int(math.Ceil(q*float64(len(exact))))-1]
+		got := h.Quantile(q)
+		if rel := math.Abs(float64(got-want)) / float64(want); rel > RelativeError {
+			t.Errorf("q%v: got %s, want %s within %v (off by %.4f)", q, got, want, RelativeError, rel)
+		}
+	}
+	if got := h.Quantile(1); got != exact[len(exact)-1] {
+		t.Errorf("max: got %s, want %s", got, exact[len(exact)-1])
+	}
+}
+
+func TestHistogramEdges(t *testing.T) {
+	h := NewHistogram()
+	if h.Quantile(0.99) != 0 {
+		t.Fatal("empty histogram: want 0")
+	}
+	h.Record(0)
+	h.Record(2 * time.Hour)
+	if h.Count() != 2 {
+		t.Fatalf("count %d, want 2", h.Count())
+	}
+	if got := h.Quantile(0.5); got != time.Microsecond {
+		t.Errorf("p50 of {0, 2h}: got %s, want 1µs", got)
+	}
+	if got := h.Quantile(1); got != 2*time.Hour {
+		t.Errorf("max: got %s, want 2h", got)
+	}
+	o := NewHistogram()
+	o.Record(3 * time.Millisecond)
+	h.Merge(o)
+	if h.Count() != 3 {
+		t.Errorf("merged count %d, want 3", h.Count())
+	}
+}

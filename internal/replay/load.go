@@ -1,0 +1,180 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// request is one foreground transaction, scheduled at a time on the
+// generator's clock.
+type request struct {
+	at       time.Time
+	readOnly bool
+	aid, tid int
+	bid      int
+	delta    int
+}
+
+// generator is the open-loop foreground load: arrivals come as a Poisson
+// stream at rate (times the surge multiplier) whatever the server does;
+// a transaction that waits for a connection waits in the queue, and its
+// latency counts from its scheduled start.
+type generator struct {
+	pool     *pgxpool.Pool
+	scale    int
+	readOnly float64 // share of read-only transactions
+	workers  int
+	// mult is the surge multiplier, as float64 bits.
+	mult atomic.Uint64
+}
+
+func newGenerator(pool *pgxpool.Pool, scale int, readOnly float64, workers int) *generator {
+	g := &generator{pool: pool, scale: scale, readOnly: readOnly, workers: workers}
+	g.setMultiplier(1)
+	return g
+}
+
+// setMultiplier scales the arrival rate from now on (a surge).
+func (g *generator) setMultiplier(m float64) { g.mult.Store(math.Float64bits(m)) }
+
+func (g *generator) multiplier() float64 { return math.Float64frombits(g.mult.Load()) }
+
+// drainGrace bounds how long transactions scheduled inside a run may
+// finish after it; those still queued then count as failed.
+const drainGrace = 5 * time.Second
+
+// run schedules arrivals at rate per second from start for d, executes
+// them on the generator's workers, and records each into rec. It returns
+// once every scheduled transaction has finished or failed.
+func (g *generator) run(ctx context.Context, rate float64, start time.Time, d time.Duration, seed uint64, rec *recorder) {
+	queue := make(chan request, 1<<16)
+	end := start.Add(d)
+	wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end.Add(drainGrace))
+	defer cancel()
+	var wg sync.WaitGroup
+	for range g.workers {
+		wg.Go(func() {
+			for r := range queue {
+				if wctx.Err() != nil {
+					rec.fail(r.at)
+					continue
+				}
+				err := g.exec(wctx, r)
+				rec.record(r.at, time.Since(r.at), err)
+			}
+		})
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x7e9))
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	next := start
+	for {
+		next = next.Add(time.Duration(rng.ExpFloat64() / (rate * g.multiplier()) * float64(time.Second)))
+		if !next.Before(end) {
+			break
+		}
+		r := request{at: next, readOnly: rng.Float64() < g.readOnly, aid: 1 + rng.IntN(g.scale*accountsPerBranch),
+			tid: 1 + rng.IntN(g.scale*tellersPerBranch), bid: 1 + rng.IntN(g.scale), delta: rng.IntN(10001) - 5000}
+		if wait := time.Until(next); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+			case <-timer.C:
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		select {
+		case queue <- r:
+		default:
+			rec.fail(r.at) // the queue is full: the server is far behind
+		}
+	}
+	close(queue)
+	wg.Wait()
+}
+
+// txTimeout bounds one foreground transaction.
+const txTimeout = 10 * time.Second
+
+// exec runs one transaction: the read-only share reads one balance; the
+// rest is pgbench's TPC-B-like transaction, sent as one pipelined batch
+// (one implicit transaction, one round trip).
+func (g *generator) exec(ctx context.Context, r request) error {
+	ctx, cancel := context.WithTimeout(ctx, txTimeout)
+	defer cancel()
+	if r.readOnly {
+		var bal int
+		return g.pool.QueryRow(ctx, "SELECT abalance FROM "+accounts+" WHERE aid = $1", r.aid).Scan(&bal)
+	}
+	b := &pgx.Batch{}
+	b.Queue("UPDATE "+accounts+" SET abalance = abalance + $1 WHERE aid = $2", r.delta, r.aid)
+	b.Queue("SELECT abalance FROM "+accounts+" WHERE aid = $1", r.aid)
+	b.Queue("UPDATE "+tellers+" SET tbalance = tbalance + $1 WHERE tid = $2", r.delta, r.tid)
+	b.Queue("UPDATE "+branches+" SET bbalance = bbalance + $1 WHERE bid = $2", r.delta, r.bid)
+	b.Queue("INSERT INTO "+history+" (tid, bid, aid, delta, mtime) VALUES ($1, $2, $3, $4, CURRENT_TIMESTAMP)", r.tid, r.bid, r.aid, r.delta)
+	return g.pool.SendBatch(ctx, b).Close()
+}
+
+// recorder collects one run's foreground outcomes: every latency into one
+// histogram and into one per second of scheduled time, completions per
+// second of completion time. Safe for concurrent use.
+type recorder struct {
+	start time.Time
+
+	mu     sync.Mutex
+	all    *Histogram
+	perSec []*Histogram
+	done   []int
+	ok     int64
+	failed int64
+	errs   map[string]int
+}
+
+func newRecorder(start time.Time) *recorder {
+	return &recorder{start: start, all: NewHistogram(), errs: map[string]int{}}
+}
+
+func (r *recorder) second(t time.Time) int { return max(0, int(t.Sub(r.start)/time.Second)) }
+
+func (r *recorder) record(at time.Time, lat time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.failed++
+		msg := err.Error()
+		if errors.Is(err, context.DeadlineExceeded) {
+			msg = "timeout"
+		}
+		r.errs[msg]++
+		return
+	}
+	r.ok++
+	r.all.Record(lat)
+	s := r.second(at)
+	for len(r.perSec) <= s {
+		r.perSec = append(r.perSec, NewHistogram())
+	}
+	r.perSec[s].Record(lat)
+	c := r.second(at.Add(lat))
+	for len(r.done) <= c {
+		r.done = append(r.done, 0)
+	}
+	r.done[c]++
+}
+
+func (r *recorder) fail(time.Time) {
+	r.mu.Lock()
+	r.failed++
+	r.errs["not started before the run's end"]++
+	r.mu.Unlock()
+}

@@ -1,0 +1,583 @@
+package replay
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/signals"
+	"golang.org/x/time/rate"
+)
+
+// Policies, in run order: "fixed" runs after "unthrottled" because its
+// default rates are fractions of what unthrottled did.
+const (
+	PolicyForeground  = "foreground"
+	PolicyUnthrottled = "unthrottled"
+	PolicyFixed       = "fixed"
+	PolicyLagOnly     = "lag-only"
+	PolicyBinary      = "binary"
+	PolicyAdaptive    = "adaptive"
+)
+
+// PolicyNames lists the policies in run order.
+var PolicyNames = []string{PolicyForeground, PolicyUnthrottled, PolicyFixed, PolicyLagOnly, PolicyBinary, PolicyAdaptive}
+
+// fixedFractions are the default fixed rates, as fractions of the
+// unthrottled run's batches per second in the same scenario.
+var fixedFractions = []float64{0.1, 0.25, 0.5}
+
+// Config configures [Run]. The zero value of every field but Cluster
+// means its default.
+type Config struct {
+	// Cluster is the primary and replica to run on. Required. Run creates
+	// its tables on the primary and drops them at the end.
+	Cluster *pgcluster.Cluster
+	// Cores is the primary's CPU cores, for primary_load. Defaults to
+	// runtime.NumCPU(): the pair runs on this machine.
+	Cores int
+	// Scenarios and Policies name what to run (ScenarioNames,
+	// PolicyNames). Default all.
+	Scenarios, Policies []string
+	// RunLength is one run's length. Defaults to 35s.
+	RunLength time.Duration
+	// Rate is the foreground arrival rate, transactions per second. 0
+	// calibrates it on this machine (see Calibrate).
+	Rate float64
+	// CalibrateTarget is the mean raw primary_load the calibration aims
+	// the foreground alone at. Defaults to 0.5.
+	CalibrateTarget float64
+	// CalibrateStep is how long each calibration step runs. Defaults to
+	// 4s.
+	CalibrateStep time.Duration
+	// Rows is the cleaned table's size, half of it old. Defaults to
+	// 4,000,000: more than any run cleans on a small machine.
+	Rows int64
+	// Scale is the foreground's pgbench scale (branches; 100,000 accounts
+	// each). Defaults to Cores.
+	Scale int
+	// ReadOnly is the share of read-only foreground transactions.
+	// Defaults to 0.5.
+	ReadOnly float64
+	// Workers is the foreground's connections. Defaults to 4 per core,
+	// between 8 and 24.
+	Workers int
+	// FixedRates are the fixed policy's rates, batches per second.
+	// Default: 10 %, 25 % and 50 % of the unthrottled run's batches per
+	// second in the same scenario (1, 2 and 4 when unthrottled is not
+	// run).
+	FixedRates []float64
+	// Seed seeds the arrivals. Defaults to 1.
+	Seed uint64
+	// OutDir, when set, receives one PNG per run.
+	OutDir string
+	// Log, when set, receives one line per step.
+	Log func(format string, args ...any)
+}
+
+func (c *Config) fill() {
+	c.Cores = cmp.Or(c.Cores, runtime.NumCPU())
+	if len(c.Scenarios) == 0 {
+		c.Scenarios = ScenarioNames()
+	}
+	if len(c.Policies) == 0 {
+		c.Policies = PolicyNames
+	}
+	c.RunLength = cmp.Or(c.RunLength, 35*time.Second)
+	c.CalibrateTarget = cmp.Or(c.CalibrateTarget, 0.5)
+	c.CalibrateStep = cmp.Or(c.CalibrateStep, 4*time.Second)
+	c.Rows = cmp.Or(c.Rows, 4_000_000)
+	c.Scale = cmp.Or(c.Scale, c.Cores)
+	c.ReadOnly = cmp.Or(c.ReadOnly, 0.5)
+	c.Workers = cmp.Or(c.Workers, min(24, max(8, 4*c.Cores)))
+	c.Seed = cmp.Or(c.Seed, 1)
+	if c.Log == nil {
+		c.Log = func(string, ...any) {}
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("replay: "+format, args...)) }
+	if c.Cluster == nil {
+		bad("Cluster is required")
+	}
+	for _, s := range c.Scenarios {
+		if !slices.Contains(ScenarioNames(), s) {
+			bad("Scenarios: unknown scenario %q; want one of %s", s, strings.Join(ScenarioNames(), ", "))
+		}
+	}
+	for _, p := range c.Policies {
+		if !slices.Contains(PolicyNames, p) {
+			bad("Policies: unknown policy %q; want one of %s", p, strings.Join(PolicyNames, ", "))
+		}
+	}
+	if c.RunLength < 5*time.Second {
+		bad("RunLength must be at least 5s, got %s", c.RunLength)
+	}
+	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
+		bad("Rate must be a positive number of transactions per second, or 0 to calibrate; got %v", c.Rate)
+	}
+	if c.ReadOnly < 0 || c.ReadOnly > 1 {
+		bad("ReadOnly must be within 0 and 1, got %v", c.ReadOnly)
+	}
+	if c.Rows < 1000 {
+		bad("Rows must be at least 1000, got %d", c.Rows)
+	}
+	for _, r := range c.FixedRates {
+		if r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+			bad("FixedRates: each rate must be positive, got %v", r)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Report is everything one invocation measured.
+type Report struct {
+	Cores       int
+	PostgreSQL  string
+	RunLength   time.Duration
+	Rate        float64
+	Calibration *Calibration `json:",omitempty"`
+	Scenarios   []Scenario   `json:"-"`
+	Results     []Result
+}
+
+// Result is one run: one scenario under one policy.
+type Result struct {
+	Scenario, Policy string
+	// FixedRate is the fixed policy's rate, batches per second.
+	FixedRate float64 `json:",omitempty"`
+	// Foreground: transactions scheduled in the run that completed, per
+	// second of run; those that failed or could not start; latency from
+	// the scheduled start.
+	TPS             float64
+	Completed       int64
+	Failed          int64
+	P50, P99, P999  time.Duration
+	P99VsForeground float64 // P99 over the foreground-alone run's; 0 without one
+	// Independent sampler: seconds the smoothed primary_load spent over
+	// its target and critical levels, the samples taken and unreadable,
+	// the largest replica lag (seconds).
+	AboveTarget, AboveCritical float64
+	Samples, Unreadable        int
+	MaxLag                     float64
+	// Job: rows cleaned, per second, batches, retries.
+	Rows       int64
+	RowsPerSec float64
+	Batches    int64
+	Retries    int64
+	// Finished says the job cleaned every old row before the run ended:
+	// the table was too small for the run, and rows/s understates it.
+	Finished bool
+	// Oracle marks the hindsight oracle among the fixed runs.
+	Oracle bool
+	// Plot is the run's PNG, when drawn.
+	Plot string `json:",omitempty"`
+	// Errors the events met, if any.
+	EventErrors string `json:",omitempty"`
+
+	series series
+	upTo   int64 // the largest key the job's windows reached
+}
+
+// Run runs every scenario under every policy, each from the same table
+// state, and returns the results.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.fill()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := cfg.Cluster
+	adminCfg, err := pgxpool.ParseConfig(c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		return nil, err
+	}
+	adminCfg.MaxConns = 4
+	admin, err := pgxpool.NewWithConfig(ctx, adminCfg)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	rep := &Report{Cores: cfg.Cores, RunLength: cfg.RunLength}
+	if rep.PostgreSQL, err = serverVersion(ctx, admin); err != nil {
+		return nil, err
+	}
+	cfg.Log("creating tables: pgbench scale %d, %s with %d rows (half old)", cfg.Scale, EventsTable, cfg.Rows)
+	t0 := time.Now()
+	if err := setupTables(ctx, admin, cfg.Scale, cfg.Rows); err != nil {
+		return nil, err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_ = dropTables(dctx, admin)
+	}()
+	cfg.Log("tables ready in %s", time.Since(t0).Round(100*time.Millisecond))
+	fg, err := foregroundPool(ctx, c, cfg.Workers)
+	if err != nil {
+		return nil, err
+	}
+	defer fg.Close()
+	gen := newGenerator(fg, cfg.Scale, cfg.ReadOnly, cfg.Workers)
+	rep.Rate = cfg.Rate
+	if rep.Rate == 0 {
+		cal, err := Calibrate(ctx, cfg, gen)
+		if err != nil {
+			return nil, err
+		}
+		rep.Calibration, rep.Rate = cal, cal.Rate
+		cfg.Log("calibrated: %.0f transactions/s", cal.Rate)
+	}
+	e := &env{c: c, gen: gen, admin: admin, cores: cfg.Cores}
+	var upTo int64
+	for _, name := range cfg.Scenarios {
+		sc := scenarioNamed(name)
+		rep.Scenarios = append(rep.Scenarios, sc)
+		var unthrottled *Result
+		for pol := range expand(cfg, &unthrottled) {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if err := restore(ctx, c, admin, upTo); err != nil {
+				return nil, err
+			}
+			r, err := runOne(ctx, cfg, e, rep.Rate, sc, pol)
+			if err != nil {
+				return nil, fmt.Errorf("replay: %s / %s: %w", sc.Name, pol.label(), err)
+			}
+			upTo = r.upTo
+			cfg.Log("%-16s %-14s tps %6.1f  p99 %7.1f ms  above target %4.1f s  rows %8d", sc.Name, r.Policy, r.TPS, ms(r.P99), r.AboveTarget, r.Rows)
+			rep.Results = append(rep.Results, r)
+			if pol.kind == PolicyUnthrottled {
+				unthrottled = &rep.Results[len(rep.Results)-1]
+			}
+		}
+	}
+	compare(rep.Results)
+	if cfg.OutDir != "" {
+		for i := range rep.Results {
+			r := &rep.Results[i]
+			r.Plot = filepath.Join(cfg.OutDir, fmt.Sprintf("%s-%s.png", r.Scenario, r.Policy))
+			if err := plotRun(r.Plot, *r, scenarioNamed(r.Scenario), rep.Rate); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rep, nil
+}
+
+func scenarioNamed(name string) Scenario {
+	for _, s := range Scenarios() {
+		if s.Name == name {
+			return s
+		}
+	}
+	return Scenario{Name: name}
+}
+
+// policy is one run's way of pacing the job.
+type policy struct {
+	kind string
+	rate float64 // fixed only
+}
+
+func (p policy) label() string {
+	if p.kind == PolicyFixed {
+		return "fixed-" + strconv.FormatFloat(p.rate, 'g', 3, 64)
+	}
+	return p.kind
+}
+
+// expand turns the configured policies into runs. Fixed rates are
+// decided when the first fixed run comes, after the unthrottled one.
+func expand(cfg Config, unthrottled **Result) func(func(policy) bool) {
+	return func(yield func(policy) bool) {
+		for _, k := range PolicyNames {
+			if !slices.Contains(cfg.Policies, k) {
+				continue
+			}
+			if k != PolicyFixed {
+				if !yield(policy{kind: k}) {
+					return
+				}
+				continue
+			}
+			rates := cfg.FixedRates
+			if len(rates) == 0 {
+				rates = []float64{1, 2, 4}
+				if u := *unthrottled; u != nil && u.Batches > 0 {
+					rates = nil
+					perSec := float64(u.Batches) / cfg.RunLength.Seconds()
+					for _, f := range fixedFractions {
+						rates = append(rates, roundRate(f*perSec))
+					}
+				}
+			}
+			for _, r := range rates {
+				if !yield(policy{kind: PolicyFixed, rate: r}) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// roundRate rounds a rate to two significant digits.
+func roundRate(r float64) float64 {
+	if r <= 0 {
+		return 0.1
+	}
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(r, 'g', 2, 64), 64)
+	return math.Max(0.1, v)
+}
+
+func foregroundPool(ctx context.Context, c *pgcluster.Cluster, workers int) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		return nil, err
+	}
+	pcfg.MaxConns, pcfg.MinConns = int32(workers), int32(workers)
+	pcfg.ConnConfig.RuntimeParams["application_name"] = "replay_foreground"
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, err
+	}
+	// Open every connection now, so no run pays for connecting (or meets
+	// a connection storm while it does).
+	var conns []*pgxpool.Conn
+	for range workers {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("replay: foreground connection: %w", err)
+		}
+		conns = append(conns, conn)
+	}
+	for _, conn := range conns {
+		conn.Release()
+	}
+	return pool, nil
+}
+
+// jobName is the cleanup job's name; its sessions carry
+// application_name throttled:replay_cleanup.
+const jobName = "replay_cleanup"
+
+// jobConfig is the cleanup job's configuration, the same under every
+// policy.
+func jobConfig(rows int64) jobs.Config {
+	return jobs.Config{Name: jobName, InitialBatchSize: 500, MaxBatchSize: 5000, TargetBatchDuration: 250 * time.Millisecond, Total: rows / 2}
+}
+
+// runOne runs sc under pol once, from the current table state.
+func runOne(ctx context.Context, cfg Config, e *env, rate float64, sc Scenario, pol policy) (Result, error) {
+	c := cfg.Cluster
+	res := Result{Scenario: sc.Name, Policy: pol.label(), FixedRate: pol.rate}
+	mon, err := startMonitor(ctx, c, cfg.Cores)
+	if err != nil {
+		return res, err
+	}
+	defer mon.close()
+	job, stopPacing, err := newJob(ctx, cfg, pol, &res.upTo)
+	if err != nil {
+		return res, err
+	}
+	defer stopPacing()
+	d := cfg.RunLength
+	start := time.Now().Add(500 * time.Millisecond)
+	end := start.Add(d)
+	rec := newRecorder(start)
+	var wg sync.WaitGroup
+	wg.Go(func() { e.gen.run(ctx, rate, start, d, cfg.Seed, rec) })
+	var eventErr error
+	wg.Go(func() { eventErr = runEvents(ctx, sc, e, start, d) })
+	jctx, stopJob := context.WithDeadline(ctx, end)
+	defer stopJob()
+	jobDone := make(chan error, 1)
+	if job != nil {
+		go func() {
+			if !sleepUntil(jctx, start) {
+				jobDone <- nil
+				return
+			}
+			jobDone <- job.Run(jctx)
+		}()
+	} else {
+		jobDone <- nil
+	}
+	res.series = mon.watch(ctx, start, end, job)
+	stopJob()
+	jobErr := <-jobDone
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	if jobErr != nil && !errors.Is(jobErr, context.Canceled) && !errors.Is(jobErr, context.DeadlineExceeded) {
+		return res, fmt.Errorf("cleanup job: %w", jobErr)
+	}
+	if eventErr != nil {
+		res.EventErrors = eventErr.Error()
+	}
+	secs := d.Seconds()
+	rec.mu.Lock()
+	res.Completed, res.Failed = rec.ok, rec.failed
+	res.P50, res.P99, res.P999 = rec.all.Quantile(0.5), rec.all.Quantile(0.99), rec.all.Quantile(0.999)
+	res.series.latency = rec.perSec
+	res.series.done = rec.done
+	rec.mu.Unlock()
+	res.TPS = float64(res.Completed) / secs
+	res.AboveTarget, res.AboveCritical, res.Samples, res.Unreadable, res.MaxLag = mon.summary(res.series)
+	if job != nil {
+		st := job.Status()
+		res.Rows, res.Batches, res.Retries = st.Rows, st.Batches, st.Retries
+		res.Finished = st.State == jobs.StateDone
+		res.RowsPerSec = float64(st.Rows) / secs
+	}
+	return res, nil
+}
+
+// newJob builds the cleanup job under pol (nil for foreground alone)
+// and returns what stops its pacing.
+func newJob(ctx context.Context, cfg Config, pol policy, upTo *int64) (*jobs.Job, func(), error) {
+	c := cfg.Cluster
+	noop := func() {}
+	if pol.kind == PolicyForeground {
+		return nil, noop, nil
+	}
+	pcfg, err := pgxpool.ParseConfig(c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		return nil, noop, err
+	}
+	pcfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, noop, err
+	}
+	purge, err := jobs.DeleteOlderThan(ctx, pool, EventsTable, "created_at", "id", Retention)
+	if err != nil {
+		pool.Close()
+		return nil, noop, err
+	}
+	// Remember how far the job's windows reached, so restore re-inserts
+	// only that far.
+	batch := func(ctx context.Context, tx pgx.Tx, b jobs.Batch) (jobs.Result, error) {
+		r, err := purge(ctx, tx, b)
+		if err == nil && r.Position != "" {
+			if k, perr := strconv.ParseInt(r.Position, 10, 64); perr == nil {
+				for {
+					cur := atomic.LoadInt64(upTo)
+					if k <= cur || atomic.CompareAndSwapInt64(upTo, cur, k) {
+						break
+					}
+				}
+			}
+		}
+		return r, err
+	}
+	jcfg := jobConfig(cfg.Rows)
+	if pol.kind == PolicyAdaptive {
+		client, err := throttled.Open(ctx, throttled.Options{
+			PrimaryDSN:  c.Primary.DSN(pgcluster.RoleMonitor),
+			ReplicaDSNs: []string{c.Replica.DSN(pgcluster.RoleMonitor)},
+			Cores:       float64(cfg.Cores),
+		})
+		if err != nil {
+			pool.Close()
+			return nil, noop, err
+		}
+		job, err := client.Job(jcfg, pool, batch)
+		if err != nil {
+			client.Close()
+			pool.Close()
+			return nil, noop, err
+		}
+		return job, func() { client.Close(); pool.Close() }, nil
+	}
+	var p *basePacer
+	var r rule
+	var initial float64
+	switch pol.kind {
+	case PolicyUnthrottled:
+		p = newBasePacer(rate.Inf)
+	case PolicyFixed:
+		p = newBasePacer(rate.Limit(pol.rate))
+	case PolicyLagOnly:
+		p, r, initial = newBasePacer(baseInitRate), lagOnly, baseInitRate
+	case PolicyBinary:
+		p, r, initial = newBasePacer(baseMaxRate), binary, baseMaxRate
+		p.set(baseMaxRate, false) // no go before the first check
+	}
+	job, err := jobs.New(jcfg, pool, p, batch)
+	if err != nil {
+		pool.Close()
+		return nil, noop, err
+	}
+	if r == nil {
+		return job, pool.Close, nil
+	}
+	// The baseline's own sampler, as a real deployment of it would have.
+	poller, err := signals.New(signals.Config{PrimaryDSN: c.Primary.DSN(pgcluster.RoleMonitor),
+		ReplicaDSNs: []string{c.Replica.DSN(pgcluster.RoleMonitor)}, Cores: float64(cfg.Cores)})
+	if err == nil {
+		err = poller.Connect(ctx)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, noop, err
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = poller.Run(pctx) })
+	wg.Go(func() { pace(pctx, p, poller, r, initial) })
+	return job, func() { cancel(); wg.Wait(); poller.Close(); pool.Close() }, nil
+}
+
+// compare fills each run's p99 ratio to foreground alone in its scenario
+// and marks the hindsight oracle: the fixed rate that cleaned the most
+// rows with its p99 within 10 % of foreground alone.
+func compare(results []Result) {
+	alone := map[string]time.Duration{}
+	for _, r := range results {
+		if r.Policy == PolicyForeground {
+			alone[r.Scenario] = r.P99
+		}
+	}
+	best := map[string]int{}
+	for i := range results {
+		r := &results[i]
+		base, ok := alone[r.Scenario]
+		if !ok || base == 0 {
+			continue
+		}
+		r.P99VsForeground = float64(r.P99) / float64(base)
+		if r.FixedRate > 0 && r.P99VsForeground <= OracleSlack {
+			if j, ok := best[r.Scenario]; !ok || r.Rows > results[j].Rows {
+				best[r.Scenario] = i
+			}
+		}
+	}
+	for _, i := range best {
+		results[i].Oracle = true
+	}
+}
+
+// OracleSlack is how much the oracle's p99 may exceed foreground alone's.
+const OracleSlack = 1.10
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

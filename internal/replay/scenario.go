@@ -1,0 +1,200 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled/internal/pgcluster"
+)
+
+// replicaName is the test pair's replica.
+const replicaName = pgcluster.ReplicaName
+
+// Scenario is a timeline of events over one run.
+type Scenario struct {
+	// Name identifies the scenario on the command line.
+	Name string
+	// Description says what happens, for the report.
+	Description string
+	// Events happen over the run; they may overlap.
+	Events []Event
+}
+
+// Event is one fault or change, from From to To, as fractions of the
+// run's length.
+type Event struct {
+	Name     string
+	From, To float64
+	start    func(ctx context.Context, e *env, d time.Duration) (stop func() error, err error)
+}
+
+// env is what an event acts on.
+type env struct {
+	c     *pgcluster.Cluster
+	gen   *generator
+	admin *pgxpool.Pool
+	cores int
+}
+
+// Scenarios returns every scenario, in report order.
+func Scenarios() []Scenario {
+	surge := func(m float64) func(context.Context, *env, time.Duration) (func() error, error) {
+		return func(_ context.Context, e *env, _ time.Duration) (func() error, error) {
+			e.gen.setMultiplier(m)
+			return func() error { e.gen.setMultiplier(1); return nil }, nil
+		}
+	}
+	cpu := func(perCore int) func(context.Context, *env, time.Duration) (func() error, error) {
+		return func(ctx context.Context, e *env, d time.Duration) (func() error, error) {
+			s, err := e.c.CPULoad(ctx, perCore*e.cores, d+time.Minute, "replay_cpu_hog")
+			if err != nil {
+				return nil, err
+			}
+			return s.Stop, nil
+		}
+	}
+	return []Scenario{
+		{Name: "surge", Description: "foreground arrivals double from 30 % to 70 % of the run",
+			Events: []Event{{Name: "surge x2", From: 0.3, To: 0.7, start: surge(2)}}},
+		{Name: "cpu-hog", Description: "two busy sessions per core spin on the primary's CPU from 25 % to 65 % of the run",
+			Events: []Event{{Name: "cpu hog", From: 0.25, To: 0.65, start: cpu(2)}}},
+		{Name: "replay-paused", Description: "WAL replay paused on the replica from 25 % to 65 % of the run: lag grows with every write",
+			Events: []Event{{Name: "replay paused", From: 0.25, To: 0.65, start: pauseReplay}}},
+		{Name: "conn-storm", Description: "idle connections open until 3 client slots are left, from 25 % to 65 % of the run",
+			Events: []Event{{Name: "connection storm", From: 0.25, To: 0.65, start: connStorm}}},
+		{Name: "lock-contention", Description: "a session takes SHARE locks on the cleaned table (held 2 s of every 3) from 25 % to 65 % of the run: deletes wait",
+			Events: []Event{{Name: "table locked", From: 0.25, To: 0.65, start: lockPulses}}},
+		{Name: "2026-09-13", Description: "the incident: foreground arrivals x1.5 and one busy session per core from 20 % to 80 % of the run; the primary's CPU saturates while the replica keeps up (lag near 0)",
+			Events: []Event{{Name: "surge x1.5 + cpu", From: 0.2, To: 0.8, start: func(ctx context.Context, e *env, d time.Duration) (func() error, error) {
+				stop, err := cpu(1)(ctx, e, d)
+				if err != nil {
+					return nil, err
+				}
+				e.gen.setMultiplier(1.5)
+				return func() error { e.gen.setMultiplier(1); return stop() }, nil
+			}}}},
+	}
+}
+
+// ScenarioNames lists the scenarios' names, in report order.
+func ScenarioNames() []string {
+	var out []string
+	for _, s := range Scenarios() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func pauseReplay(ctx context.Context, e *env, _ time.Duration) (func() error, error) {
+	if err := e.c.PauseReplay(ctx); err != nil {
+		return nil, err
+	}
+	return func() error { return e.c.ResumeReplay(context.Background()) }, nil
+}
+
+// connStorm opens idle connections until stormFree client slots are left.
+func connStorm(ctx context.Context, e *env, _ time.Duration) (func() error, error) {
+	const stormFree = 3
+	var free int
+	err := e.admin.QueryRow(ctx, `SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int
+		- (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')`).Scan(&free)
+	if err != nil {
+		return nil, fmt.Errorf("replay: free connection slots: %w", err)
+	}
+	s, err := e.c.OpenConnections(ctx, max(0, free-stormFree))
+	if err != nil {
+		return nil, err
+	}
+	return s.Stop, nil
+}
+
+// lockPulses holds a SHARE lock on the cleaned table for 2 s of every 3
+// until stopped.
+func lockPulses(ctx context.Context, e *env, _ time.Duration) (func() error, error) {
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	wg.Go(func() {
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-t.C:
+			}
+			s, err := e.c.LockTable(pctx, EventsTable, "SHARE")
+			if err != nil {
+				if pctx.Err() == nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+				return
+			}
+			select {
+			case <-pctx.Done():
+			case <-time.After(2 * time.Second):
+			}
+			if err := s.Stop(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			t.Reset(time.Second)
+		}
+	})
+	return func() error {
+		cancel()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return errors.Join(errs...)
+	}, nil
+}
+
+// runEvents starts and stops sc's events on the run's clock, from start
+// for d, and returns every error they met. It returns after the last
+// event has stopped.
+func runEvents(ctx context.Context, sc Scenario, e *env, start time.Time, d time.Duration) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, ev := range sc.Events {
+		wg.Go(func() {
+			at := func(f float64) time.Time { return start.Add(time.Duration(f * float64(d))) }
+			if !sleepUntil(ctx, at(ev.From)) {
+				return
+			}
+			stop, err := ev.start(ctx, e, time.Duration((ev.To-ev.From)*float64(d)))
+			if err == nil {
+				sleepUntil(ctx, at(ev.To))
+				err = stop()
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("event %q: %w", ev.Name, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// sleepUntil waits until t or ctx's end, reporting whether t came.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
