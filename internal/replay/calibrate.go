@@ -8,7 +8,10 @@ import (
 
 // Calibration is how the foreground arrival rate was chosen on this
 // machine: the foreground alone, at rising arrival rates, until its mean
-// raw primary_load reached Target or its p99 bent.
+// raw primary_load reached Target or its p99 bent. A bend first means the
+// machine's capacity for the foreground is the rate before it (the knee),
+// and the run rate is KneeShare of that: a doubling surge then meets the
+// knee, as a load of Target doubled meets critical.
 type Calibration struct {
 	// Target is the mean raw primary_load aimed at.
 	Target float64
@@ -31,9 +34,13 @@ type CalibrationStep struct {
 const (
 	calStartPerCore = 25
 	calGrowth       = 1.5
-	calMaxSteps     = 10
+	calMaxSteps     = 16
 	calBend         = 4
 )
+
+// KneeShare is the share of the knee's rate the runs offer when the
+// foreground's latency bends before its load reaches the target.
+const KneeShare = 0.5
 
 // Calibrate ramps the foreground alone until its mean raw primary_load
 // reaches cfg.CalibrateTarget (the rate is then interpolated between the
@@ -78,9 +85,9 @@ func Calibrate(ctx context.Context, cfg Config, gen *generator) (*Calibration, e
 				cal.Why = fmt.Sprintf("mean primary_load reached %.2f; rate interpolated to the target", cal.Target)
 				return cal, nil
 			case st.P99 > calBend*first.P99 || st.TPS < 0.9*st.Rate:
-				cal.Rate = prev.Rate
-				cal.Why = fmt.Sprintf("p99 bent (%.1f ms, first step %.1f ms; %.0f of %.0f tx/s done) before load reached %.2f; kept the rate before",
-					ms(st.P99), ms(first.P99), st.TPS, st.Rate, cal.Target)
+				cal.Rate = KneeShare * prev.Rate
+				cal.Why = fmt.Sprintf("p99 bent at %.0f tx/s (%.1f ms, first step %.1f ms; %.0f done) before load reached %.2f; %.0f%% of the %.0f tx/s before it",
+					st.Rate, ms(st.P99), ms(first.P99), st.TPS, cal.Target, 100*KneeShare, prev.Rate)
 				return cal, nil
 			}
 		} else if st.Load >= cal.Target {
@@ -90,7 +97,8 @@ func Calibrate(ctx context.Context, cfg Config, gen *generator) (*Calibration, e
 		}
 		r *= calGrowth
 	}
-	cal.Rate = cal.Steps[len(cal.Steps)-1].Rate
-	cal.Why = "neither the target nor a bend within the steps; kept the last rate"
+	last := cal.Steps[len(cal.Steps)-1].Rate
+	cal.Rate = KneeShare * last
+	cal.Why = fmt.Sprintf("neither the target nor a bend within %d steps; %.0f%% of the last, %.0f tx/s", calMaxSteps, 100*KneeShare, last)
 	return cal, nil
 }

@@ -39,7 +39,10 @@ func (p *basePacer) Wait(ctx context.Context) (func(int64, time.Duration, error)
 			}
 		}
 		if err := p.lim.Wait(ctx); err != nil {
-			return nil, err
+			// rate.Limiter refuses at once a token due after ctx's
+			// deadline; the job is to see the deadline when it comes.
+			<-ctx.Done()
+			return nil, ctx.Err()
 		}
 		p.mu.Lock()
 		open = p.open

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -31,8 +32,8 @@ func (rep *Report) WriteTables(w io.Writer) {
 			}
 			name := r.Policy
 			switch {
-			case r.Policy == PolicyAdaptive:
-				name = "**adaptive**"
+			case r.Policy == PolicyAdaptive || r.Policy == PolicyAdaptiveLatency:
+				name = "**" + r.Policy + "**"
 			case r.Oracle:
 				name += " (oracle)"
 				oracle = r
@@ -55,6 +56,9 @@ func (rep *Report) WriteTables(w io.Writer) {
 		case rep.hasFixed(sc.Name):
 			fmt.Fprintf(w, "\nHindsight oracle: none; no fixed rate kept p99 within +%.0f %% of foreground alone.\n", (OracleSlack-1)*100)
 		}
+		for _, g := range rep.Goals(sc.Name) {
+			fmt.Fprintf(w, "\n%s\n", g)
+		}
 		for _, r := range rep.Results {
 			if r.Scenario == sc.Name && (r.Failed > 0 || r.EventErrors != "") {
 				fmt.Fprintf(w, "\n%s: %d foreground transactions failed or could not start", r.Policy, r.Failed)
@@ -66,6 +70,81 @@ func (rep *Report) WriteTables(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// Goal bounds for the adaptive policies, against foreground alone and
+// the hindsight oracle in the same scenario.
+const (
+	// GoalP99 is the most p99 may exceed foreground alone's over the run.
+	GoalP99 = OracleSlack
+	// GoalRows is the least share of the oracle's rows to clean.
+	GoalRows = 0.8
+)
+
+// Goal is how one adaptive run in one scenario meets the goals: p99
+// within GoalP99 of foreground alone, no second above critical that
+// foreground alone did not also spend, and at least GoalRows of the
+// hindsight oracle's rows.
+type Goal struct {
+	Policy                       string
+	P99Ratio                     float64
+	ExtraCritical                float64 // seconds above critical beyond foreground alone's
+	RowsVsOracle                 float64 // NaN without an oracle
+	P99Met, CriticalMet, RowsMet bool
+}
+
+// Met reports whether every goal is met (rows only where there is an
+// oracle to compare with).
+func (g Goal) Met() bool {
+	return g.P99Met && g.CriticalMet && (g.RowsMet || math.IsNaN(g.RowsVsOracle))
+}
+
+func (g Goal) String() string {
+	yes := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**not met**"
+	}
+	rows := "no oracle to compare with"
+	if !math.IsNaN(g.RowsVsOracle) {
+		rows = fmt.Sprintf("%.2f of the oracle's (goal ≥ %.2f): %s", g.RowsVsOracle, GoalRows, yes(g.RowsMet))
+	}
+	return fmt.Sprintf("Goals for %s: p99 %.2f× foreground alone (goal ≤ %.2f×): %s; %.1f s above critical beyond foreground alone's (goal 0): %s; rows cleaned %s.",
+		g.Policy, g.P99Ratio, GoalP99, yes(g.P99Met), g.ExtraCritical, yes(g.CriticalMet), rows)
+}
+
+// Goals measures the adaptive runs of scenario against the goals.
+func (rep *Report) Goals(scenario string) []Goal {
+	var alone, oracle *Result
+	for i := range rep.Results {
+		r := &rep.Results[i]
+		switch {
+		case r.Scenario != scenario:
+		case r.Policy == PolicyForeground:
+			alone = r
+		case r.Oracle:
+			oracle = r
+		}
+	}
+	if alone == nil {
+		return nil
+	}
+	var out []Goal
+	for _, r := range rep.Results {
+		if r.Scenario != scenario || (r.Policy != PolicyAdaptive && r.Policy != PolicyAdaptiveLatency) {
+			continue
+		}
+		g := Goal{Policy: r.Policy, P99Ratio: r.P99VsForeground, ExtraCritical: max(0, r.AboveCritical-alone.AboveCritical), RowsVsOracle: math.NaN()}
+		g.P99Met = r.P99VsForeground > 0 && r.P99VsForeground <= GoalP99
+		g.CriticalMet = g.ExtraCritical == 0
+		if oracle != nil && oracle.Rows > 0 {
+			g.RowsVsOracle = float64(r.Rows) / float64(oracle.Rows)
+			g.RowsMet = g.RowsVsOracle >= GoalRows
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 func (rep *Report) hasFixed(scenario string) bool {

@@ -58,3 +58,34 @@ func TestCompareMarksOracle(t *testing.T) {
 		t.Errorf("adaptive ratio %v, want 1.2", rs[4].P99VsForeground)
 	}
 }
+
+func TestGoals(t *testing.T) {
+	rs := []Result{
+		{Scenario: "s", Policy: PolicyForeground, P99: 100, AboveCritical: 2},
+		{Scenario: "s", Policy: "fixed-2", FixedRate: 2, P99: 109, Rows: 100},
+		{Scenario: "s", Policy: PolicyAdaptive, P99: 108, Rows: 85, AboveCritical: 2},
+		{Scenario: "s", Policy: PolicyAdaptiveLatency, P99: 130, Rows: 70, AboveCritical: 3.5},
+		{Scenario: "t", Policy: PolicyForeground, P99: 100},
+		{Scenario: "t", Policy: PolicyAdaptive, P99: 105, Rows: 5},
+	}
+	compare(rs)
+	rep := &Report{Results: rs}
+	gs := rep.Goals("s")
+	if len(gs) != 2 {
+		t.Fatalf("goals %v, want adaptive and adaptive-latency", gs)
+	}
+	if g := gs[0]; !g.Met() || g.ExtraCritical != 0 || g.RowsVsOracle != 0.85 {
+		t.Errorf("adaptive: %+v; want every goal met, 0 s extra, 0.85 of the oracle", g)
+	}
+	g := gs[1]
+	if g.Met() || g.P99Met || g.CriticalMet || g.RowsMet || g.ExtraCritical != 1.5 {
+		t.Errorf("adaptive-latency: %+v; want none met, 1.5 s extra above critical", g)
+	}
+	if s := g.String(); !strings.Contains(s, "1.30× foreground alone") || strings.Count(s, "**not met**") != 3 {
+		t.Errorf("adaptive-latency: %q", s)
+	}
+	// No fixed run: no oracle, so rows are not judged.
+	if gs := rep.Goals("t"); len(gs) != 1 || !gs[0].Met() || !strings.Contains(gs[0].String(), "no oracle") {
+		t.Errorf("scenario without an oracle: %v", gs)
+	}
+}
