@@ -51,16 +51,19 @@ type Controller struct {
 
 	budget       float64 // kept through pauses; the output is 0 while paused
 	lastStep     time.Time
-	changedAt    time.Time // when the budget last changed
-	cutAt        time.Time // when it was last cut
-	cutPressure  float64   // pressure at the last cut
-	overTarget   bool      // the last tick was over target
-	rawOver      int       // consecutive ticks with a raw sample over target
-	rawEmergency int       // consecutive ticks with a raw sample at EmergencyPressure
-	inherited    float64   // a previous leader's budget, while growing back toward it
-	tookOver     bool      // inherited, and no ordinary step yet
-	ceiling      float64   // budget at which the last breach began
+	changedAt    time.Time        // when the budget last changed
+	cutAt        time.Time        // when it was last cut
+	cutPressure  float64          // pressure at the last cut
+	overTarget   bool             // the last tick was over target
+	rawOver      int              // consecutive ticks with a raw sample over target
+	rawEmergency int              // consecutive ticks with a raw sample at EmergencyPressure
+	emergencyAt  float64          // the pressure that gave the last emergency cut its evidence
+	trends       map[string]trend // integrating signals' recent direction, by rule key
+	inherited    float64          // a previous leader's budget, while growing back toward it
+	tookOver     bool             // inherited, and no ordinary step yet
+	ceiling      float64          // budget at which the last breach began
 	ceilingAt    time.Time
+	ceilingLag   bool                 // the last breach was replica lag's
 	ssthresh     float64              // slow-start threshold: the budget before the last pause
 	lastAt       map[string]time.Time // last sample time seen, per rule key
 	overCritical map[string]*overCount
@@ -461,6 +464,7 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 	}
 	worst := ruleEval{}
 	var rawWorst, jump ruleEval // the fresh sample under most raw pressure; one that is an emergency alone
+	var rising ruleEval         // an integrating signal rising toward its target
 	var maxRaw, maxRawFresh float64
 	anyFresh, healthy := false, len(staleReq) == 0 && len(unknownOpt) == 0 && !missed
 	for _, e := range evals {
@@ -481,6 +485,9 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		}
 		if e.oneStepLower() >= c.cfg.EmergencyPressure && (jump.key == "" || e.rawPress > jump.rawPress) {
 			jump = e
+		}
+		if integrates(e.name) && c.rising(e) && (rising.key == "" || e.rawPress > rising.rawPress) {
+			rising = e
 		}
 	}
 
@@ -519,7 +526,7 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 			// leader's budget is gone, so start where a new client would.
 			c.budget, c.changedAt = c.cfg.InitialBudget, now
 		}
-		c.control(now, readings{worst: worst, rawWorst: rawWorst, jump: jump, maxRaw: maxRaw, maxRawFresh: maxRawFresh, anyFresh: anyFresh,
+		c.control(now, readings{worst: worst, rawWorst: rawWorst, jump: jump, rising: rising, maxRaw: maxRaw, maxRawFresh: maxRawFresh, anyFresh: anyFresh,
 			batches: batches, errors: errs}, len(unknownOpt) > 0 || missed, &d)
 		c.tookOver = false
 		if len(unknownOpt) > 0 {
@@ -813,6 +820,7 @@ type readings struct {
 	worst       ruleEval // the usable rule with the highest pressure
 	rawWorst    ruleEval // the new sample with the highest raw pressure
 	jump        ruleEval // a new sample at EmergencyPressure even one Resolution step lower
+	rising      ruleEval // an integrating signal that rose at each of its last samples
 	maxRaw      float64  // highest raw pressure of any usable sample
 	maxRawFresh float64  // the same over samples new at this step
 	anyFresh    bool
@@ -869,6 +877,7 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 			c.ceiling = c.budget
 		}
 		c.ceilingAt = now
+		c.ceilingLag = integrates(r.worst.name) && pSig > 1 || integrates(r.rawWorst.name) && c.rawOver >= 2
 	}
 	c.overTarget = over
 	// Errors alone never cut below a quarter of the budget they began at:
@@ -900,21 +909,33 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 	// pressure, a sample that would reach the level even one Resolution
 	// step lower (one session fewer on few cores), or two samples in a
 	// row. The cut names the signal that gave the evidence.
-	emergency := ""
+	emergency, evidence, eBinding, eName := "", 0.0, "", signals.Name("")
 	switch {
 	case pSig >= c.cfg.EmergencyPressure:
 		emergency = fmt.Sprintf("%s at %.2f of target, smoothed", r.worst.key, pSig)
-		d.Binding = r.worst.key
+		evidence, eBinding, eName = pSig, r.worst.key, r.worst.name
 	case r.jump.key != "":
 		emergency = fmt.Sprintf("a %s sample at %.2f of target (reading %.3g; smoothed %.2f of target)",
 			r.jump.key, r.jump.rawPress, r.jump.raw, r.jump.pressure)
-		d.Binding = r.jump.key
+		evidence, eBinding, eName = r.jump.rawPress, r.jump.key, r.jump.name
 	case c.rawEmergency >= 2:
 		emergency = fmt.Sprintf("%s samples at %.2f of target or more twice in a row (reading %.3g; smoothed %.2f of target)",
 			r.rawWorst.key, r.rawWorst.rawPress, r.rawWorst.raw, r.rawWorst.pressure)
-		d.Binding = r.rawWorst.key
+		evidence, eBinding, eName = r.rawWorst.rawPress, r.rawWorst.key, r.rawWorst.name
 	}
 	tick := c.cfg.Tick
+	// Replica lag integrates the excess of WAL over what the replica
+	// applies: a cut shows in it only as the backlog drains, seconds
+	// later. So an emergency cut on lag is repeated at the next tick only
+	// on evidence of more pressure than the last one's; three cuts of
+	// EmergencyCut in a row on a lag already falling left 1/64 of the
+	// budget. (Load answers a cut within a tick: its cuts repeat.)
+	if emergency != "" && integrates(eName) && now.Sub(c.cutAt) < 2*tick-tick/2 && evidence <= c.emergencyAt {
+		emergency = ""
+	}
+	if emergency != "" {
+		d.Binding = eBinding
+	}
 	switch {
 	case emergency != "":
 		// A breach at this budget: growth doubles back to 90 % of it once
@@ -923,6 +944,7 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 			c.ceiling, c.ceilingAt = c.budget, now
 		}
 		c.cut(now, 1-c.cfg.EmergencyCut, p, 0)
+		c.emergencyAt = evidence
 		d.Mode, d.Reason = ModeThrottled, fmt.Sprintf("throttled: emergency cut by %.0f%%: %s", 100*c.cfg.EmergencyCut, emergency)
 	case over && (now.Sub(c.cutAt) >= 2*tick-tick/2 || p > c.cutPressure):
 		f := max(1-c.cfg.MaxCut, min(0.95, 1/max(p, r.maxRawFresh)))
@@ -937,7 +959,18 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 	default:
 		// Under target: the signal is named only when it is what limits
 		// the budget; otherwise the reason says what does.
-		limit, bySignal := c.grow(now, max(pSig, r.maxRaw), r.worst.key, frozen)
+		var limit string
+		var bySignal bool
+		if r.rising.key != "" {
+			// A budget past what the replica applies shows first as lag
+			// rising at every sample, long before the lag reaches its
+			// target: growing further would only make the cut later and
+			// deeper.
+			limit, bySignal = fmt.Sprintf("%s rising, at %.2f of target; budget %.3g/s held", r.rising.key, r.rising.rawPress, c.budget), true
+			d.Binding = r.rising.key
+		} else {
+			limit, bySignal = c.grow(now, max(pSig, r.maxRaw), r.worst.key, frozen)
+		}
 		d.Mode, d.Reason = ModeRunning, "running: "+limit
 		if !bySignal {
 			d.Binding = ""
@@ -948,7 +981,56 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 // cut multiplies the budget by factor, not below floor.
 func (c *Controller) cut(now time.Time, factor, p, floor float64) {
 	c.budget = c.clamp(max(c.budget*factor, min(floor, c.budget)))
-	c.changedAt, c.cutAt, c.cutPressure = now, now, p
+	c.changedAt, c.cutAt, c.cutPressure, c.emergencyAt = now, now, p, 0
+}
+
+// Growth after a breach comes back at once to breachSafe of the budget the
+// breach began at, breachSafeLag for a breach of replica lag; past that it
+// only probes, after a calm.
+const (
+	breachSafe    = 0.9
+	breachSafeLag = 0.8
+)
+
+// trend is an integrating signal's direction over its recent samples.
+type trend struct {
+	last  float64
+	at    time.Time
+	rises int // consecutive fresh samples each above the one before
+}
+
+// Rising lag: risingSamples fresh samples in a row, each higher than the
+// one before, with the last at risingShare of the target or more. Below
+// that share the lag is noise around zero.
+const (
+	risingSamples = 3
+	risingShare   = 0.25
+)
+
+// rising records e's fresh sample and reports whether the signal has
+// risen at each of its last risingSamples samples, from risingShare of its
+// target.
+func (c *Controller) rising(e ruleEval) bool {
+	if c.trends == nil {
+		c.trends = map[string]trend{}
+	}
+	tr, ok := c.trends[e.key]
+	switch {
+	case !ok:
+	case e.raw > tr.last:
+		tr.rises++
+	default:
+		tr.rises = 0
+	}
+	tr.last, tr.at = e.raw, e.at
+	c.trends[e.key] = tr
+	return tr.rises >= risingSamples && e.rawPress >= risingShare
+}
+
+// integrates reports whether n accumulates the excess of the rate it is
+// paced on, so a cut shows in it only over time: replica lag.
+func integrates(n signals.Name) bool {
+	return n == signals.ReplicaLagBytes || n == signals.ReplicaLagSeconds || n == signals.ReplicaReplayBacklogBytes
 }
 
 // grow raises the budget toward the pressure at which it would reach
@@ -991,7 +1073,13 @@ func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (li
 		}
 	}
 	if now.Sub(c.ceilingAt) < c.cfg.BreachMemory && c.ceiling > 0 {
-		safe := 0.9 * c.ceiling
+		safe := breachSafe * c.ceiling
+		if c.ceilingLag {
+			// Lag integrates: by the time it breached, the budget had been
+			// over what the replica applies for a while, so the rate it
+			// breached at is further from a safe one than a load breach's.
+			safe = breachSafeLag * c.ceiling
+		}
 		switch {
 		case c.budget < safe:
 			if roomy {
