@@ -54,7 +54,7 @@ func parseReplayFlags(args []string, errOut io.Writer) (replayOptions, error) {
 	fs.StringVar(&fixed, "fixed-rates", "", "comma-separated batches/s for the fixed policy (default: 10, 25 and 50 % of unthrottled's)")
 	fs.DurationVar(&o.cfg.RunLength, "run", 0, "length of each run (default 35s; 15s with --short)")
 	fs.Float64Var(&o.cfg.Rate, "rate", 0, "foreground arrival rate, transactions/s (default: calibrated on this machine)")
-	fs.Int64Var(&o.cfg.Rows, "rows", 0, "rows of the cleaned table, half old (default 24000000; 1500000 with --short)")
+	fs.Int64Var(&o.cfg.Rows, "rows", 0, "rows of the cleaned table, half old (default 24000000; 6000000 with --short)")
 	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the foreground arrivals")
 	fs.IntVar(&o.cfg.Cores, "cores", runtime.NumCPU(), "the primary's cores (it runs on this machine)")
 	fs.StringVar(&o.outDir, "out", "out/replay", "directory for the tables, results.json and one PNG per run")
@@ -68,7 +68,7 @@ func parseReplayFlags(args []string, errOut io.Writer) (replayOptions, error) {
 			o.cfg.RunLength = 15 * time.Second
 		}
 		if o.cfg.Rows == 0 {
-			o.cfg.Rows = 1_500_000
+			o.cfg.Rows = 6_000_000
 		}
 		o.cfg.CalibrateStep = 2 * time.Second
 	}

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -38,15 +39,28 @@ const (
 	calBend         = 4
 )
 
+// baseP99 is the median p99 of the first (up to three) steps: the
+// foreground's latency with room to spare, less noisy than one step's.
+func baseP99(steps []CalibrationStep) time.Duration {
+	var ps []time.Duration
+	for _, s := range steps[:min(3, len(steps))] {
+		ps = append(ps, s.P99)
+	}
+	slices.Sort(ps)
+	return ps[len(ps)/2]
+}
+
 // KneeShare is the share of the knee's rate the runs offer when the
 // foreground's latency bends before its load reaches the target.
 const KneeShare = 0.5
 
-// Calibrate ramps the foreground alone until its mean raw primary_load
-// reaches cfg.CalibrateTarget (the rate is then interpolated between the
-// last two steps) or its p99 bends (more than calBend times the first
-// step's, or fewer completions than 90 % of arrivals: the rate before is
-// kept), so a run means the same load on 2 cores as on 64.
+// Calibrate ramps the foreground alone until its p99 bends (more than
+// calBend times the median of the first steps', or fewer completions than
+// 90 % of arrivals: the runs offer KneeShare of the rate before) or,
+// failing that, its mean raw primary_load reaches cfg.CalibrateTarget (the
+// rate is then interpolated between the last two steps), so a run means
+// the same load on 2 cores as on 64. The bend is checked first: a step
+// past the knee can read any load.
 func Calibrate(ctx context.Context, cfg Config, gen *generator) (*Calibration, error) {
 	cfg.fill()
 	mon, err := startMonitor(ctx, cfg.Cluster, cfg.Cores)
@@ -76,21 +90,23 @@ func Calibrate(ctx context.Context, cfg Config, gen *generator) (*Calibration, e
 		}
 		cal.Steps = append(cal.Steps, st)
 		cfg.Log("calibration: %6.0f tx/s offered, %6.0f done, load %.2f, p99 %.1f ms", st.Rate, st.TPS, st.Load, ms(st.P99))
-		if i > 0 {
-			prev, first := cal.Steps[i-1], cal.Steps[0]
-			switch {
-			case st.Load >= cal.Target:
-				f := (cal.Target - prev.Load) / max(st.Load-prev.Load, 1e-9)
-				cal.Rate = prev.Rate + min(max(f, 0), 1)*(st.Rate-prev.Rate)
-				cal.Why = fmt.Sprintf("mean primary_load reached %.2f; rate interpolated to the target", cal.Target)
-				return cal, nil
-			case st.P99 > calBend*first.P99 || st.TPS < 0.9*st.Rate:
-				cal.Rate = KneeShare * prev.Rate
-				cal.Why = fmt.Sprintf("p99 bent at %.0f tx/s (%.1f ms, first step %.1f ms; %.0f done) before load reached %.2f; %.0f%% of the %.0f tx/s before it",
-					st.Rate, ms(st.P99), ms(first.P99), st.TPS, cal.Target, 100*KneeShare, prev.Rate)
-				return cal, nil
-			}
-		} else if st.Load >= cal.Target {
+		base := baseP99(cal.Steps)
+		switch {
+		case i > 0 && (st.P99 > calBend*base || st.TPS < 0.9*st.Rate):
+			// The bend comes first: a step whose latency bent is past the
+			// knee whatever its load read.
+			prev := cal.Steps[i-1]
+			cal.Rate = KneeShare * prev.Rate
+			cal.Why = fmt.Sprintf("p99 bent at %.0f tx/s (%.1f ms against %.1f ms at the first steps; %.0f done) before load reached %.2f; %.0f%% of the %.0f tx/s before it",
+				st.Rate, ms(st.P99), ms(base), st.TPS, cal.Target, 100*KneeShare, prev.Rate)
+			return cal, nil
+		case st.Load >= cal.Target && i > 0:
+			prev := cal.Steps[i-1]
+			f := (cal.Target - prev.Load) / max(st.Load-prev.Load, 1e-9)
+			cal.Rate = prev.Rate + min(max(f, 0), 1)*(st.Rate-prev.Rate)
+			cal.Why = fmt.Sprintf("mean primary_load reached %.2f; rate interpolated to the target", cal.Target)
+			return cal, nil
+		case st.Load >= cal.Target:
 			cal.Rate = r * cal.Target / st.Load
 			cal.Why = "the first rate already passed the target; scaled down in proportion"
 			return cal, nil
