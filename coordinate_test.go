@@ -1,13 +1,11 @@
 package throttled_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -256,24 +254,6 @@ func coordinationRole(t *testing.T, c *pgcluster.Cluster) (dsn string, admin *pg
 	return u.String(), admin
 }
 
-// lockedBuffer is a log sink safe to read while the client writes to it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // A coordination role that loses write access to throttled's tables
 // fails closed, and says it is a permission problem. Before, a heartbeat
 // refused with SQLSTATE 42501 paused its worker "cannot reach the
@@ -295,7 +275,7 @@ func TestCoordinationRoleWithoutWriteAccessPausesWorkers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := pgtest.Cluster(t)
 			dsn, admin := coordinationRole(t, c)
-			var logs lockedBuffer
+			var logs pgtest.Buffer
 			opts := coordinated(t, c, 20)
 			opts.CoordinationDSN = dsn
 			opts.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})

@@ -8,32 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/pgtest"
 )
-
-// lockedBuffer is a bytes.Buffer safe to write from run's goroutine while
-// the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // runGetsPastConfig starts `throttled run` on path and reports whether it
 // got past its checks of the configuration (it serves), or else the error
@@ -42,7 +22,7 @@ func runGetsPastConfig(t *testing.T, path string) (serving bool, refusal string)
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut lockedBuffer
+	var out, errOut pgtest.Buffer
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, []string{"run", "--config", path, "--log-level", "error"}, &out, &errOut) }()
 	tick := time.NewTicker(50 * time.Millisecond)
