@@ -474,12 +474,15 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		if worst.key == "" || e.pressure > worst.pressure {
 			worst = e
 		}
-		maxRaw = max(maxRaw, e.rawPress)
+		// A raw sample counts one Resolution step lower: on 2 cores the
+		// job's own session and one foreground statement read 1.0 (1.43
+		// of target) at any budget, twice in a row often enough.
+		maxRaw = max(maxRaw, e.oneStepLower())
 		healthy = healthy && max(e.pressure, e.rawPress) < c.cfg.GrowBelow/2
 		if !e.fresh {
 			continue
 		}
-		maxRawFresh, anyFresh = max(maxRawFresh, e.rawPress), true
+		maxRawFresh, anyFresh = max(maxRawFresh, e.oneStepLower()), true
 		if rawWorst.key == "" || e.rawPress > rawWorst.rawPress {
 			rawWorst = e
 		}
@@ -821,7 +824,7 @@ type readings struct {
 	rawWorst    ruleEval // the new sample with the highest raw pressure
 	jump        ruleEval // a new sample at EmergencyPressure even one Resolution step lower
 	rising      ruleEval // an integrating signal that rose at each of its last samples
-	maxRaw      float64  // highest raw pressure of any usable sample
+	maxRaw      float64  // highest raw pressure of any usable sample, one Resolution step lower
 	maxRawFresh float64  // the same over samples new at this step
 	anyFresh    bool
 	batches     int // batch attempts in the error window
@@ -862,7 +865,9 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 		} else {
 			c.rawOver = 0
 		}
-		if r.rawWorst.rawPress >= c.cfg.EmergencyPressure {
+		// Two samples in a row at the emergency level are evidence when
+		// even one Resolution step lower they are over target.
+		if r.rawWorst.rawPress >= c.cfg.EmergencyPressure && r.rawWorst.oneStepLower() > 1 {
 			c.rawEmergency++
 		} else {
 			c.rawEmergency = 0

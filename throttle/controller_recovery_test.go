@@ -32,12 +32,53 @@ func TestEmergencyCutNeedsMoreThanOneQuantizedStep(t *testing.T) {
 	}
 	f.steps(3, world{load: 0.4, used: 0.3})
 
-	// Two samples in a row at the emergency level are evidence.
+	// Nor are two in a row: the replay on this 2-core machine showed the
+	// cleanup's own session plus one foreground statement reading 1.0 at
+	// two ticks in a row often enough to cut by 75 % with the smoothed
+	// load at 0.2-0.4, after which the job ran at a tenth of its rate for
+	// the rest of the run. Nor do such samples stop growth.
 	before = f.last.Budget
-	f.step(world{load: 0.45, raw: 1.0, used: 0.3})
-	d = f.step(world{load: 0.5, raw: 1.0, used: 0.3})
+	f.step(world{load: 0.3, raw: 1.0, used: 0.3})
+	d = f.step(world{load: 0.3, raw: 1.0, used: 0.3})
+	if d.Budget < before*0.9 || strings.Contains(d.Reason, "emergency") {
+		t.Fatalf("two samples one session up in a row on 2 cores cut %v -> %v (%s)", before, d.Budget, d.Reason)
+	}
+
+	// (Three in a row at 1.0 are a critical reading on 2 cores: both
+	// cores busy at three ticks.)
+	grow := setup(t, Config{MaxBudget: 100, InitialBudget: 10, Rules: twoCores()})
+	grow.steps(3, world{load: 0.3, used: 0.3})
+	before = grow.last.Budget
+	for range 4 {
+		for _, raw := range []float64{1.0, 1.0, 0.5} {
+			if d = grow.step(world{load: 0.3, raw: raw, used: 0.3}); strings.Contains(d.Reason, "emergency") || d.Mode != ModeRunning {
+				t.Fatalf("smoothed load at 0.43 of target, samples at 1.0 twice in a row on 2 cores: %s %s", d.Mode, d.Reason)
+			}
+		}
+	}
+	if d.Budget <= before {
+		t.Fatalf("smoothed load at 0.43 of target, samples at 1.0 twice in a row on 2 cores: budget %v -> %v (%s); want growth", before, d.Budget, d.Reason)
+	}
+
+	// On 4 cores the same reading is three sessions over a step of 0.25,
+	// over target even one session lower: two in a row are evidence.
+	four := DefaultRules()[signals.PrimaryLoad]
+	four.Resolution = 0.25
+	h := setup(t, Config{MaxBudget: 10, InitialBudget: 10, Rules: map[signals.Name]Rule{signals.PrimaryLoad: four}})
+	h.steps(3, world{load: 0.4, used: 0.3})
+	before = h.last.Budget
+	h.step(world{load: 0.45, raw: 1.0, used: 0.3})
+	d = h.step(world{load: 0.5, raw: 1.0, used: 0.3})
 	if !strings.Contains(d.Reason, "emergency cut by 75%") || !strings.Contains(d.Reason, "primary_load samples") || d.Binding != "primary_load" {
-		t.Fatalf("two samples at 1.43x target in a row: %v -> %v, binding %q (%s)", before, d.Budget, d.Binding, d.Reason)
+		t.Fatalf("two samples at 1.43x target in a row on 4 cores: %v -> %v, binding %q (%s)", before, d.Budget, d.Binding, d.Reason)
+	}
+
+	// The smoothed load over target still cuts on 2 cores.
+	k := setup(t, Config{MaxBudget: 10, InitialBudget: 10, Rules: twoCores()})
+	k.steps(3, world{load: 0.4, used: 0.3})
+	before = k.last.Budget
+	if d = k.step(world{load: 0.8, raw: 1.0, used: 0.3}); d.Budget >= before {
+		t.Fatalf("smoothed load at 1.14x target on 2 cores: %v -> %v (%s); want a cut", before, d.Budget, d.Reason)
 	}
 
 	// So is one sample that stays past the level one session lower: three

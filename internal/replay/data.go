@@ -49,6 +49,7 @@ func setupTables(ctx context.Context, pool *pgxpool.Pool, scale int, rows int64)
 			FROM generate_series(1, %d) g`, EventsTable, rows),
 		fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", EventsTable),
 		fmt.Sprintf("VACUUM (ANALYZE) %s, %s, %s, %s", EventsTable, accounts, tellers, branches),
+		"CHECKPOINT",
 	}
 	for _, q := range stmts {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -72,7 +73,8 @@ func dropTables(ctx context.Context, pool *pgxpool.Pool) error {
 // its deletions are in [1, upTo]. Vacuuming before re-inserting lets the
 // rows go back into the pages they left rather than at the table's end;
 // vacuuming after sets the visibility map as it was. It empties the
-// foreground's history and waits until the replica has replayed it all.
+// foreground's history, checkpoints, and waits until the replica has
+// replayed it all.
 func restore(ctx context.Context, c *pgcluster.Cluster, pool *pgxpool.Pool, upTo int64) error {
 	stmts := []string{
 		"VACUUM " + EventsTable,
@@ -80,6 +82,9 @@ func restore(ctx context.Context, c *pgcluster.Cluster, pool *pgxpool.Pool, upTo
 			ON CONFLICT (id) DO NOTHING`, EventsTable, upTo),
 		"TRUNCATE " + history,
 		fmt.Sprintf("VACUUM (ANALYZE) %s, %s, %s, %s", EventsTable, accounts, tellers, branches),
+		// The restore's WAL would otherwise make the checkpoint it is due
+		// land inside the next run, whichever policy that is.
+		"CHECKPOINT",
 	}
 	for _, q := range stmts {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
