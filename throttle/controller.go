@@ -141,6 +141,7 @@ func New(cfg Config) (*Controller, error) {
 		budget:       cfg.InitialBudget,
 		lastAt:       map[string]time.Time{},
 		overCritical: map[string]*overCount{},
+		trends:       map[string]trend{},
 	}
 	if prev := min(cfg.PreviousBudget, cfg.MaxBudget); prev > 0 {
 		// Cautious after a failover, but never below what a new client
@@ -1000,7 +1001,6 @@ const (
 // trend is an integrating signal's direction over its recent samples.
 type trend struct {
 	last  float64
-	at    time.Time
 	rises int // consecutive fresh samples each above the one before
 }
 
@@ -1016,9 +1016,6 @@ const (
 // risen at each of its last risingSamples samples, from risingShare of its
 // target.
 func (c *Controller) rising(e ruleEval) bool {
-	if c.trends == nil {
-		c.trends = map[string]trend{}
-	}
 	tr, ok := c.trends[e.key]
 	switch {
 	case !ok:
@@ -1027,7 +1024,7 @@ func (c *Controller) rising(e ruleEval) bool {
 	default:
 		tr.rises = 0
 	}
-	tr.last, tr.at = e.raw, e.at
+	tr.last = e.raw
 	c.trends[e.key] = tr
 	return tr.rises >= risingSamples && e.rawPress >= risingShare
 }
