@@ -172,26 +172,26 @@ func (w *worker) stop() {
 }
 
 func (w *worker) Wait(ctx context.Context) (func(int64, time.Duration, error), error) {
-	release, err := w.l.Wait(ctx)
+	g, err := w.l.Wait(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return w.done(release), nil
+	return w.done(g), nil
 }
 
 func (w *worker) Allow() (func(int64, time.Duration, error), bool) {
-	release, ok := w.l.Allow()
+	g, ok := w.l.Allow()
 	if !ok {
 		return nil, false
 	}
-	return w.done(release), true
+	return w.done(g), true
 }
 
-func (w *worker) done(release func()) func(int64, time.Duration, error) {
+func (w *worker) done(g throttle.Grant) func(int64, time.Duration, error) {
 	var once sync.Once
 	return func(_ int64, took time.Duration, err error) {
 		once.Do(func() {
-			release()
+			g.Release()
 			w.batches.Add(1)
 			w.durUs.Add(took.Microseconds())
 			if err != nil {

@@ -92,7 +92,7 @@ func (p *fixedPacer) Wait(ctx context.Context) (func(int64, time.Duration, error
 	p.mu.Lock()
 	p.at = append(p.at, time.Now())
 	p.mu.Unlock()
-	return func(int64, time.Duration, error) { release() }, nil
+	return func(int64, time.Duration, error) { release.Release() }, nil
 }
 
 // table creates name with n rows, every other one older than 30 days.

@@ -26,7 +26,7 @@ const reasonPaused = "paused"
 // that were already sleeping for a token.
 //
 // Use [Limiter.Wait] in a batch loop: it blocks until the batch may start
-// and returns a release func to call when the batch ends. Use
+// and returns a [Grant] to release when the batch ends. Use
 // [Limiter.Allow] to skip work rather than wait. The controller calls
 // [Limiter.Apply] on every tick and [Limiter.Pause] and [Limiter.Resume]
 // when holds come and go.
@@ -76,9 +76,26 @@ type Limiter struct {
 	claims []*slotClaim
 }
 
+// Grant is one batch's permission from [Limiter.Wait] or [Limiter.Allow]:
+// an in-flight slot held until [Grant.Release]. It is a small value, so
+// handing one out allocates nothing. The zero Grant holds nothing.
+type Grant struct {
+	claim *slotClaim
+	gen   uint64
+}
+
+// Release frees the grant's in-flight slot: call it when the batch ends.
+// It is safe to call more than once, and on a copy: only the first call
+// frees the slot. On the zero Grant it does nothing.
+func (g Grant) Release() {
+	if g.claim != nil {
+		g.claim.release(g.gen)
+	}
+}
+
 // slotClaim is one batch's claim on an in-flight slot, reused once released.
-// gen tells its releases apart: a release func carries the gen it was
-// handed out with, and only the first call with the current gen frees the
+// gen tells its releases apart: a Grant carries the gen it was handed out
+// with, and only the first call with the current gen frees the
 // slot, so a release called twice, or after the claim was reused, does
 // nothing.
 type slotClaim struct {
@@ -185,19 +202,19 @@ func (l *Limiter) InFlight() int {
 }
 
 // Allow is shorthand for AllowAt(now()).
-func (l *Limiter) Allow() (release func(), ok bool) { return l.AllowAt(l.now()) }
+func (l *Limiter) Allow() (Grant, bool) { return l.AllowAt(l.now()) }
 
 // AllowAt reports whether a batch may start at time t without waiting: the
 // gate is open, a token is available at t and a slot is free. If so it
-// takes both and returns the release func to call when the batch ends (as
+// takes both and returns the [Grant] to release when the batch ends (as
 // for [Limiter.Wait]); if not it takes nothing. A token reserved by a
 // sleeping Wait is not available to AllowAt, so Allow never jumps the
 // queue.
-func (l *Limiter) AllowAt(t time.Time) (release func(), ok bool) {
+func (l *Limiter) AllowAt(t time.Time) (Grant, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.openLocked() || l.inFlight >= l.alloc.MaxInFlight || !l.bucket.AllowN(t, 1) {
-		return nil, false
+		return Grant{}, false
 	}
 	l.inFlight++
 	return l.grantLocked(), true
@@ -206,9 +223,9 @@ func (l *Limiter) AllowAt(t time.Time) (release func(), ok bool) {
 // Wait blocks until a batch may start: the gate is open, a token is
 // available and fewer than MaxInFlight batches run. It takes the slot
 // first and the token last, so tokens are not spent by waiters that then
-// queue for a slot, and batch starts never exceed the rate. It returns a
-// release func to call when the batch ends; release frees the slot and is
-// safe to call more than once.
+// queue for a slot, and batch starts never exceed the rate. It returns the
+// [Grant] to release when the batch ends; Grant.Release frees the slot and
+// is safe to call more than once.
 //
 // A waiter sleeping for its token wakes when the allocation changes or the
 // Limiter is paused, gives its reservation back and starts over: at the
@@ -218,11 +235,12 @@ func (l *Limiter) AllowAt(t time.Time) (release func(), ok bool) {
 // and holds no slot.
 //
 // Wait never outlives ctx: when ctx is done (or already is) it returns a
-// nil release and an error that wraps ctx.Err() and says what the waiter
-// was waiting for (the gate and its reason, a slot, or a token). It does
+// error that wraps ctx.Err() and says what the waiter
+// was waiting for (the gate and its reason, a slot, or a token), with the
+// zero Grant. It does
 // not fail early when the token is due after ctx's deadline, because the
 // rate may be raised before then.
-func (l *Limiter) Wait(ctx context.Context) (release func(), err error) {
+func (l *Limiter) Wait(ctx context.Context) (Grant, error) {
 	if ctx.Err() == nil {
 		// The fast path: with the gate open, a slot free, a token in the
 		// bucket now and nobody queued for one, take both under one lock
@@ -232,9 +250,9 @@ func (l *Limiter) Wait(ctx context.Context) (release func(), err error) {
 		l.mu.Lock()
 		if l.queued == 0 && l.openLocked() && l.inFlight < l.alloc.MaxInFlight && l.bucket.AllowN(now, 1) {
 			l.inFlight++
-			release = l.grantLocked()
+			g := l.grantLocked()
 			l.mu.Unlock()
-			return release, nil
+			return g, nil
 		}
 		l.mu.Unlock()
 	}
@@ -242,15 +260,15 @@ func (l *Limiter) Wait(ctx context.Context) (release func(), err error) {
 }
 
 // wait is Wait's slow path.
-func (l *Limiter) wait(ctx context.Context) (release func(), err error) {
+func (l *Limiter) wait(ctx context.Context) (Grant, error) {
 	for {
 		// Gate.Wait also refuses a done ctx, even at an open gate.
 		if err := l.gate.Wait(ctx); err != nil {
-			return nil, l.waitErr("", err) // err names the gate's reason
+			return Grant{}, l.waitErr("", err) // err names the gate's reason
 		}
 		ok, err := l.takeSlot(ctx)
 		if err != nil {
-			return nil, err
+			return Grant{}, err
 		}
 		if !ok {
 			continue // the gate closed again
@@ -258,15 +276,15 @@ func (l *Limiter) wait(ctx context.Context) (release func(), err error) {
 		ok, err = l.takeToken(ctx)
 		if ok {
 			l.mu.Lock()
-			release = l.grantLocked()
+			g := l.grantLocked()
 			l.mu.Unlock()
-			return release, nil
+			return g, nil
 		}
 		l.mu.Lock()
 		l.freeSlotLocked()
 		l.mu.Unlock()
 		if err != nil {
-			return nil, err
+			return Grant{}, err
 		}
 	}
 }
@@ -383,10 +401,10 @@ func (l *Limiter) changedLocked() {
 	l.changed = make(chan struct{})
 }
 
-// grantLocked returns the release func of a slot just taken: idempotent,
-// and the only allocation of a grant (the func value itself; its claim
-// state is reused). l.mu must be held.
-func (l *Limiter) grantLocked() func() {
+// grantLocked returns the Grant of a slot just taken. Its claim is reused
+// once released, so a grant allocates nothing in the steady state.
+// l.mu must be held.
+func (l *Limiter) grantLocked() Grant {
 	var g *slotClaim
 	if n := len(l.claims); n > 0 {
 		g = l.claims[n-1]
@@ -394,8 +412,7 @@ func (l *Limiter) grantLocked() func() {
 	} else {
 		g = &slotClaim{l: l}
 	}
-	gen := g.gen.Load()
-	return func() { g.release(gen) }
+	return Grant{claim: g, gen: g.gen.Load()}
 }
 
 // release frees g's slot if gen is still g's generation: once per grant.

@@ -30,7 +30,7 @@ func benchWait(b *testing.B, l *Limiter) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	release()
+	release.Release()
 }
 
 func benchRateWait(b *testing.B, l *rate.Limiter) {

@@ -12,10 +12,12 @@ import (
 )
 
 type grant struct {
-	release func()
-	err     error
-	at      time.Time
+	g   Grant
+	err error
+	at  time.Time
 }
+
+func (g grant) release() { g.g.Release() }
 
 // waitLimiter runs l.Wait(ctx) in a goroutine; the channel gets the result.
 func waitLimiter(ctx context.Context, l *Limiter) <-chan grant {
@@ -34,8 +36,8 @@ func mustGrant(t *testing.T, done <-chan grant, what string) grant {
 	if !ok {
 		t.Fatalf("%s: Wait still blocked", what)
 	}
-	if g.err != nil || g.release == nil {
-		t.Fatalf("%s: Wait = %v, release nil %v", what, g.err, g.release == nil)
+	if g.err != nil || g.g == (Grant{}) {
+		t.Fatalf("%s: Wait = %v, zero Grant %v", what, g.err, g.g == (Grant{}))
 	}
 	return g
 }
@@ -91,7 +93,7 @@ func countGrants(ctx context.Context, l *Limiter, workers int) int {
 					return
 				}
 				n++
-				release()
+				release.Release()
 			}
 		}()
 	}
@@ -335,7 +337,7 @@ func TestLimiterMaxInFlight(t *testing.T) {
 		l.Apply(Allocation{Rate: math.Inf(1), Burst: 1, MaxInFlight: 2})
 		synctest.Wait()
 		mustGrant(t, d, "MaxInFlight raised").release()
-		r1()
+		r1.Release()
 	})
 }
 
@@ -347,8 +349,8 @@ func TestLimiterReleaseIdempotent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		release()
-		release()
+		release.Release()
+		release.Release()
 		if n := l.InFlight(); n != 0 {
 			t.Fatalf("InFlight %d after a double release; want 0", n)
 		}
@@ -356,7 +358,7 @@ func TestLimiterReleaseIdempotent(t *testing.T) {
 			t.Fatal("Allow with 0 of 1 in flight")
 		}
 		// A second release of the first batch must not free this one's slot.
-		release()
+		release.Release()
 		if _, ok := l.Allow(); ok {
 			t.Error("Allow with 1 of 1 in flight, after a stale release")
 		}
@@ -403,8 +405,8 @@ func TestLimiterWaitNeverOutlivesCtx(t *testing.T) {
 				if d := time.Since(start); d != 3*time.Second {
 					t.Errorf("Wait returned after %s; want exactly the 3s deadline", d)
 				}
-				if release != nil || !errors.Is(err, context.DeadlineExceeded) {
-					t.Fatalf("Wait = release nil %v, %v; want nil, DeadlineExceeded", release == nil, err)
+				if release != (Grant{}) || !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Wait = zero Grant %v, %v; want the zero Grant, DeadlineExceeded", release == (Grant{}), err)
 				}
 				if !strings.Contains(err.Error(), `job "purge"`) || !strings.Contains(err.Error(), tc.want) {
 					t.Errorf("error %q; want the job and %q", err, tc.want)
@@ -435,7 +437,7 @@ func TestLimiterWaitCanceledCtxTakesNothing(t *testing.T) {
 		advance(time.Second) // one token in the bucket
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		if release, err := l.Wait(ctx); release != nil || !errors.Is(err, context.Canceled) {
+		if release, err := l.Wait(ctx); release != (Grant{}) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("Wait with a canceled ctx = %v; want context.Canceled", err)
 		}
 		if _, ok := l.Allow(); !ok {
@@ -447,7 +449,7 @@ func TestLimiterWaitCanceledCtxTakesNothing(t *testing.T) {
 func TestLimiterAllowAt(t *testing.T) {
 	ms := time.Millisecond
 	l := NewLimiter("purge", func() time.Time { return t0 })
-	step := func(at time.Time, want bool) func() {
+	step := func(at time.Time, want bool) Grant {
 		t.Helper()
 		release, ok := l.AllowAt(at)
 		if ok != want {
@@ -463,7 +465,7 @@ func TestLimiterAllowAt(t *testing.T) {
 	r2 := step(t0.Add(1000*ms), true) // the bucket holds Burst 2
 	r3 := step(t0.Add(1000*ms), true) //
 	step(t0.Add(2000*ms), false)      // 3 of 3 in flight
-	r1()                              //
+	r1.Release()                      //
 	l.Pause("deploy")                 //
 	step(t0.Add(2000*ms), false)      // paused
 	l.Resume()                        //
@@ -472,9 +474,9 @@ func TestLimiterAllowAt(t *testing.T) {
 	if b := l.Allocation().Burst; b != 1 {
 		t.Errorf("Burst 0 with a positive rate reads %d; want 1", b)
 	}
-	r2()
-	r3()
-	r4()
+	r2.Release()
+	r3.Release()
+	r4.Release()
 	if n := l.InFlight(); n != 0 {
 		t.Errorf("InFlight %d; want 0", n)
 	}
@@ -504,12 +506,12 @@ func TestLimiterStaleReleaseOfAReusedGrant(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		first()
+		first.Release()
 		second, err := l.Wait(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
-		first()
+		first.Release()
 		if n := l.InFlight(); n != 1 {
 			t.Fatalf("InFlight %d after a stale release; want 1", n)
 		}
@@ -517,10 +519,10 @@ func TestLimiterStaleReleaseOfAReusedGrant(t *testing.T) {
 		// only.
 		done := waitLimiter(t.Context(), l)
 		synctest.Wait()
-		first()
+		first.Release()
 		synctest.Wait()
 		mustBlock(t, done, "after a stale release")
-		second()
+		second.Release()
 		synctest.Wait()
 		mustGrant(t, done, "after the second release").release()
 	})

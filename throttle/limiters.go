@@ -100,27 +100,27 @@ func (ls *Limiters) Pacer(c *Controller, j Job) *Pacer {
 // Wait waits until j may start one batch (see [Limiter.Wait]) and returns
 // the function to call when the batch ends.
 func (p *Pacer) Wait(ctx context.Context) (func(rows int64, took time.Duration, err error), error) {
-	release, err := p.l.Wait(ctx)
+	g, err := p.l.Wait(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return p.done(release), nil
+	return p.done(g), nil
 }
 
 // Allow is Wait's non-blocking twin.
 func (p *Pacer) Allow() (func(rows int64, took time.Duration, err error), bool) {
-	release, ok := p.l.Allow()
+	g, ok := p.l.Allow()
 	if !ok {
 		return nil, false
 	}
-	return p.done(release), true
+	return p.done(g), true
 }
 
-func (p *Pacer) done(release func()) func(rows int64, took time.Duration, err error) {
+func (p *Pacer) done(g Grant) func(rows int64, took time.Duration, err error) {
 	var once sync.Once
 	return func(rows int64, took time.Duration, err error) {
 		once.Do(func() {
-			release()
+			g.Release()
 			p.c.Report(p.job, Feedback{Rows: rows, Duration: took, Err: err})
 		})
 	}

@@ -48,7 +48,7 @@ func TestDecisionsDriveLimiters(t *testing.T) {
 				}
 				batches.Add(1)
 				c.Report("purge", Feedback{Rows: 10, Duration: 10 * time.Millisecond})
-				release()
+				release.Release()
 			}
 		})
 		var last Decision

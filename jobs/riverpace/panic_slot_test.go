@@ -17,7 +17,7 @@ func (p limiterPacer) Wait(ctx context.Context) (func(int64, time.Duration, erro
 	if err != nil {
 		return nil, err
 	}
-	return func(int64, time.Duration, error) { release() }, nil
+	return func(int64, time.Duration, error) { release.Release() }, nil
 }
 
 // River recovers a worker's panic and carries on; the middleware still
