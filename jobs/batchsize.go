@@ -12,6 +12,10 @@ import (
 //   - A batch faster than the target divided by 1.2 grows the next one
 //     gently: by the ratio, but at most 20 % per batch.
 //   - Between the two the size holds, so noise does not make it wander.
+//   - When the pacer is a [Stretcher] and the foreground is stretched
+//     (above 1), the size shrinks in proportion, at most by half, once for
+//     each new foreground sample; while the stretch is above 1/1.2 the
+//     size does not grow, however fast the batches are.
 //   - A statement timeout halves it: the batch did not even finish.
 //   - The size always stays within [min, max].
 //
@@ -21,20 +25,27 @@ import (
 type sizer struct {
 	size, min, max int
 	target         time.Duration
+	fgAt           time.Time // the last foreground sample the size answered to
 }
 
 const sizeDeadband = 1.2
 
-// observe records a successful batch of took and returns the next size.
-func (s *sizer) observe(took time.Duration) int {
+// observe records a successful batch of took, with the foreground's
+// stretch read after it (0 when not measured) and the time of its sample,
+// and returns the next size.
+func (s *sizer) observe(took time.Duration, fg float64, fgAt time.Time) int {
 	if took <= 0 {
 		took = time.Microsecond
+	}
+	if fg > 1 && fgAt.After(s.fgAt) {
+		s.fgAt = fgAt
+		s.size = int(math.Floor(float64(s.size) * max(0.5, 1/fg)))
 	}
 	r := float64(s.target) / float64(took)
 	switch {
 	case r < 1/sizeDeadband:
 		s.size = int(math.Floor(float64(s.size) * r))
-	case r > sizeDeadband:
+	case r > sizeDeadband && fg <= 1/sizeDeadband:
 		s.size = int(math.Ceil(float64(s.size) * min(r, 1.2)))
 	}
 	s.clamp()

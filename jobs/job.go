@@ -37,6 +37,15 @@ type Explainer interface {
 	Explain() (state, reason, binding string, rate float64)
 }
 
+// Stretcher is a Pacer that knows how stretched the foreground is: its
+// latency over the most it may be (above 1: slower than it may be), the
+// time of the sample that says so, and false when it is not measured. The
+// batch size then answers to it too: a batch that stretches the
+// foreground is too big, however short it is itself (see [Config]).
+type Stretcher interface {
+	ForegroundStretch() (stretch float64, at time.Time, ok bool)
+}
+
 // Progresser is a Pacer that takes each batch's details with its report:
 // the done function WaitProgress returns gets them too, so they travel
 // with their own batch however many workers share the pacer. Run uses it
@@ -430,7 +439,14 @@ func (j *Job) succeeded(res Result, took time.Duration) {
 	defer j.mu.Unlock()
 	j.status.Batches++
 	j.status.Rows += res.Rows
-	j.status.BatchSize = j.sizer.observe(took)
+	var fg float64
+	var fgAt time.Time
+	if st, ok := j.pacer.(Stretcher); ok {
+		if v, at, ok := st.ForegroundStretch(); ok {
+			fg, fgAt = v, at
+		}
+	}
+	j.status.BatchSize = j.sizer.observe(took, fg, fgAt)
 	j.status.LastBatch = took
 	if took > 0 {
 		inst := float64(res.Rows) / took.Seconds()

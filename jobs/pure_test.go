@@ -22,7 +22,7 @@ func TestSizerConvergesToTheTargetDuration(t *testing.T) {
 	for steps = 1; steps <= 100; steps++ {
 		took := time.Duration(s.size) * perRow
 		before := s.size
-		s.observe(took)
+		s.observe(took, 0, time.Time{})
 		if s.size > before && float64(s.size) > math.Ceil(float64(before)*1.2) {
 			t.Fatalf("grew %d -> %d, more than 20%%", before, s.size)
 		}
@@ -38,7 +38,7 @@ func TestSizerConvergesToTheTargetDuration(t *testing.T) {
 	}
 	// The table gets slow (locks, I/O): shrink at once, in proportion.
 	before := s.size
-	s.observe(4 * time.Second)
+	s.observe(4*time.Second, 0, time.Time{})
 	if s.size != before/4 {
 		t.Fatalf("a 4x too slow batch: %d -> %d; want %d", before, s.size, before/4)
 	}
@@ -48,14 +48,62 @@ func TestSizerConvergesToTheTargetDuration(t *testing.T) {
 	}
 	// Bounds hold.
 	b := sizer{size: 5, min: 4, max: 6, target: time.Second}
-	if b.observe(time.Microsecond); b.size != 6 {
+	if b.observe(time.Microsecond, 0, time.Time{}); b.size != 6 {
 		t.Fatalf("max: %d", b.size)
 	}
-	if b.observe(time.Hour); b.size != 4 {
+	if b.observe(time.Hour, 0, time.Time{}); b.size != 4 {
 		t.Fatalf("min: %d", b.size)
 	}
 	if b.timedOut(); b.size != 4 {
 		t.Fatalf("min after timeout: %d", b.size)
+	}
+}
+
+func TestSizerShrinksBatchesThatStretchTheForeground(t *testing.T) {
+	// Each batch takes a tenth of the target: by its own duration it
+	// would grow to the maximum.
+	s := sizer{size: 1000, min: 10, max: 10000, target: time.Second}
+	fast := 100 * time.Millisecond
+	t0 := time.Date(2026, 9, 13, 0, 0, 0, 0, time.UTC)
+
+	// A sample 1.6x over: the size shrinks in proportion, once for that
+	// sample however many batches read it.
+	s.observe(fast, 1.6, t0)
+	if s.size != 625 {
+		t.Fatalf("stretch 1.6: 1000 -> %d; want 625", s.size)
+	}
+	s.observe(fast, 1.6, t0)
+	if s.size != 625 {
+		t.Fatalf("the same sample read twice: %d; want 625 (it counts once)", s.size)
+	}
+	// A worse sample halves it at most.
+	s.observe(fast, 5, t0.Add(time.Second))
+	if s.size != 312 {
+		t.Fatalf("stretch 5: 625 -> %d; want 312 (at most half)", s.size)
+	}
+	// Near the target (above 1/1.2) fast batches do not grow.
+	for i := range 5 {
+		s.observe(fast, 0.9, t0.Add(time.Duration(2+i)*time.Second))
+	}
+	if s.size != 312 {
+		t.Fatalf("stretch 0.9: %d; want 312 (held)", s.size)
+	}
+	// A relaxed foreground lets the batch's own duration lead again.
+	s.observe(fast, 0.5, t0.Add(10*time.Second))
+	if s.size != 375 {
+		t.Fatalf("stretch 0.5: 312 -> %d; want 375 (+20%%)", s.size)
+	}
+	// A slow batch still shrinks, stretched or not.
+	s.observe(4*time.Second, 0.9, t0.Add(11*time.Second))
+	if s.size != 93 {
+		t.Fatalf("a 4x too slow batch at stretch 0.9: %d; want 93", s.size)
+	}
+	// And the floor holds.
+	for i := range 10 {
+		s.observe(fast, 3, t0.Add(time.Duration(20+i)*time.Second))
+	}
+	if s.size != 10 {
+		t.Fatalf("after many stretched samples: %d; want the minimum 10", s.size)
 	}
 }
 

@@ -495,6 +495,16 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		}
 	}
 
+	for _, e := range evals {
+		if e.name != signals.ForegroundLatency {
+			continue
+		}
+		if e.unknown != "" {
+			d.Foreground, d.ForegroundAt = 1, now
+		} else {
+			d.Foreground, d.ForegroundAt = max(e.pressure, e.rawPress), e.at
+		}
+	}
 	c.trackCritical(now, evals, &d)
 	holds, allHeld := c.holds(now)
 

@@ -61,6 +61,14 @@ type Decision struct {
 	// Latched is true in a critical pause that only a person can end
 	// (Controller.Resume).
 	Latched bool
+	// Foreground is how stretched the foreground is: the foreground_latency
+	// rule's worse reading (smoothed or raw) over its target, so above 1
+	// the foreground is slower than it may be. It is 1 while that rule is
+	// configured but its sample is unusable (not known to be fine), and 0
+	// when the rule is not configured. ForegroundAt is its sample's time.
+	// Jobs size their batches by it: see [Pacer.ForegroundStretch].
+	Foreground   float64
+	ForegroundAt time.Time
 	// Jobs holds each registered job's allocation.
 	Jobs map[Job]JobDecision
 	// Events are what happened at this tick: mode changes and pages.

@@ -126,6 +126,19 @@ func (p *Pacer) done(g Grant) func(rows int64, took time.Duration, err error) {
 	}
 }
 
+// ForegroundStretch reports the last decision's [Decision.Foreground] and
+// its sample's time, and false when no foreground_latency rule is
+// configured (or no decision was made yet). The jobs package shrinks
+// batches while it is above 1: a batch that stretches the foreground is
+// too big, however short it is itself.
+func (p *Pacer) ForegroundStretch() (stretch float64, at time.Time, ok bool) {
+	_, d, ok := p.ls.explain(p.job)
+	if !ok || d.Foreground == 0 {
+		return 0, time.Time{}, false
+	}
+	return d.Foreground, d.ForegroundAt, true
+}
+
 // Explain says why the job is held back: its state, the reason, the
 // decision's binding signal and its rate.
 func (p *Pacer) Explain() (state, reason, binding string, rate float64) {
