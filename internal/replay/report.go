@@ -56,6 +56,10 @@ func (rep *Report) WriteTables(w io.Writer) {
 		case rep.hasFixed(sc.Name):
 			fmt.Fprintf(w, "\nHindsight oracle: none; no fixed rate kept p99 within +%.0f %% of foreground alone.\n", (OracleSlack-1)*100)
 		}
+		if again := rep.find(sc.Name, PolicyForegroundAgain); again != nil && again.P99VsForeground > 0 {
+			fmt.Fprintf(w, "\nNoise: foreground alone, run again after the others, had p99 %.1f ms, %.2f× the first run's: a ratio to foreground alone is only as exact as that.\n",
+				ms(again.P99), again.P99VsForeground)
+		}
 		for _, g := range rep.Goals(sc.Name) {
 			fmt.Fprintf(w, "\n%s\n", g)
 		}
@@ -70,6 +74,16 @@ func (rep *Report) WriteTables(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// find returns scenario's run under policy, or nil.
+func (rep *Report) find(scenario, policy string) *Result {
+	for i := range rep.Results {
+		if r := &rep.Results[i]; r.Scenario == scenario && r.Policy == policy {
+			return r
+		}
+	}
+	return nil
 }
 
 // Goal bounds for the adaptive policies, against foreground alone and

@@ -3,6 +3,7 @@ package replay
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReplaceSection(t *testing.T) {
@@ -87,5 +88,19 @@ func TestGoals(t *testing.T) {
 	// No fixed run: no oracle, so rows are not judged.
 	if gs := rep.Goals("t"); len(gs) != 1 || !gs[0].Met() || !strings.Contains(gs[0].String(), "no oracle") {
 		t.Errorf("scenario without an oracle: %v", gs)
+	}
+}
+
+func TestTablesShowTheForegroundNoise(t *testing.T) {
+	rs := []Result{
+		{Scenario: "surge", Policy: PolicyForeground, P99: 2 * time.Millisecond},
+		{Scenario: "surge", Policy: PolicyAdaptive, P99: 3 * time.Millisecond},
+		{Scenario: "surge", Policy: PolicyForegroundAgain, P99: 2500 * time.Microsecond},
+	}
+	compare(rs)
+	var b strings.Builder
+	(&Report{Scenarios: []Scenario{{Name: "surge", Description: "foreground arrivals double"}}, Results: rs}).WriteTables(&b)
+	if want := "p99 2.5 ms, 1.25× the first run's"; !strings.Contains(b.String(), want) {
+		t.Fatalf("tables lack %q:\n%s", want, b.String())
 	}
 }

@@ -39,6 +39,10 @@ const (
 	// foreground_latency rule (target LatencyTarget, required), as
 	// `throttled exec --foreground-latency` runs it.
 	PolicyAdaptiveLatency = "adaptive-latency"
+	// PolicyForegroundAgain is foreground alone once more, after every
+	// other run: how far p99 moves between two runs of the same thing,
+	// the noise any ratio to foreground alone carries.
+	PolicyForegroundAgain = "foreground-again"
 )
 
 // LatencyTarget is the foreground_latency target of PolicyAdaptiveLatency:
@@ -46,7 +50,7 @@ const (
 const LatencyTarget = 1.3
 
 // PolicyNames lists the policies in run order.
-var PolicyNames = []string{PolicyForeground, PolicyUnthrottled, PolicyFixed, PolicyLagOnly, PolicyBinary, PolicyAdaptive, PolicyAdaptiveLatency}
+var PolicyNames = []string{PolicyForeground, PolicyUnthrottled, PolicyFixed, PolicyLagOnly, PolicyBinary, PolicyAdaptive, PolicyAdaptiveLatency, PolicyForegroundAgain}
 
 // fixedFractions are the default fixed rates, as fractions of the
 // unthrottled run's batches per second in the same scenario.
@@ -475,7 +479,7 @@ func runOne(ctx context.Context, cfg Config, e *env, rate float64, sc Scenario, 
 func newJob(ctx context.Context, cfg Config, pol policy, upTo *int64) (*jobs.Job, func(), error) {
 	c := cfg.Cluster
 	noop := func() {}
-	if pol.kind == PolicyForeground {
+	if pol.kind == PolicyForeground || pol.kind == PolicyForegroundAgain {
 		return nil, noop, nil
 	}
 	pcfg, err := pgxpool.ParseConfig(c.Primary.DSN(pgcluster.RoleAdmin))
