@@ -17,7 +17,7 @@ FUZZ_TARGETS := \
 	./cmd/throttled:FuzzParseSignalsFlags \
 	./cmd/throttled:FuzzParseExecFlags \
 	./config:FuzzParse \
-	./cmd/throttled:FuzzParseScope \
+	./throttle:FuzzParseScope \
 	./sidecar:FuzzReturnURL \
 	./sidecar:FuzzCSRF \
 	./sidecar:FuzzGrafanaAuth \

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
 	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/pgtest"
 	"github.com/throttled/throttled/internal/schema"
@@ -87,7 +88,7 @@ func TestNonLeaderHonoursItsInProcessHolds(t *testing.T) {
 	if b.Leader() {
 		t.Fatal("second process leads; the test needs a follower")
 	}
-	if _, err := b.Holds().Add(throttle.HoldRequest{Scope: throttle.OneJob("local-hold"), Source: throttle.SourceManual, Reason: "stop", TTL: time.Hour}); err != nil {
+	if _, err := b.LocalHolds().Add(throttle.HoldRequest{Scope: throttle.OneJob("local-hold"), Source: throttle.SourceManual, Reason: "stop", TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, 2*time.Second, func() error {
@@ -183,7 +184,7 @@ func TestNewWorkerWaitsForItsFirstLeaseQuietly(t *testing.T) {
 func TestUnconfirmedHoldsOutrankALocalHold(t *testing.T) {
 	c := pgtest.Cluster(t)
 	tc, p := runningJob(t, coordinated(t, c, 20), "unconfirmed-first")
-	if _, err := tc.Holds().Add(throttle.HoldRequest{Scope: throttle.OneJob("unconfirmed-first"), Source: throttle.SourceManual,
+	if _, err := tc.LocalHolds().Add(throttle.HoldRequest{Scope: throttle.OneJob("unconfirmed-first"), Source: throttle.SourceManual,
 		Reason: "local", TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
@@ -191,12 +192,17 @@ func TestUnconfirmedHoldsOutrankALocalHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.ResumePrimary)
+	// The status says so by its holds and code, not by its text (which
+	// names the job, "unconfirmed-first", from the start).
 	pgtest.Eventually(t, 15*time.Second, func() error {
-		if _, r, _, _ := p.Explain(); !strings.Contains(r, "unconfirmed") {
-			return fmt.Errorf("job says %q", r)
+		if st := p.Status(); len(st.Holds) == 0 || st.Holds[0].ID != holds.UnconfirmedHoldID {
+			return fmt.Errorf("job says %s: %q", st.Code, st.Reason)
 		}
 		return nil
 	})
+	if st := p.Status(); st.Code != throttle.CodeUnavailable {
+		t.Fatalf("status %s (%q) while the holds are unconfirmed; want unavailable", st.Code, st.Reason)
+	}
 	if u, ok := p.(interface{ Unavailable() bool }); !ok || !u.Unavailable() {
 		t.Fatal("the job does not report itself unavailable while the holds are unconfirmed")
 	}

@@ -3,7 +3,6 @@ package throttled
 import (
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,7 +36,7 @@ var (
 	descHoldInfo    = prometheus.NewDesc("throttled_holds_info", "1 for each active hold, for annotation regions: its id, scope, source, actor and reason (cut to 80 characters).", []string{"id", "scope", "source", "actor", "reason"}, nil)
 	descJobRate     = prometheus.NewDesc("throttled_jobs_rate_batches_per_second", "Each job's allocated rate in this process.", []string{"throttled_job"}, nil)
 	descJobPaused   = prometheus.NewDesc("throttled_jobs_paused", "1 while a job is paused.", []string{"throttled_job"}, nil)
-	descJobState    = prometheus.NewDesc("throttled_jobs_state", "1 for each job's state, and why in a bounded word: the hold, the binding signal, or no valid allocation.", []string{"throttled_job", "state", "why"}, nil)
+	descJobState    = prometheus.NewDesc("throttled_jobs_state", "1 for each job's state, and why in a bounded word: the hold, the binding signal, no valid allocation, or the reason code (critical, stale, cut, slow_start, max_rate, ...).", []string{"throttled_job", "state", "why"}, nil)
 	descJobBatches  = prometheus.NewDesc("throttled_jobs_batches_total", "Batches run, by job.", []string{"throttled_job"}, nil)
 	descJobRows     = prometheus.NewDesc("throttled_jobs_rows_total", "Rows processed, by job.", []string{"throttled_job"}, nil)
 	descJobErrors   = prometheus.NewDesc("throttled_jobs_errors_total", "Failed batches, by job.", []string{"throttled_job"}, nil)
@@ -70,24 +69,24 @@ type JobMetrics struct {
 	Remaining int64
 }
 
-// Why is a job's reason in a bounded word, fit for a label: the hold that
-// pauses it, the signal that binds it, or the want of a valid allocation.
-// The full reason, with its numbers, stays out of labels.
-func Why(state, reason, binding string, unavailable bool) string {
+// Why is a job's reason in a bounded word, fit for a label, derived from
+// its status's code: the hold that pauses it, the signal that binds it,
+// the want of a valid allocation, or the code itself. The full reason,
+// with its numbers, stays out of labels.
+func Why(st throttle.JobStatus) string {
 	switch {
-	case unavailable:
+	case st.Code == throttle.CodeUnavailable:
 		return "no valid allocation"
-	case strings.HasPrefix(reason, "paused: hold "):
-		// "paused: hold <id> on …" or "paused: hold <id>: …"
-		id := strings.FieldsFunc(strings.TrimPrefix(reason, "paused: hold "), func(r rune) bool { return r == ' ' || r == ':' })
-		if len(id) > 0 {
-			return "hold " + id[0]
-		}
+	case st.Code == throttle.CodeHeld && len(st.Holds) > 0:
+		return "hold " + st.Holds[0].ID
+	case st.Code == throttle.CodeHeld:
 		return "hold"
-	case binding != "":
-		return "binding " + binding
+	case st.Binding != "" && st.Code.Go():
+		return "binding " + st.Binding
+	case st.Code == "":
+		return string(st.State)
 	}
-	return state
+	return string(st.Code)
 }
 
 // CollectMetrics sends the client's metrics (leadership; on the leader the
@@ -208,10 +207,15 @@ func (c *Client) jobMetrics() []JobMetrics {
 		if st.Total > 0 {
 			left = max(0, st.Total-st.Rows)
 		}
-		out = append(out, JobMetrics{Name: st.Job, State: string(st.State), Why: Why(string(st.State), st.Reason, st.Binding, false),
+		out = append(out, JobMetrics{Name: st.Job, State: string(st.State), Why: Why(c.jobStatus(throttle.Job(st.Job))),
 			Rate: st.Rate, Batches: st.Batches, Rows: st.Rows, Errors: st.Errors, Retries: st.Retries, BatchSize: st.BatchSize, Remaining: left})
 	}
 	return out
+}
+
+// jobStatus is job j's status from the pacer this process runs it with.
+func (c *Client) jobStatus(j throttle.Job) throttle.JobStatus {
+	return c.mode.status(j)
 }
 
 // cut shortens s to n characters, marking the cut.

@@ -17,22 +17,27 @@ import (
 	"github.com/throttled/throttled/throttle"
 )
 
-// A job's why label stays within a small set however its reason reads:
-// no numbers, no free text, the hold's id and nothing after it.
+// A job's why label comes from the status's code, never from its text:
+// the hold's id and nothing after it, the binding signal, the want of a
+// valid allocation, or the code; no numbers, no free text.
 func TestWhyIsBounded(t *testing.T) {
+	h12 := throttle.Hold{ID: "h12", Reason: "vacuum first: 42 rows"}
 	for _, tc := range []struct {
-		state, reason, binding string
-		unavailable            bool
-		want                   string
+		st   throttle.JobStatus
+		want string
 	}{
-		{"paused", "paused: hold h12 on job:purge by alice (manual): vacuum first, until 2026-11-30T16:00:00Z", "", false, "hold h12"},
-		{"paused", "paused: hold 42: deploy window", "", false, "hold 42"},
-		{"paused", "paused: allocation lease expired", "", true, "no valid allocation"},
-		{"throttled", "throttled: primary_load at 0.93 of target 0.70", "primary_load", false, "binding primary_load"},
-		{"running", "running", "", false, "running"},
+		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h12 on job:purge by alice (manual): vacuum first, until 2026-11-30T16:00:00Z", Holds: []throttle.Hold{h12}}, "hold h12"},
+		// A reason that reads like a hold is not one: the code decides.
+		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeUnavailable, Reason: "paused: hold h9 on all"}, "no valid allocation"},
+		{throttle.JobStatus{State: throttle.JobThrottled, Code: throttle.CodeCut, Reason: "throttled: cut by 30%: primary_load at 1.3 of target", Binding: "primary_load"}, "binding primary_load"},
+		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeCritical, Reason: "critical: primary_load reached 1.9 (critical 1)", Binding: "primary_load"}, "critical"},
+		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeStale, Reason: "stale: replica_lag_seconds (too old)", Binding: "replica_lag_seconds"}, "stale"},
+		{throttle.JobStatus{State: throttle.JobRunning, Code: throttle.CodeSlowStart, Reason: "running: slow start: budget 2/s, doubling back toward 8/s"}, "slow_start"},
+		{throttle.JobStatus{State: throttle.JobThrottled, Code: throttle.CodeTooSlow, Reason: "throttled: 0.05 batches/s, one batch every 20s"}, "too_slow"},
+		{throttle.JobStatus{State: throttle.JobRunning}, "running"},
 	} {
-		if got := throttled.Why(tc.state, tc.reason, tc.binding, tc.unavailable); got != tc.want {
-			t.Errorf("Why(%q) = %q; want %q", tc.reason, got, tc.want)
+		if got := throttled.Why(tc.st); got != tc.want {
+			t.Errorf("Why(%s, %q) = %q; want %q", tc.st.Code, tc.st.Reason, got, tc.want)
 		}
 	}
 }

@@ -13,7 +13,6 @@ package throttled
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/internal/coord"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
@@ -76,13 +76,13 @@ type Client struct {
 	poller    *signals.Poller
 	ctl       *throttle.Controller
 	ls        *throttle.Limiters
-	holds     *throttle.Holds
+	holds     *throttle.LocalHolds
 	store     *holds.Store   // nil without CoordinationDSN
 	watcher   *holds.Watcher // nil without CoordinationDSN
 	coord     *pgxpool.Pool
-	co        *coordinator // nil unless Options.Coordinate
-	sources   unionHolds   // every hold this process knows of
-	durable   unionHolds   // the durable and configured ones, shared by the cluster
+	mode      mode       // solo, or coordinated with Options.Coordinate
+	sources   unionHolds // every hold this process knows of
+	durable   unionHolds // the durable and configured ones, shared by the cluster
 	tick      time.Duration
 	audits    chan holds.Entry
 	onEnforce func([]holds.Violation)
@@ -117,7 +117,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	local, err := throttle.NewHolds(throttle.HoldsConfig{})
+	local, err := throttle.NewLocalHolds(throttle.LocalHoldsConfig{})
 	if err != nil {
 		return nil, err
 	}
@@ -159,9 +159,17 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		// Only the leader samples: this process's poller runs while it
 		// leads.
 		poller.Close()
-		c.co = newCoordinator(c, opts)
-		c.wg.Go(func() { c.co.run(runCtx) })
+		e := coord.New(coord.Deps{Log: c.log, Pool: c.coord, Holds: c.sources, Changed: c.watcher.Changed, Poller: poller,
+			Controller: opts.Controller, Published: c.published, Tick: c.tick,
+			Prepare: func(cfg throttle.Config) throttle.Config {
+				cfg = withResolution(cfg, opts.Cores)
+				cfg.Holds = c.durable
+				return cfg
+			}})
+		c.mode = coordinated{c: c, e: e}
+		c.wg.Go(func() { e.Run(runCtx) })
 	} else {
+		c.mode = solo{c: c}
 		c.wg.Go(func() { _ = poller.Run(runCtx) })
 		c.wg.Go(func() { c.decide(runCtx) })
 	}
@@ -318,18 +326,11 @@ func (c *Client) published(d throttle.Decision) {
 // coordinated mode the job becomes a worker of the cluster's leader.
 func (c *Client) Pacer(cfg jobs.Config) (Pacer, error) {
 	name := throttle.Job(cfg.Name)
-	if err := name.Validate(); err != nil {
-		return nil, err
-	}
 	jc := throttle.JobConfig{Name: name, Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate}
-	if err := c.ctl.Register(jc); err != nil {
+	if err := jc.Validate(); err != nil {
 		return nil, err
 	}
-	if c.co != nil {
-		c.ctl.Unregister(name) // the leader's controller registers it
-		return c.co.register(context.Background(), cfg)
-	}
-	return c.ls.Pacer(c.ctl, name), nil
+	return c.mode.pacer(cfg, jc)
 }
 
 // Job registers a job with the controller and returns it, paced. db and
@@ -337,7 +338,7 @@ func (c *Client) Pacer(cfg jobs.Config) (Pacer, error) {
 func (c *Client) Job(cfg jobs.Config, db jobs.DB, fn jobs.BatchFunc) (*jobs.Job, error) {
 	// Check the whole configuration before registering anything: a
 	// refused job must take no share of the budget.
-	if _, err := jobs.New(cfg, db, refusingPacer{}, fn); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	p, err := c.Pacer(cfg)
@@ -359,52 +360,35 @@ func (c *Client) Job(cfg jobs.Config, db jobs.DB, fn jobs.BatchFunc) (*jobs.Job,
 // policies, budget) after validating it; in coordinated mode only. A
 // configuration the controller refuses changes nothing.
 func (c *Client) Reconfigure(cfg throttle.Config) error {
-	if c.co == nil {
-		return fmt.Errorf("throttled: Reconfigure needs Options.Coordinate")
+	if _, ok := c.mode.(solo); ok {
+		return c.mode.reconfigure(cfg)
 	}
 	probe := cfg
 	probe.Holds = c.sources
 	if _, err := throttle.New(probe); err != nil {
 		return err
 	}
-	c.co.reconfigure(cfg)
-	return nil
+	return c.mode.reconfigure(cfg)
 }
 
 // UpdateJob changes a registered job's weight and rate limits
 // (coordinated mode).
 func (c *Client) UpdateJob(cfg jobs.Config) error {
 	jc := throttle.JobConfig{Name: throttle.Job(cfg.Name), Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate}
-	if c.co == nil {
-		return c.ctl.Register(jc)
-	}
 	if err := jc.Validate(); err != nil {
 		return err
 	}
-	return c.co.update(context.Background(), cfg)
-}
-
-// refusingPacer lets jobs.New check a configuration before the job is
-// registered; it never grants.
-type refusingPacer struct{}
-
-func (refusingPacer) Wait(context.Context) (func(int64, time.Duration, error), error) {
-	return nil, errors.New("throttled: not registered")
+	return c.mode.update(cfg, jc)
 }
 
 // RemoveJob stops a job of this process: its pacer grants nothing more.
 func (c *Client) RemoveJob(name string) error {
-	if c.co == nil {
-		c.ls.Get(throttle.Job(name)).Pause("job removed")
-		c.ctl.Unregister(throttle.Job(name))
-		return nil
-	}
-	return c.co.remove(context.Background(), throttle.Job(name))
+	return c.mode.remove(throttle.Job(name))
 }
 
 // Leader reports whether this process leads (always true without
 // Options.Coordinate).
-func (c *Client) Leader() bool { return c.co == nil || c.co.isLeader.Load() }
+func (c *Client) Leader() bool { return c.mode.leader() }
 
 // Decision returns the latest decision.
 func (c *Client) Decision() throttle.Decision {
@@ -423,9 +407,10 @@ func (c *Client) Decisions() <-chan throttle.Decision {
 	return ch
 }
 
-// Holds is the client's in-process holds: a hold added here pauses its
-// jobs at the next tick.
-func (c *Client) Holds() *throttle.Holds { return c.holds }
+// LocalHolds is this process's own set of holds, in memory: a hold added
+// here pauses this process's jobs at the next tick, and no other
+// process's (for those, see DurableHolds).
+func (c *Client) LocalHolds() *throttle.LocalHolds { return c.holds }
 
 // Controller is the client's controller.
 func (c *Client) Controller() *throttle.Controller { return c.ctl }
@@ -449,23 +434,16 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	// Close every gate: a decision that can no longer be renewed must not
 	// keep work flowing.
-	c.ls.PauseAll("throttled client closed")
-	if c.co != nil {
-		c.co.mu.Lock()
-		for _, w := range c.co.workers {
-			w.stop()
-		}
-		c.co.mu.Unlock()
-		c.co.unregister()
-	}
+	c.mode.close()
 	c.closeCoordination()
 	return nil
 }
 
-// Watcher is this process's view of the durable holds, or nil without
-// Options.CoordinationDSN.
-func (c *Client) Watcher() *holds.Watcher { return c.watcher }
+// HoldWatcher is this process's view of the durable holds (LISTEN/NOTIFY
+// and a poll), or nil without Options.CoordinationDSN.
+func (c *Client) HoldWatcher() *holds.Watcher { return c.watcher }
 
-// Store is the durable holds and audit log, or nil without
+// DurableHolds is the cluster's holds and audit log, in the database: a
+// hold made there pauses every process; nil without
 // Options.CoordinationDSN.
-func (c *Client) Store() *holds.Store { return c.store }
+func (c *Client) DurableHolds() *holds.Store { return c.store }

@@ -29,6 +29,7 @@ import (
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/throttled/throttled/internal/jobname"
+	"github.com/throttled/throttled/page"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
 	"github.com/zclconf/go-cty/cty"
@@ -173,8 +174,11 @@ type Notifier struct {
 
 // Job is a job's configuration.
 type Job struct {
-	Name                       string
-	Weight, MinRate, MaxRate   float64
+	Name                     string
+	Weight, MinRate, MaxRate float64
+	// MinBatchSize, MaxBatchSize and TargetBatchDuration, when set (not
+	// 0), bound the batch size of the job's remote workers: the sidecar
+	// sends them with every token, and they replace the worker's own.
 	MinBatchSize, MaxBatchSize int
 	TargetBatchDuration        time.Duration
 }
@@ -184,32 +188,35 @@ type Config struct {
 	// Path is the file it came from; Version a digest of its text.
 	Path, Version string
 
-	PrimaryDSN      string
-	CoordinationDSN string
-	Cores           float64
+	// Fields tagged restart take effect only when throttled restarts; a
+	// reload that changes one is refused, naming it (see [RestartOnly]).
+	// Every other field a reload applies.
+	PrimaryDSN      string  `restart:"primary dsn"`
+	CoordinationDSN string  `restart:"coordination_dsn"`
+	Cores           float64 `restart:"cores"`
 	// Replicas maps each configured replica to its policy.
 	Replicas map[string]throttle.ReplicaPolicy
 	// ReplicaDSNs are replicas to sample directly, by name.
-	ReplicaDSNs map[string]string
+	ReplicaDSNs map[string]string `restart:"replica dsns"`
 	Rules       map[signals.Name]throttle.Rule
 	Jobs        []Job
-	HoldDefault time.Duration
-	HoldMax     time.Duration
-	Listen      string
-	TLSCert     string
-	TLSKey      string
+	HoldDefault time.Duration `restart:"holds default_ttl/max_ttl"`
+	HoldMax     time.Duration `restart:"holds default_ttl/max_ttl"`
+	Listen      string        `restart:"listen address"`
+	TLSCert     string        `restart:"tls_cert/tls_key"`
+	TLSKey      string        `restart:"tls_cert/tls_key"`
 	// OpenReads leaves the read endpoints open without a token.
 	OpenReads bool
 	// MaxConcurrent is how many requests the API serves at once before
 	// shedding with 503.
-	MaxConcurrent int
+	MaxConcurrent int `restart:"max_concurrent_requests"`
 	Tokens        []Token
 	Notifiers     []Notifier
 	MaxBudget     float64
 	QuietPeriod   time.Duration
 	// Cluster names the database cluster in pages. Defaults to
 	// "postgres".
-	Cluster string
+	Cluster string `restart:"cluster"`
 	// Dashboard is the URL every page links to.
 	Dashboard string
 	// Grafana configures the Alerting webhook contact point.
@@ -258,7 +265,8 @@ type Grafana struct {
 	ReturnURLs []string
 	// URL and ServiceAccountToken, when set, make the leader push every
 	// hold to Grafana's annotations API as a region, closed on release.
-	URL, ServiceAccountToken string
+	URL                 string `restart:"grafana url/service_account_token"`
+	ServiceAccountToken string `restart:"grafana url/service_account_token"`
 	// AllowUnstampedSignatures accepts a signature over the body alone,
 	// without a timestamp header: for Grafana versions that sign the body
 	// only; such requests can be replayed. Defaults to false: a signed
@@ -420,6 +428,22 @@ func (c *Config) build(doc *file, v *validator) {
 		v.errs = append(v.errs, fmt.Errorf("config: %s: a primary block is required", c.Path))
 		return
 	}
+	c.buildCluster(doc, v)
+	c.buildPrimary(doc, v)
+	c.buildReplicas(doc, v)
+	ruleBlocks := c.buildSignals(doc, v)
+	c.buildJobs(doc, v)
+	c.buildHolds(doc, v)
+	c.buildListen(doc, v)
+	c.buildTokens(doc, v)
+	c.buildNotifiers(doc, v)
+	c.buildGrafana(doc, v)
+	c.buildControl(doc, v)
+	c.checkController(doc, v, ruleBlocks)
+}
+
+// buildCluster reads the cluster's name and the dashboard link.
+func (c *Config) buildCluster(doc *file, v *validator) {
 	c.Cluster = "postgres"
 	if doc.Cluster != nil {
 		if *doc.Cluster == "" {
@@ -430,6 +454,10 @@ func (c *Config) build(doc *file, v *validator) {
 	if doc.Dashboard != nil {
 		c.Dashboard = *doc.Dashboard
 	}
+}
+
+// buildPrimary reads the primary block: its DSNs and cores.
+func (c *Config) buildPrimary(doc *file, v *validator) {
 	p := doc.Primary
 	c.places = places{primary: p.Range, replicas: map[string]hcl.Range{}}
 	// An empty DSN is refused, not passed on: pgx reads "" as the libpq
@@ -456,7 +484,10 @@ func (c *Config) build(doc *file, v *validator) {
 		v.bad(p.Range, "primary: cores must be a positive number of CPU cores, got %v", p.Cores)
 	}
 	c.Cores = p.Cores
+}
 
+// buildReplicas reads the replica blocks: each one's policy and DSN.
+func (c *Config) buildReplicas(doc *file, v *validator) {
 	c.Replicas, c.ReplicaDSNs = map[string]throttle.ReplicaPolicy{}, map[string]string{}
 	for _, r := range doc.Replicas {
 		if !v.first(r.Range, "replica", r.Name) {
@@ -480,36 +511,10 @@ func (c *Config) build(doc *file, v *validator) {
 			c.ReplicaDSNs[r.Name] = *r.DSN
 		}
 	}
+}
 
-	c.Rules = throttle.DefaultRules()
-	ruleBlocks := map[signals.Name]hcl.Range{}
-	for _, s := range doc.Signals {
-		name := signals.Name(s.Name)
-		if !signals.Known(name) {
-			v.bad(s.Range, "signal %q: unknown; signals are %v", s.Name, signals.Names)
-			continue
-		}
-		if !v.first(s.Range, "signal", s.Name) {
-			continue
-		}
-		ruleBlocks[name] = s.Range
-		r := throttle.Rule{Target: s.Target, MaxAge: v.duration(s.Range, "max_age", s.MaxAge, 0)}
-		// An omitted critical keeps the signal's default one: a block that
-		// only moves the target must not drop the auto-pause (critical = 0
-		// turns it off, in so many words).
-		if s.Critical != nil {
-			r.Critical = *s.Critical
-		} else if def, ok := c.Rules[name]; ok {
-			r.Critical = def.Critical
-		}
-		if s.Required != nil {
-			r.Required = *s.Required
-		} else if def, ok := c.Rules[name]; ok {
-			r.Required = def.Required
-		}
-		c.Rules[name] = r
-	}
-
+// buildJobs reads the job blocks.
+func (c *Config) buildJobs(doc *file, v *validator) {
 	for _, j := range doc.Jobs {
 		if p := jobname.Problem(j.Name); p != "" {
 			v.bad(j.Range, "job %q: name %s", j.Name, p)
@@ -517,22 +522,20 @@ func (c *Config) build(doc *file, v *validator) {
 		if !v.first(j.Range, "job", j.Name) {
 			continue
 		}
-		job := Job{Name: j.Name, Weight: 1, TargetBatchDuration: v.duration(j.Range, "target_batch_duration", j.TargetBatchDuration, time.Second)}
+		job := Job{Name: j.Name, Weight: 1, TargetBatchDuration: v.duration(j.Range, "target_batch_duration", j.TargetBatchDuration, 0)}
 		for _, f := range []struct {
-			name string
-			src  *float64
-			dst  *float64
-		}{{"weight", j.Weight, &job.Weight}, {"min_rate", j.MinRate, &job.MinRate}, {"max_rate", j.MaxRate, &job.MaxRate}} {
-			if f.src == nil {
-				continue
+			src *float64
+			dst *float64
+		}{{j.Weight, &job.Weight}, {j.MinRate, &job.MinRate}, {j.MaxRate, &job.MaxRate}} {
+			if f.src != nil {
+				*f.dst = *f.src
 			}
-			if *f.src < 0 || math.IsNaN(*f.src) || math.IsInf(*f.src, 0) || (f.name == "weight" && *f.src == 0) {
-				v.bad(j.Range, "job %q: %s must be positive, got %v", j.Name, f.name, *f.src)
-			}
-			*f.dst = *f.src
 		}
-		if job.MaxRate > 0 && job.MinRate > job.MaxRate {
-			v.bad(j.Range, "job %q: min_rate %v must not exceed max_rate %v", j.Name, job.MinRate, job.MaxRate)
+		if j.Weight != nil && *j.Weight == 0 {
+			v.bad(j.Range, "job %q: weight must be positive, got 0 (leave it out for 1)", j.Name)
+		}
+		for _, p := range jobname.LimitProblems(job.Weight, job.MinRate, job.MaxRate, jobname.LimitNames{Weight: "weight", MinRate: "min_rate", MaxRate: "max_rate"}) {
+			v.bad(j.Range, "job %q: %s", j.Name, p)
 		}
 		if j.MinBatchSize != nil {
 			job.MinBatchSize = *j.MinBatchSize
@@ -545,8 +548,11 @@ func (c *Config) build(doc *file, v *validator) {
 		}
 		c.Jobs = append(c.Jobs, job)
 	}
+}
 
-	c.HoldDefault, c.HoldMax = time.Hour, 24*time.Hour
+// buildHolds reads the holds block: the default and maximum TTL.
+func (c *Config) buildHolds(doc *file, v *validator) {
+	c.HoldDefault, c.HoldMax = throttle.DefaultHoldTTL, throttle.DefaultMaxHoldTTL
 	if h := doc.Holds; h != nil {
 		c.HoldDefault = v.duration(h.Range, "default_ttl", h.DefaultTTL, c.HoldDefault)
 		c.HoldMax = v.duration(h.Range, "max_ttl", h.MaxTTL, c.HoldMax)
@@ -554,7 +560,10 @@ func (c *Config) build(doc *file, v *validator) {
 			v.bad(h.Range, "holds: default_ttl %s must not exceed max_ttl %s", c.HoldDefault, c.HoldMax)
 		}
 	}
+}
 
+// buildListen reads the listen block: address, TLS, open reads and the request cap.
+func (c *Config) buildListen(doc *file, v *validator) {
 	c.MaxConcurrent = 64
 	if l := doc.Listen; l != nil {
 		if p := listenProblem(l.Address); p != "" {
@@ -577,7 +586,10 @@ func (c *Config) build(doc *file, v *validator) {
 			c.MaxConcurrent = *l.MaxRequest
 		}
 	}
+}
 
+// buildTokens reads the token blocks: one secret per token, known scopes.
+func (c *Config) buildTokens(doc *file, v *validator) {
 	secrets := map[string]string{} // secret → the token that has it
 	for _, t := range doc.Tokens {
 		if !v.first(t.Range, "token", t.Name) {
@@ -604,23 +616,28 @@ func (c *Config) build(doc *file, v *validator) {
 		}
 		c.Tokens = append(c.Tokens, tok)
 	}
+}
+
+// buildNotifiers reads the notifier blocks.
+func (c *Config) buildNotifiers(doc *file, v *validator) {
 	for _, n := range doc.Notifiers {
 		// Two notifiers of one kind may page two places; the same kind
 		// and URL twice would page one place twice.
 		if !v.first(n.Range, "notifier", n.Kind+" to "+shownURL(n.URL)) {
 			continue
 		}
-		switch n.Kind {
-		case "webhook", "alertmanager", "pagerduty":
-		default:
-			v.bad(n.Range, "notifier %q: want webhook, alertmanager or pagerduty", n.Kind)
+		if !slices.Contains(page.Kinds, n.Kind) {
+			v.bad(n.Range, "notifier %q: want %s", n.Kind, strings.Join(page.Kinds, ", "))
 		}
 		if !strings.HasPrefix(n.URL, "http://") && !strings.HasPrefix(n.URL, "https://") {
 			v.bad(n.Range, "notifier %q: url = %q: want an http(s) URL", n.Kind, shownURL(n.URL))
 		}
 		c.Notifiers = append(c.Notifiers, Notifier{Kind: n.Kind, URL: n.URL, Secret: v.secret(n.Range, "secret", n.Secret, n.SecretFile)})
 	}
+}
 
+// buildGrafana reads the grafana block.
+func (c *Config) buildGrafana(doc *file, v *validator) {
 	c.Grafana = Grafana{SignatureHeader: "X-Grafana-Alerting-Signature", TimestampHeader: "X-Grafana-Alerting-Timestamp",
 		ReplayWindow: 5 * time.Minute, HoldTTL: time.Hour}
 	if g := doc.Grafana; g != nil {
@@ -671,6 +688,10 @@ func (c *Config) build(doc *file, v *validator) {
 			v.bad(g.Range, "grafana: hold_ttl %s exceeds the holds' max_ttl %s", c.Grafana.HoldTTL, c.HoldMax)
 		}
 	}
+}
+
+// buildControl reads the controller block.
+func (c *Config) buildControl(doc *file, v *validator) {
 	if ctl := doc.Control; ctl != nil {
 		if ctl.MaxBudget != nil {
 			if !(*ctl.MaxBudget > 0) || math.IsInf(*ctl.MaxBudget, 0) {
@@ -680,7 +701,40 @@ func (c *Config) build(doc *file, v *validator) {
 		}
 		c.QuietPeriod = v.duration(ctl.Range, "quiet_period", ctl.QuietPeriod, 0)
 	}
-	c.checkController(doc, v, ruleBlocks)
+}
+
+// buildSignals reads the signal blocks over the default rules and
+// returns where each block is, for the controller's errors.
+func (c *Config) buildSignals(doc *file, v *validator) map[signals.Name]hcl.Range {
+	c.Rules = throttle.DefaultRules()
+	ruleBlocks := map[signals.Name]hcl.Range{}
+	for _, s := range doc.Signals {
+		name := signals.Name(s.Name)
+		if !signals.Known(name) {
+			v.bad(s.Range, "signal %q: unknown; signals are %v", s.Name, signals.Names)
+			continue
+		}
+		if !v.first(s.Range, "signal", s.Name) {
+			continue
+		}
+		ruleBlocks[name] = s.Range
+		r := throttle.Rule{Target: s.Target, MaxAge: v.duration(s.Range, "max_age", s.MaxAge, 0)}
+		// An omitted critical keeps the signal's default one: a block that
+		// only moves the target must not drop the auto-pause (critical = 0
+		// turns it off, in so many words).
+		if s.Critical != nil {
+			r.Critical = *s.Critical
+		} else if def, ok := c.Rules[name]; ok {
+			r.Critical = def.Critical
+		}
+		if s.Required != nil {
+			r.Required = *s.Required
+		} else if def, ok := c.Rules[name]; ok {
+			r.Required = def.Required
+		}
+		c.Rules[name] = r
+	}
+	return ruleBlocks
 }
 
 // checkController runs the controller's own validation, the one judge of

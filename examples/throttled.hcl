@@ -33,6 +33,8 @@ signal "replica_lag_seconds" {
 }
 
 # Jobs: weight shares the budget; min/max rate in batches per second.
+# min_batch_size, max_batch_size and target_batch_duration, when set, bound
+# the batches of the job's remote workers (they replace the worker's own).
 job "purge" {
   weight                = 1
   max_rate              = 20

@@ -25,9 +25,9 @@ const (
 // renews the existing hold's expiry instead of adding one; a firing that
 // started before the last resolve of the same key (delivered out of order)
 // adds nothing.
-func (s *Store) AddExternal(ctx context.Context, key string, startsAt time.Time, r Request) (throttle.Hold, ExternalResult, error) {
+func (s *Store) AddExternal(ctx context.Context, key string, startsAt time.Time, r throttle.HoldRequest) (throttle.Hold, ExternalResult, error) {
 	if key == "" {
-		return throttle.Hold{}, "", fmt.Errorf("%w: an external hold needs a key", ErrInvalid)
+		return throttle.Hold{}, "", fmt.Errorf("%w: an external hold needs a key", throttle.ErrInvalidHold)
 	}
 	if err := checkStorable("key", key); err != nil {
 		return throttle.Hold{}, "", err
@@ -90,7 +90,7 @@ func (s *Store) AddExternal(ctx context.Context, key string, startsAt time.Time,
 // ReleaseExternal releases the active hold keyed by key, if any, and
 // remembers the resolve (endsAt) so a late firing of the same alert is
 // ignored. It reports whether a hold was released. A key, actor or reason
-// PostgreSQL cannot store is refused with an error wrapping ErrInvalid.
+// PostgreSQL cannot store is refused with an error wrapping [throttle.ErrInvalidHold].
 func (s *Store) ReleaseExternal(ctx context.Context, key string, endsAt time.Time, actor string, source throttle.Source, reason string) (bool, error) {
 	if err := checkStorable("key", key, "actor", actor, "reason", reason); err != nil {
 		return false, err

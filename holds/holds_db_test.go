@@ -57,20 +57,20 @@ func TestAddValidatesAndAudits(t *testing.T) {
 	var dbNow time.Time
 	pool.QueryRow(ctx, "SELECT now()").Scan(&dbNow)
 	for _, tc := range []struct {
-		r    holds.Request
+		r    throttle.HoldRequest
 		want string
 	}{
-		{holds.Request{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "x", TTL: 48 * time.Hour}, "TTL 48h0m0s exceeds the maximum 24h0m0s"},
-		{holds.Request{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "x", TTL: -time.Second}, "TTL -1s is negative"},
-		{holds.Request{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "  "}, "a reason is required"},
-		{holds.Request{Scope: throttle.AllJobs(), Source: "cron", Reason: "x"}, `source "cron"`},
-		{holds.Request{Scope: throttle.OneJob("Bad Name"), Source: throttle.SourceManual, Reason: "x"}, "Bad Name"},
+		{throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "x", TTL: 48 * time.Hour}, "TTL 48h0m0s exceeds the maximum 24h0m0s"},
+		{throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "x", TTL: -time.Second}, "TTL -1s is negative"},
+		{throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "  "}, "a reason is required"},
+		{throttle.HoldRequest{Scope: throttle.AllJobs(), Source: "cron", Reason: "x"}, `source "cron"`},
+		{throttle.HoldRequest{Scope: throttle.OneJob("Bad Name"), Source: throttle.SourceManual, Reason: "x"}, "Bad Name"},
 	} {
-		if _, err := store.Add(ctx, tc.r); !errors.Is(err, holds.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+		if _, err := store.Add(ctx, tc.r); !errors.Is(err, throttle.ErrInvalidHold) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Add(%+v) = %v; want %q", tc.r, err, tc.want)
 		}
 	}
-	h, err := store.Add(ctx, holds.Request{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "replica rebuild", Actor: "alice"})
+	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "replica rebuild", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +85,11 @@ func TestAddValidatesAndAudits(t *testing.T) {
 func TestReleaseRules(t *testing.T) {
 	_, _, store := setup(t)
 	ctx := context.Background()
-	person, err := store.Add(ctx, holds.Request{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "investigating", Actor: "alice"})
+	person, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "investigating", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	auto, err := store.Add(ctx, holds.Request{Scope: throttle.OneJob("purge"), Source: throttle.SourceAuto, Reason: "critical load", Actor: "throttled"})
+	auto, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("purge"), Source: throttle.SourceAuto, Reason: "critical load", Actor: "throttled"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,10 +113,10 @@ func TestReleaseRules(t *testing.T) {
 	if len(active) != 1 || active[0].ID != person.ID {
 		t.Fatalf("after the automatic hold ended: %v; want the person's hold alone", active)
 	}
-	if _, err := store.Release(ctx, auto.ID, "bob", throttle.SourceCLI, ""); !errors.Is(err, holds.ErrUnknownHold) {
+	if _, err := store.Release(ctx, auto.ID, "bob", throttle.SourceCLI, ""); !errors.Is(err, throttle.ErrUnknownHold) {
 		t.Fatalf("releasing a released hold: %v", err)
 	}
-	if _, err := store.Release(ctx, "h999999", "bob", throttle.SourceCLI, ""); !errors.Is(err, holds.ErrUnknownHold) || !strings.Contains(err.Error(), "h999999") {
+	if _, err := store.Release(ctx, "h999999", "bob", throttle.SourceCLI, ""); !errors.Is(err, throttle.ErrUnknownHold) || !strings.Contains(err.Error(), "h999999") {
 		t.Fatalf("unknown hold: %v", err)
 	}
 	if _, err := store.Release(ctx, person.ID, "alice", throttle.SourceCLI, "done"); err != nil {
@@ -161,7 +161,7 @@ func TestWatcherSeesChangesWithinASecondByNotification(t *testing.T) {
 		}
 		return nil
 	})
-	h, err := store.Add(ctx, holds.Request{Scope: throttle.Group("purge_"), Source: throttle.SourceCLI, Reason: "deploy", Actor: "alice"})
+	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.Group("purge_"), Source: throttle.SourceCLI, Reason: "deploy", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestHoldsExpireOnTheirOwnAndAreAuditedOnce(t *testing.T) {
 	ctx := context.Background()
 	var start time.Time
 	pool.QueryRow(ctx, "SELECT now()").Scan(&start)
-	h, err := store.Add(ctx, holds.Request{Scope: throttle.AllJobs(), Source: throttle.SourceCLI, Reason: "short", Actor: "alice", TTL: time.Second})
+	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceCLI, Reason: "short", Actor: "alice", TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestEnforceDetectsAuditsAndCancelsWorkUnderAHold(t *testing.T) {
 	c, pool, store := setup(t)
 	ctx := context.Background()
 	w := holds.NewWatcher(pool, holds.WatcherConfig{})
-	h, err := store.Add(ctx, holds.Request{Scope: throttle.OneJob("rogue"), Source: throttle.SourceManual, Reason: "incident", Actor: "alice"})
+	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("rogue"), Source: throttle.SourceManual, Reason: "incident", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestClusterCapIsEnforcedByTheDatabase(t *testing.T) {
 	if got, err := store.ClusterMaxTTL(ctx); err != nil || got != holds.DefaultMaxTTL {
 		t.Fatalf("cluster cap %s, %v; want the default %s", got, err, holds.DefaultMaxTTL)
 	}
-	if _, err := store.SetMaxTTL(ctx, 0, "alice", throttle.SourceCLI, "x"); !errors.Is(err, holds.ErrInvalid) {
+	if _, err := store.SetMaxTTL(ctx, 0, "alice", throttle.SourceCLI, "x"); !errors.Is(err, throttle.ErrInvalidHold) {
 		t.Fatalf("a cap of 0: %v; want refused", err)
 	}
 	setClusterCap(t, store, 2*time.Hour)
@@ -381,11 +381,11 @@ func TestClusterCapIsEnforcedByTheDatabase(t *testing.T) {
 		t.Fatalf("cap changes audited: %+v; want one, by test, 86400 s to 7200 s", changes)
 	}
 
-	req := holds.Request{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "long", Actor: "alice", TTL: 3 * time.Hour}
-	if _, err := store.Add(ctx, req); !errors.Is(err, holds.ErrInvalid) || !strings.Contains(err.Error(), "TTL 3h0m0s exceeds the maximum 2h0m0s") {
+	req := throttle.HoldRequest{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "long", Actor: "alice", TTL: 3 * time.Hour}
+	if _, err := store.Add(ctx, req); !errors.Is(err, throttle.ErrInvalidHold) || !strings.Contains(err.Error(), "TTL 3h0m0s exceeds the maximum 2h0m0s") {
 		t.Fatalf("Add 3h under a 2h cluster cap (store max 100h): %v", err)
 	}
-	if _, _, err := store.AddExternal(ctx, "grafana:cap-new", time.Time{}, req); !errors.Is(err, holds.ErrInvalid) || !strings.Contains(err.Error(), "exceeds the maximum 2h0m0s") {
+	if _, _, err := store.AddExternal(ctx, "grafana:cap-new", time.Time{}, req); !errors.Is(err, throttle.ErrInvalidHold) || !strings.Contains(err.Error(), "exceeds the maximum 2h0m0s") {
 		t.Fatalf("AddExternal 3h: %v", err)
 	}
 	// A renewal may not stretch a hold past the cap either.
@@ -395,7 +395,7 @@ func TestClusterCapIsEnforcedByTheDatabase(t *testing.T) {
 		t.Fatalf("AddExternal 1h: %v, %v", res, err)
 	}
 	req.TTL = 3 * time.Hour
-	if _, _, err := store.AddExternal(ctx, "grafana:cap-renew", time.Time{}, req); !errors.Is(err, holds.ErrInvalid) || !strings.Contains(err.Error(), "TTL 3h0m0s") {
+	if _, _, err := store.AddExternal(ctx, "grafana:cap-renew", time.Time{}, req); !errors.Is(err, throttle.ErrInvalidHold) || !strings.Contains(err.Error(), "TTL 3h0m0s") {
 		t.Fatalf("renewal to 3h: %v", err)
 	}
 	// Plain SQL, as the role that writes schema throttled.
@@ -429,12 +429,12 @@ func TestClusterCapIsEnforcedByTheDatabase(t *testing.T) {
 func TestReleaseRefusesTextPostgresCannotStore(t *testing.T) {
 	_, _, store := setup(t)
 	ctx := context.Background()
-	h, err := store.Add(ctx, holds.Request{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "investigating", Actor: "alice"})
+	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "investigating", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := fmt.Sprintf("grafana:nul-%d", time.Now().UnixNano())
-	if _, _, err := store.AddExternal(ctx, key, time.Time{}, holds.Request{Scope: throttle.AllJobs(), Source: throttle.SourceGrafanaAlert, Reason: "alert", Actor: "grafana"}); err != nil {
+	if _, _, err := store.AddExternal(ctx, key, time.Time{}, throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceGrafanaAlert, Reason: "alert", Actor: "grafana"}); err != nil {
 		t.Fatal(err)
 	}
 	for name, call := range map[string]func() error{
@@ -449,7 +449,7 @@ func TestReleaseRefusesTextPostgresCannotStore(t *testing.T) {
 			return err
 		},
 		"AddExternal key": func() error {
-			_, _, err := store.AddExternal(ctx, "grafana:\x00", time.Time{}, holds.Request{Scope: throttle.AllJobs(), Source: throttle.SourceGrafanaAlert, Reason: "a"})
+			_, _, err := store.AddExternal(ctx, "grafana:\x00", time.Time{}, throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceGrafanaAlert, Reason: "a"})
 			return err
 		},
 		"SetMaxTTL reason": func() error {
@@ -457,8 +457,8 @@ func TestReleaseRefusesTextPostgresCannotStore(t *testing.T) {
 			return err
 		},
 	} {
-		if err := call(); !errors.Is(err, holds.ErrInvalid) {
-			t.Errorf("%s with text PostgreSQL cannot store: %v; want an error wrapping ErrInvalid", name, err)
+		if err := call(); !errors.Is(err, throttle.ErrInvalidHold) {
+			t.Errorf("%s with text PostgreSQL cannot store: %v; want an error wrapping ErrInvalidHold", name, err)
 		}
 	}
 	active, err := store.Active(ctx)

@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,12 +33,6 @@ const Channel = "throttled_holds"
 
 // Errors.
 var (
-	// ErrUnknownHold reports a hold ID that names no active hold.
-	ErrUnknownHold = errors.New("holds: no active hold with that id")
-	// ErrInvalid reports a hold request that is refused: a bad scope or
-	// source, an empty reason, text PostgreSQL cannot store, or a TTL that
-	// is negative or over the maximum (the store's own, or the cluster's).
-	ErrInvalid = errors.New("holds: invalid hold")
 	// ErrPersonsHold reports an attempt by automation to release a hold a
 	// person made.
 	ErrPersonsHold = errors.New("holds: automation may not release a person's hold")
@@ -48,11 +41,12 @@ var (
 // Defaults.
 const (
 	// DefaultTTL is a hold's lifetime when neither the request nor
-	// Config.DefaultTTL gives one.
-	DefaultTTL = time.Hour
+	// Config.DefaultTTL gives one: throttle's, the one default.
+	DefaultTTL = throttle.DefaultHoldTTL
 	// DefaultMaxTTL is the cluster's cap on a hold's lifetime until
-	// [Store.SetMaxTTL] changes it (migration 0006 creates it so).
-	DefaultMaxTTL = 24 * time.Hour
+	// [Store.SetMaxTTL] changes it (migration 0006 creates it so, and a
+	// test checks the two agree).
+	DefaultMaxTTL = throttle.DefaultMaxHoldTTL
 )
 
 // Config configures a [Store].
@@ -91,37 +85,14 @@ func NewStore(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Store, error)
 	return &Store{db: db, cfg: cfg}, nil
 }
 
-// Request asks for a hold.
-type Request struct {
-	Scope  throttle.Scope
-	Source throttle.Source
-	Reason string
-	Actor  string
-	// TTL is the hold's lifetime; 0 means the default.
-	TTL time.Duration
-}
-
-// Storable refuses text PostgreSQL cannot store in a text column: a NUL
-// character or invalid UTF-8. JSON carries a NUL as \u0000 and Go
-// decodes it into a string, so every input from outside is checked.
-func Storable(s string) error {
-	switch {
-	case !utf8.ValidString(s):
-		return errors.New("not valid UTF-8")
-	case strings.ContainsRune(s, 0):
-		return errors.New("contains a NUL character")
-	}
-	return nil
-}
-
-// storable is s with what [Storable] refuses replaced by U+FFFD.
+// storable is s with what [throttle.Storable] refuses replaced by U+FFFD.
 func storable(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // Check reports whether the store would accept r, without a database:
 // the checks Add makes before writing.
-func (s *Store) Check(r Request) error {
+func (s *Store) Check(r throttle.HoldRequest) error {
 	_, err := s.cfg.check(r)
 	return err
 }
@@ -129,42 +100,16 @@ func (s *Store) Check(r Request) error {
 // Check reports whether a store under c would accept r (a zero
 // DefaultTTL meaning its default), without a database: the cluster's cap
 // is checked only when the hold is written.
-func (c Config) Check(r Request) error {
+func (c Config) Check(r throttle.HoldRequest) error {
 	c.DefaultTTL = cmp.Or(c.DefaultTTL, DefaultTTL)
 	_, err := c.check(r)
 	return err
 }
 
-func (s *Store) validate(r Request) (time.Duration, error) { return s.cfg.check(r) }
+func (s *Store) validate(r throttle.HoldRequest) (time.Duration, error) { return s.cfg.check(r) }
 
-func (c Config) check(r Request) (time.Duration, error) {
-	var errs []string
-	if err := r.Scope.Validate(); err != nil {
-		errs = append(errs, err.Error())
-	}
-	switch r.Source {
-	case throttle.SourceManual, throttle.SourceAuto, throttle.SourceGrafanaAlert, throttle.SourceCLI:
-	default:
-		errs = append(errs, fmt.Sprintf("source %q: want manual, auto, grafana-alert or cli", r.Source))
-	}
-	if strings.TrimSpace(r.Reason) == "" {
-		errs = append(errs, "a reason is required")
-	}
-	errs = append(errs, unstorable("reason", r.Reason, "actor", r.Actor, "scope", r.Scope.Value)...)
-	ttl := r.TTL
-	switch {
-	case ttl < 0:
-		errs = append(errs, fmt.Sprintf("TTL %s is negative", ttl))
-	case ttl == 0:
-		ttl = c.DefaultTTL
-	}
-	if c.MaxTTL > 0 && ttl > c.MaxTTL {
-		errs = append(errs, fmt.Sprintf("TTL %s exceeds the maximum %s: no hold lives that long", ttl, c.MaxTTL))
-	}
-	if len(errs) > 0 {
-		return 0, fmt.Errorf("%w: %s", ErrInvalid, strings.Join(errs, "; "))
-	}
-	return ttl, nil
+func (c Config) check(r throttle.HoldRequest) (time.Duration, error) {
+	return r.Check(c.DefaultTTL, c.MaxTTL)
 }
 
 // unstorable checks name/value pairs with Storable and returns a problem
@@ -172,17 +117,17 @@ func (c Config) check(r Request) (time.Duration, error) {
 func unstorable(pairs ...string) []string {
 	var errs []string
 	for i := 0; i+1 < len(pairs); i += 2 {
-		if err := Storable(pairs[i+1]); err != nil {
+		if err := throttle.Storable(pairs[i+1]); err != nil {
 			errs = append(errs, pairs[i]+": "+err.Error())
 		}
 	}
 	return errs
 }
 
-// checkStorable is unstorable as an error wrapping ErrInvalid, or nil.
+// checkStorable is unstorable as an error wrapping [throttle.ErrInvalidHold], or nil.
 func checkStorable(pairs ...string) error {
 	if errs := unstorable(pairs...); len(errs) > 0 {
-		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(errs, "; "))
+		return fmt.Errorf("%w: %s", throttle.ErrInvalidHold, strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -193,7 +138,7 @@ func checkStorable(pairs ...string) error {
 const sqlStateTooLong = "TH001"
 
 // tooLong turns the database's refusal of a hold's expiry into an error
-// wrapping ErrInvalid that names the TTL asked and the cluster's cap. It
+// wrapping [throttle.ErrInvalidHold] that names the TTL asked and the cluster's cap. It
 // returns nil when err is not that refusal.
 func (s *Store) tooLong(ctx context.Context, err error, ttl time.Duration) error {
 	var pgErr *pgconn.PgError
@@ -202,9 +147,9 @@ func (s *Store) tooLong(ctx context.Context, err error, ttl time.Duration) error
 	}
 	if limit, cerr := s.ClusterMaxTTL(ctx); cerr == nil {
 		return fmt.Errorf("%w: TTL %s exceeds the maximum %s, the cluster's cap on holds (throttled.settings, from throttled run's holds.max_ttl)",
-			ErrInvalid, ttl, limit)
+			throttle.ErrInvalidHold, ttl, limit)
 	}
-	return fmt.Errorf("%w: TTL %s: %s", ErrInvalid, ttl, pgErr.Message)
+	return fmt.Errorf("%w: TTL %s: %s", throttle.ErrInvalidHold, ttl, pgErr.Message)
 }
 
 // ClusterMaxTTL returns the cluster's cap on a hold's lifetime
@@ -238,7 +183,7 @@ func seconds(secs float64) time.Duration {
 // cap (as it can the holds themselves); the audit log says who did.
 func (s *Store) SetMaxTTL(ctx context.Context, ttl time.Duration, actor string, source throttle.Source, reason string) (time.Duration, error) {
 	if ttl <= 0 {
-		return 0, fmt.Errorf("%w: max TTL %s must be positive", ErrInvalid, ttl)
+		return 0, fmt.Errorf("%w: max TTL %s must be positive", throttle.ErrInvalidHold, ttl)
 	}
 	if err := checkStorable("actor", actor, "source", string(source), "reason", reason); err != nil {
 		return 0, err
@@ -264,7 +209,7 @@ func (s *Store) SetMaxTTL(ctx context.Context, ttl time.Duration, actor string, 
 }
 
 // Add creates a hold and audits it, in one transaction.
-func (s *Store) Add(ctx context.Context, r Request) (throttle.Hold, error) {
+func (s *Store) Add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, error) {
 	ttl, err := s.validate(r)
 	if err != nil {
 		return throttle.Hold{}, err
@@ -292,21 +237,21 @@ func (s *Store) Add(ctx context.Context, r Request) (throttle.Hold, error) {
 // Release ends the active hold id on behalf of actor and source, and
 // audits it. Automation (source auto or grafana-alert) may release only
 // holds of its own source, never a person's. An actor or reason
-// PostgreSQL cannot store is refused with an error wrapping ErrInvalid.
+// PostgreSQL cannot store is refused with an error wrapping [throttle.ErrInvalidHold].
 func (s *Store) Release(ctx context.Context, id, actor string, source throttle.Source, reason string) (throttle.Hold, error) {
 	if err := checkStorable("reason", reason, "actor", actor); err != nil {
 		return throttle.Hold{}, err
 	}
 	n, err := strconv.ParseInt(strings.TrimPrefix(id, "h"), 10, 64)
 	if err != nil {
-		return throttle.Hold{}, fmt.Errorf("%w: %q", ErrUnknownHold, id)
+		return throttle.Hold{}, fmt.Errorf("%w: %q", throttle.ErrUnknownHold, id)
 	}
 	var h throttle.Hold
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `SELECT `+holdColumns+` FROM throttled.holds
 			WHERE id = $1 AND released_at IS NULL AND expires_at > now() FOR UPDATE`, n)
 		if h, err = scanHold(row); errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ErrUnknownHold, id)
+			return fmt.Errorf("%w: %q", throttle.ErrUnknownHold, id)
 		} else if err != nil {
 			return err
 		}
@@ -341,7 +286,7 @@ func (s *Store) ReleaseScope(ctx context.Context, scope throttle.Scope, actor st
 			continue
 		}
 		r, err := s.Release(ctx, h.ID, actor, source, reason)
-		if errors.Is(err, ErrUnknownHold) {
+		if errors.Is(err, throttle.ErrUnknownHold) {
 			continue // released or expired meanwhile
 		}
 		if err != nil {

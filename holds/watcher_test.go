@@ -33,11 +33,11 @@ func TestWatcherExpiresHoldsOnTheDatabasesClock(t *testing.T) {
 	if _, err := pool.Exec(ctx, "UPDATE throttled.holds SET released_at = now(), released_by = 'test' WHERE released_at IS NULL"); err != nil {
 		t.Fatal(err)
 	}
-	long, err := store.Add(ctx, Request{Scope: throttle.OneJob("purge"), Source: throttle.SourceCLI, Reason: "replica rebuild", Actor: "alice", TTL: time.Hour})
+	long, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("purge"), Source: throttle.SourceCLI, Reason: "replica rebuild", Actor: "alice", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	short, err := store.Add(ctx, Request{Scope: throttle.OneJob("archive"), Source: throttle.SourceCLI, Reason: "short", Actor: "alice", TTL: 2 * time.Second})
+	short, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("archive"), Source: throttle.SourceCLI, Reason: "short", Actor: "alice", TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

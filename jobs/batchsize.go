@@ -59,4 +59,28 @@ func (s *sizer) timedOut() int {
 	return s.size
 }
 
+// bound sets the bounds: cfg's, with each of minSize, maxSize and target
+// that is set (not 0) in its place. When the sizes cross, the one set
+// here wins.
+func (s *sizer) bound(cfg Config, minSize, maxSize int, target time.Duration) {
+	s.min, s.max, s.target = cfg.MinBatchSize, cfg.MaxBatchSize, cfg.TargetBatchDuration
+	if minSize > 0 {
+		s.min = minSize
+	}
+	if maxSize > 0 {
+		s.max = maxSize
+	}
+	if target > 0 {
+		s.target = target
+	}
+	if s.min > s.max {
+		if maxSize > 0 {
+			s.min = s.max
+		} else {
+			s.max = s.min
+		}
+	}
+	s.clamp()
+}
+
 func (s *sizer) clamp() { s.size = max(s.min, min(s.max, s.size)) }

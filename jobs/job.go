@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/throttled/throttled/internal/jobname"
 	"github.com/throttled/throttled/internal/schema"
+	"github.com/throttled/throttled/internal/wait"
 )
 
 // Pacer hands out permission to start one batch attempt. The throttle
@@ -44,6 +45,16 @@ type Explainer interface {
 // foreground is too big, however short it is itself (see [Config]).
 type Stretcher interface {
 	ForegroundStretch() (stretch float64, at time.Time, ok bool)
+}
+
+// BatchBounder is a Pacer that knows the job's batch bounds from
+// elsewhere: a remote worker's pacer learns them from the sidecar's
+// configuration with each token. ok is false until it knows them. Each
+// bound that is set (not 0) replaces the job's own [Config] value for the
+// batches that follow; when the two sizes cross, the one that was set
+// wins.
+type BatchBounder interface {
+	BatchBounds() (minSize, maxSize int, target time.Duration, ok bool)
 }
 
 // Progresser is a Pacer that takes each batch's details with its report:
@@ -157,19 +168,14 @@ type Job struct {
 	ran    bool
 }
 
-// New validates cfg and returns a Job. db may be nil for a job driven
-// only through [Job.Acquire].
-func New(cfg Config, db DB, pacer Pacer, fn BatchFunc) (*Job, error) {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("jobs: job %q: "+format, append([]any{cfg.Name}, args...)...))
-	}
-	if p := jobname.Problem(cfg.Name); p != "" {
-		bad("Name %s", p)
-	}
-	if pacer == nil {
-		bad("a Pacer is required")
-	}
+// Validate reports what is wrong with cfg, with its defaults filled in,
+// as [New] would refuse it: every problem, each naming the field and its
+// value.
+func (cfg Config) Validate() error { return errors.Join(cfg.withDefaults().problems()...) }
+
+// withDefaults returns cfg with every zero field that has a default set
+// to it.
+func (cfg Config) withDefaults() Config {
 	cfg.TargetBatchDuration = cmp.Or(cfg.TargetBatchDuration, time.Second)
 	cfg.MinBatchSize = cmp.Or(cfg.MinBatchSize, 1)
 	cfg.MaxBatchSize = cmp.Or(cfg.MaxBatchSize, 10000)
@@ -178,6 +184,18 @@ func New(cfg Config, db DB, pacer Pacer, fn BatchFunc) (*Job, error) {
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 5)
 	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, 100*time.Millisecond)
 	cfg.MaxRetryBackoff = cmp.Or(cfg.MaxRetryBackoff, 10*time.Second)
+	return cfg
+}
+
+// problems lists what is wrong with cfg, whose defaults are filled.
+func (cfg Config) problems() []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("jobs: job %q: "+format, append([]any{cfg.Name}, args...)...))
+	}
+	if p := jobname.Problem(cfg.Name); p != "" {
+		bad("Name %s", p)
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -203,11 +221,22 @@ func New(cfg Config, db DB, pacer Pacer, fn BatchFunc) (*Job, error) {
 	if cfg.MaxAttempts < 1 {
 		bad("MaxAttempts must be at least 1, got %d", cfg.MaxAttempts)
 	}
-	if cfg.Weight < 0 || cfg.MinRate < 0 || cfg.MaxRate < 0 || (cfg.MaxRate > 0 && cfg.MinRate > cfg.MaxRate) {
-		bad("Weight %v, MinRate %v and MaxRate %v must not be negative, and MinRate not above MaxRate", cfg.Weight, cfg.MinRate, cfg.MaxRate)
+	for _, p := range jobname.LimitProblems(cfg.Weight, cfg.MinRate, cfg.MaxRate, jobname.LimitNames{Weight: "Weight", MinRate: "MinRate", MaxRate: "MaxRate"}) {
+		bad("%s", p)
 	}
 	if cfg.Total < 0 {
 		bad("Total must not be negative, got %d", cfg.Total)
+	}
+	return errs
+}
+
+// New validates cfg (see [Config.Validate]) and returns a Job. db may be
+// nil for a job driven only through [Job.Acquire].
+func New(cfg Config, db DB, pacer Pacer, fn BatchFunc) (*Job, error) {
+	cfg = cfg.withDefaults()
+	errs := cfg.problems()
+	if pacer == nil {
+		errs = append(errs, fmt.Errorf("jobs: job %q: a Pacer is required", cfg.Name))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -306,9 +335,9 @@ func (j *Job) Run(ctx context.Context) error {
 			return j.finish(fmt.Errorf("jobs: job %q: retry budget exhausted (too many recent failures): %w", j.cfg.Name, err))
 		}
 		attempt++
-		wait := backoff(attempt-1, j.cfg.RetryBackoff, j.cfg.MaxRetryBackoff, j.rnd)
-		j.log.Warn("batch failed; retrying", "error", err, "attempt", attempt, "backoff", wait)
-		if err := sleep(ctx, wait); err != nil {
+		pause := backoff(attempt-1, j.cfg.RetryBackoff, j.cfg.MaxRetryBackoff, j.rnd)
+		j.log.Warn("batch failed; retrying", "error", err, "attempt", attempt, "backoff", pause)
+		if err := wait.For(ctx, pause); err != nil {
 			return j.finish(err)
 		}
 	}
@@ -429,8 +458,19 @@ func (j *Job) loadCheckpoint(ctx context.Context) (string, error) {
 }
 
 func (j *Job) batchSize() int {
+	bb, isBounder := j.pacer.(BatchBounder)
+	var minSize, maxSize int
+	var target time.Duration
+	ok := false
+	if isBounder {
+		minSize, maxSize, target, ok = bb.BatchBounds()
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if ok {
+		j.sizer.bound(j.cfg, minSize, maxSize, target)
+		j.status.BatchSize = j.sizer.size
+	}
 	return j.sizer.size
 }
 
@@ -484,21 +524,6 @@ func (j *Job) finish(err error) error {
 		j.log.Error("job failed", "error", err)
 	}
 	return err
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // eta estimates the time to process the rest of Total at the recent rate.

@@ -341,7 +341,7 @@ func TestPausedJobIsVisiblyPausedAndResumes(t *testing.T) {
 		}
 		return nil
 	})
-	h, err := tc.Holds().Add(throttle.HoldRequest{Scope: throttle.OneJob("pausable"), Source: throttle.SourceManual, Reason: "checking the replica", Actor: "alice"})
+	h, err := tc.LocalHolds().Add(throttle.HoldRequest{Scope: throttle.OneJob("pausable"), Source: throttle.SourceManual, Reason: "checking the replica", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestPausedJobIsVisiblyPausedAndResumes(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := tc.Holds().Release(h.ID); err != nil {
+	if _, err := tc.LocalHolds().Release(h.ID); err != nil {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, 10*time.Second, func() error {

@@ -322,20 +322,45 @@ func (p *Pager) Counts() (sent, failed map[string]int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	sent, failed = map[string]int64{}, map[string]int64{}
-	for _, k := range []string{"webhook", "alertmanager", "pagerduty"} {
+	for _, k := range Kinds {
 		sent[k], failed[k] = p.sent[k], p.failed[k]
 	}
 	return sent, failed
 }
 
+// The notifier kinds, as a configuration names them.
+const (
+	KindWebhook      = "webhook"
+	KindAlertmanager = "alertmanager"
+	KindPagerDuty    = "pagerduty"
+)
+
+// Kinds lists every notifier kind.
+var Kinds = []string{KindWebhook, KindAlertmanager, KindPagerDuty}
+
+// ForKind returns the notifier of kind that pages url; secret is the
+// webhook's signing secret or PagerDuty's routing key (Alertmanager takes
+// none). An unknown kind is an error that names it.
+func ForKind(kind, url, secret string) (Notifier, error) {
+	switch kind {
+	case KindWebhook:
+		return Webhook{URL: url, Secret: secret}, nil
+	case KindAlertmanager:
+		return Alertmanager{URL: url}, nil
+	case KindPagerDuty:
+		return PagerDuty{URL: url, RoutingKey: secret}, nil
+	}
+	return nil, fmt.Errorf("page: notifier kind %q: want one of %s", kind, strings.Join(Kinds, ", "))
+}
+
 func kindOf(n Notifier) string {
 	switch n.(type) {
 	case Webhook:
-		return "webhook"
+		return KindWebhook
 	case Alertmanager:
-		return "alertmanager"
+		return KindAlertmanager
 	case PagerDuty:
-		return "pagerduty"
+		return KindPagerDuty
 	}
 	return "other"
 }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/pgtest"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/throttle"
@@ -134,16 +133,16 @@ func TestHoldsArePushedToGrafanaAsRegions(t *testing.T) {
 	var logMu sync.Mutex
 	log := hclog.New(&hclog.LoggerOptions{Output: &lockedWriter{w: &logs, mu: &logMu}, Level: hclog.Debug})
 	start := func() context.CancelFunc {
-		a := sidecar.NewAnnotations(srv.URL, token, "db1", client.Watcher().Active, client.Leader, log)
+		a := sidecar.NewAnnotations(srv.URL, token, "db1", client.HoldWatcher().Active, client.Leader, log)
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() { a.Run(rctx, 50*time.Millisecond); close(done) }()
 		return func() { cancel(); <-done }
 	}
 	stop := start()
-	store := client.Store()
+	store := client.DurableHolds()
 	add := func(job, reason string) throttle.Hold {
-		h, err := store.Add(ctx, holds.Request{Scope: throttle.OneJob(throttle.Job(job)), Source: throttle.SourceManual, Reason: reason, Actor: "alice", TTL: 10 * time.Minute})
+		h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob(throttle.Job(job)), Source: throttle.SourceManual, Reason: reason, Actor: "alice", TTL: 10 * time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/pgtest"
 	"github.com/throttled/throttled/sidecar"
+	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -72,15 +73,15 @@ func bareServer(b *testing.B) string {
 		writeJSON(w, map[string]any{"status": 200, "message": "go", "job": r.PathValue("job"), "rate": 1e6})
 	})
 	mux.HandleFunc("POST /v1/jobs/{job}/acquire", func(w http.ResponseWriter, r *http.Request) {
-		var req sidecar.AcquireRequest
+		var req api.AcquireRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		writeJSON(w, sidecar.AcquireResponse{Tokens: []string{"0123456789abcdef01234567"}, Rate: 1e6})
+		writeJSON(w, api.AcquireResponse{Tokens: []string{"0123456789abcdef01234567"}, Rate: 1e6})
 	})
 	mux.HandleFunc("POST /v1/jobs/{job}/report", func(w http.ResponseWriter, r *http.Request) {
-		var req sidecar.ReportRequest
+		var req api.ReportRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -140,7 +141,7 @@ func post(hc *http.Client, url, body string, out any) error {
 // acquire request took.
 func benchAcquire(hc *http.Client, base string) (time.Duration, error) {
 	start := time.Now()
-	var got sidecar.AcquireResponse
+	var got api.AcquireResponse
 	if err := post(hc, base+"/v1/jobs/a/acquire", `{"n":1,"max_wait":"1s"}`, &got); err != nil {
 		return 0, err
 	}

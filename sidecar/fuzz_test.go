@@ -13,6 +13,7 @@ import (
 
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -168,7 +169,7 @@ func FuzzGrafanaPayload(f *testing.F) {
 		}
 		for i, op := range ops {
 			a := p.Alerts[i]
-			if a.Fingerprint == "" || len(a.Fingerprint) > maxFingerprint || holds.Storable(a.Fingerprint) != nil || holds.Storable(op.req.Actor) != nil ||
+			if a.Fingerprint == "" || len(a.Fingerprint) > maxFingerprint || throttle.Storable(a.Fingerprint) != nil || throttle.Storable(op.req.Actor) != nil ||
 				op.key != "grafana:"+a.Fingerprint || op.index != i {
 				t.Fatalf("alert %d planned as %+v", i, op)
 			}
@@ -206,26 +207,26 @@ func FuzzRequestBodies(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if dup := repeatedKey(b, true); dup != "" {
-			for _, v := range []any{&PauseRequest{}, &AcquireRequest{}, &ReportRequest{}, &ResumeRequest{}} {
+			for _, v := range []any{&api.PauseRequest{}, &api.AcquireRequest{}, &api.ReportRequest{}, &api.ResumeRequest{}} {
 				if err := decode(body(b), v); err == nil {
 					t.Fatalf("%T decoded %q with key %q twice (ignoring case)", v, b, dup)
 				}
 			}
 		}
-		var pr PauseRequest
+		var pr api.PauseRequest
 		if decode(body(b), &pr) == nil {
-			if sc, _, err := pr.parse(); err == nil && sc.Validate() != nil {
+			if sc, _, err := parsePause(pr); err == nil && sc.Validate() != nil {
 				t.Fatalf("pause %q parsed to an invalid scope %v", b, sc)
 			}
 		}
-		var ar AcquireRequest
+		var ar api.AcquireRequest
 		if decode(body(b), &ar) == nil {
-			if wait, err := ar.parse(); err == nil && (ar.N < 1 || ar.N > 100 || wait < 0 || wait > 10*time.Second) {
+			if wait, err := parseAcquire(&ar); err == nil && (ar.N < 1 || ar.N > 100 || wait < 0 || wait > 10*time.Second) {
 				t.Fatalf("acquire %q parsed to n=%d wait=%s", b, ar.N, wait)
 			}
 		}
-		var rr ReportRequest
-		if decode(body(b), &rr) == nil && rr.check() == nil {
+		var rr api.ReportRequest
+		if decode(body(b), &rr) == nil && checkReport(rr) == nil {
 			if rr.Rows < 0 || rr.BatchSize < 0 || !(rr.DurationMs >= 0) || math.IsInf(rr.DurationMs, 0) || (rr.Remaining != nil && *rr.Remaining < 0) {
 				t.Fatalf("report %q passed its check: %+v", b, rr)
 			}

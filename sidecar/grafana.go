@@ -13,6 +13,7 @@ import (
 
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -130,7 +131,7 @@ func (s *Server) grafanaHook(w http.ResponseWriter, r *http.Request, _ config.To
 	// Every alert is checked; apply them. Each is idempotent (keyed by
 	// its fingerprint), so after a database failure Grafana's retry of
 	// the whole notification completes it.
-	result := map[string]int{"added": 0, "renewed": 0, "ignored": 0, "released": 0}
+	var result api.HookResult
 	for _, op := range ops {
 		if op.firing {
 			_, res, err := s.store.AddExternal(r.Context(), op.key, op.at, op.req)
@@ -138,7 +139,14 @@ func (s *Server) grafanaHook(w http.ResponseWriter, r *http.Request, _ config.To
 				writeError(w, http.StatusInternalServerError, fmt.Sprintf("alerts[%d]: %v", op.index, err))
 				return
 			}
-			result[string(res)]++
+			switch res {
+			case holds.ExternalAdded:
+				result.Added++
+			case holds.ExternalRenewed:
+				result.Renewed++
+			default:
+				result.Ignored++
+			}
 			continue
 		}
 		released, err := s.store.ReleaseExternal(r.Context(), op.key, op.at, op.req.Actor, throttle.SourceGrafanaAlert, "Grafana alert resolved")
@@ -147,9 +155,9 @@ func (s *Server) grafanaHook(w http.ResponseWriter, r *http.Request, _ config.To
 			return
 		}
 		if released {
-			result["released"]++
+			result.Released++
 		} else {
-			result["ignored"]++
+			result.Ignored++
 		}
 	}
 	writeJSON(w, http.StatusOK, result)
@@ -164,8 +172,8 @@ type grafanaOp struct {
 	index  int    // in the notification's alerts
 	key    string // grafana:<fingerprint>
 	firing bool
-	at     time.Time     // StartsAt when firing, EndsAt when resolved
-	req    holds.Request // the hold a firing alert makes; Actor for both
+	at     time.Time            // StartsAt when firing, EndsAt when resolved
+	req    throttle.HoldRequest // the hold a firing alert makes; Actor for both
 }
 
 // planGrafana checks every alert of a notification before any is applied,
@@ -173,10 +181,10 @@ type grafanaOp struct {
 // each, a status of firing or resolved, and for a firing one a hold the
 // store accepts (check), its scope from the throttled_job or
 // throttled_group label, else every job.
-func planGrafana(p GrafanaPayload, who string, ttl time.Duration, check func(holds.Request) error) ([]grafanaOp, error) {
+func planGrafana(p GrafanaPayload, who string, ttl time.Duration, check func(throttle.HoldRequest) error) ([]grafanaOp, error) {
 	ops := make([]grafanaOp, 0, len(p.Alerts))
 	for i, a := range p.Alerts {
-		switch err := holds.Storable(a.Fingerprint); {
+		switch err := throttle.Storable(a.Fingerprint); {
 		case a.Fingerprint == "":
 			return nil, fmt.Errorf("alerts[%d]: no fingerprint", i)
 		case len(a.Fingerprint) > maxFingerprint:
@@ -184,7 +192,7 @@ func planGrafana(p GrafanaPayload, who string, ttl time.Duration, check func(hol
 		case err != nil:
 			return nil, fmt.Errorf("alerts[%d]: fingerprint: %w", i, err)
 		}
-		if err := holds.Storable(a.Labels["alertname"]); err != nil {
+		if err := throttle.Storable(a.Labels["alertname"]); err != nil {
 			return nil, fmt.Errorf("alerts[%d]: alertname: %w", i, err)
 		}
 		op := grafanaOp{index: i, key: "grafana:" + a.Fingerprint}
@@ -202,7 +210,7 @@ func planGrafana(p GrafanaPayload, who string, ttl time.Duration, check func(hol
 				reason = "Grafana alert " + a.Labels["alertname"] + " is firing"
 			}
 			op.firing, op.at = true, a.StartsAt
-			op.req = holds.Request{Scope: scope, Source: throttle.SourceGrafanaAlert, Reason: reason, Actor: op.req.Actor, TTL: ttl}
+			op.req = throttle.HoldRequest{Scope: scope, Source: throttle.SourceGrafanaAlert, Reason: reason, Actor: op.req.Actor, TTL: ttl}
 			if err := check(op.req); err != nil {
 				return nil, fmt.Errorf("alerts[%d]: %w", i, err)
 			}

@@ -47,7 +47,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			BatchSize: r.batchSize, Remaining: r.remaining}
 		if st, ok := s.jobState(j.Name); ok {
 			m.State, m.Rate = st.State, st.Rate
-			m.Why = throttled.Why(st.State, st.Reason, st.Binding, st.Unavailable)
+			m.Why = throttled.Why(st.status)
 		}
 		js = append(js, m)
 	}
@@ -125,9 +125,12 @@ func (s *Server) ReloadResult(applied bool) {
 	}
 }
 
-func (s *Server) metricsHandler() func(http.ResponseWriter, *http.Request, config.Token) {
-	h := promhttp.HandlerFor(s.Registry(), promhttp.HandlerOpts{Timeout: 5 * time.Second})
-	return func(w http.ResponseWriter, r *http.Request, _ config.Token) { h.ServeHTTP(w, r) }
+// metrics serves /metrics from the server's registry.
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request, _ config.Token) {
+	s.metricsOnce.Do(func() {
+		s.metricsH = promhttp.HandlerFor(s.Registry(), promhttp.HandlerOpts{Timeout: 5 * time.Second})
+	})
+	s.metricsH.ServeHTTP(w, r)
 }
 
 // newWaitHistogram measures how long remote workers wait for a token.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -139,14 +140,14 @@ func uiHeaders(w http.ResponseWriter, ret string) {
 }
 
 type uiPage struct {
-	Job     jobJSON
+	Job     api.Job
 	Known   bool
 	Actor   string
 	CSRF    string
 	Return  string
 	TTL     string
 	MaxTTL  string
-	Signals []signalJSON
+	Signals []api.Signal
 	Holds   []throttle.Hold
 	Error   string
 	Done    string
@@ -160,7 +161,7 @@ var uiTemplate = template.Must(template.New("pause").Funcs(template.FuncMap{"der
 {{if .Error}}<p class="err" id="error">{{.Error}}</p>{{end}}
 {{if .Done}}<p id="done">{{.Done}}</p>{{end}}
 {{if .Known}}
-<p>State: <strong id="state">{{.Job.State}}</strong>{{if .Job.Reason}} ({{.Job.Reason}}){{end}}; rate {{printf "%.2f" .Job.Rate}}/s{{if .Job.Binding}}; binding signal {{.Job.Binding}}{{end}}.</p>
+<p>State: <strong id="state">{{.Job.State}}</strong>{{if .Job.Code}}, <span id="code">{{.Job.Code}}</span>{{end}}{{if .Job.Reason}} ({{.Job.Reason}}){{end}}; rate {{printf "%.2f" .Job.Rate}}/s{{if .Job.Binding}}; binding signal {{.Job.Binding}}{{end}}.</p>
 <h2>The database now</h2>
 {{if .Signals}}<table><tr><th>signal</th><th>labels</th><th>value</th><th>age</th></tr>
 {{range .Signals}}<tr><td>{{.Name}}</td><td>{{range $k, $v := .Labels}}{{$k}}={{$v}} {{end}}</td><td>{{if .Error}}<span class="stale">{{.Error}}</span>{{else if .Value}}{{printf "%.3g" (deref .Value)}}{{end}}</td><td{{if .Stale}} class="stale"{{end}}>{{printf "%.1f" .AgeSeconds}} s{{if .Stale}} (stale){{end}}</td></tr>
@@ -185,7 +186,8 @@ func (s *Server) renderUI(w http.ResponseWriter, r *http.Request, code int, acto
 	cfg := s.config()
 	page := uiPage{Actor: actor, CSRF: s.csrfToken(actor, time.Now()), Return: ret, Error: msg, Done: done,
 		TTL: cfg.HoldDefault.String(), MaxTTL: cfg.HoldMax.String()}
-	page.Job, page.Known = s.jobState(job)
+	js, known := s.jobState(job)
+	page.Job, page.Known = js.Job, known
 	page.Job.Job = job
 	if !page.Known && msg == "" {
 		code, page.Error = http.StatusNotFound, fmt.Sprintf("no job %q is configured", job)
@@ -196,7 +198,7 @@ func (s *Server) renderUI(w http.ResponseWriter, r *http.Request, code int, acto
 		}
 		// The holds that cover the job, as the watcher last confirmed them
 		// (from memory: the page never waits on the database to render).
-		for _, h := range s.client.Watcher().Applying(time.Now(), throttle.Job(job)) {
+		for _, h := range s.client.HoldWatcher().Applying(time.Now(), throttle.Job(job)) {
 			if h.ID != holds.UnconfirmedHoldID {
 				page.Holds = append(page.Holds, h)
 			}
@@ -295,9 +297,9 @@ func (s *Server) uiPausePost(w http.ResponseWriter, r *http.Request, _ config.To
 			return
 		}
 	}
-	h, err := s.store.Add(r.Context(), holds.Request{Scope: throttle.OneJob(throttle.Job(job)), Source: throttle.SourceManual,
+	h, err := s.store.Add(r.Context(), throttle.HoldRequest{Scope: throttle.OneJob(throttle.Job(job)), Source: throttle.SourceManual,
 		Reason: strings.TrimSpace(r.PostForm.Get("reason")), Actor: actor, TTL: ttl})
-	if errors.Is(err, holds.ErrInvalid) {
+	if errors.Is(err, throttle.ErrInvalidHold) {
 		s.renderUI(w, r, http.StatusBadRequest, actor, job, ret, err.Error(), "")
 		return
 	}
@@ -317,7 +319,7 @@ func (s *Server) uiRelease(w http.ResponseWriter, r *http.Request, _ config.Toke
 	id := r.PostForm.Get("id")
 	_, err := s.store.Release(r.Context(), id, actor, throttle.SourceManual, "released from the confirm page")
 	switch {
-	case errors.Is(err, holds.ErrUnknownHold):
+	case errors.Is(err, throttle.ErrUnknownHold):
 		s.renderUI(w, r, http.StatusNotFound, actor, job, ret, err.Error(), "")
 	case err != nil:
 		s.renderUI(w, r, http.StatusInternalServerError, actor, job, ret, "the hold was not released: "+err.Error(), "")

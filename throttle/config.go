@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/throttled/throttled/internal/jobname"
 	"github.com/throttled/throttled/signals"
 )
 
@@ -193,12 +194,12 @@ type CriticalState struct {
 }
 
 // HoldSource reports the holds that apply to a job at an instant.
-// [Holds] is one; a later durable store is another.
+// [LocalHolds] is one; a later durable store is another.
 type HoldSource interface {
 	Applying(now time.Time, j Job) []Hold
 }
 
-var _ HoldSource = (*Holds)(nil)
+var _ HoldSource = (*LocalHolds)(nil)
 
 // Default rules.
 var defaultRules = map[signals.Name]Rule{
@@ -388,17 +389,8 @@ func (j JobConfig) validate() error {
 	if err := j.Name.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if j.Weight < 0 || math.IsNaN(j.Weight) || math.IsInf(j.Weight, 0) {
-		bad("Weight must be positive, got %v", j.Weight)
-	}
-	if j.MinRate < 0 || math.IsNaN(j.MinRate) || math.IsInf(j.MinRate, 0) {
-		bad("MinRate must not be negative, got %v", j.MinRate)
-	}
-	if j.MaxRate < 0 || math.IsNaN(j.MaxRate) || math.IsInf(j.MaxRate, 0) {
-		bad("MaxRate must not be negative, got %v", j.MaxRate)
-	}
-	if j.MaxRate > 0 && j.MinRate > j.MaxRate {
-		bad("MinRate %v must not exceed MaxRate %v", j.MinRate, j.MaxRate)
+	for _, p := range jobname.LimitProblems(j.Weight, j.MinRate, j.MaxRate, jobname.LimitNames{Weight: "Weight", MinRate: "MinRate", MaxRate: "MaxRate"}) {
+		bad("%s", p)
 	}
 	return errors.Join(errs...)
 }

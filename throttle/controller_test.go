@@ -115,7 +115,7 @@ func TestNewValidatesAndNamesTheField(t *testing.T) {
 		want string
 	}{
 		{JobConfig{Name: "Bad Name"}, `invalid job name "Bad Name"`},
-		{JobConfig{Name: "a", Weight: -1}, `job "a": Weight must be positive, got -1`},
+		{JobConfig{Name: "a", Weight: -1}, `job "a": Weight must be a number not below 0, got -1`},
 		{JobConfig{Name: "a", MinRate: 5, MaxRate: 1}, "MinRate 5 must not exceed MaxRate 1"},
 	} {
 		if err := c.Register(j.cfg); err == nil || !strings.Contains(err.Error(), j.want) {

@@ -36,7 +36,9 @@ const (
 type JobDecision struct {
 	Allocation
 	State JobState
-	// Reason says why the job is held back ("" when running freely).
+	// Code says why, as one of a closed set; Reason says why in words
+	// ("" when running freely).
+	Code   Code
 	Reason string
 	// Holds are the holds that apply to the job.
 	Holds []Hold
@@ -56,7 +58,9 @@ type Decision struct {
 	// Pressure is the binding signal's value over its target (target over
 	// value for connection_headroom): above 1 is over target.
 	Pressure float64
+	// Code is why the budget is what it is, as one of a closed set;
 	// Reason is a human-readable account of the mode and the budget.
+	Code   Code
 	Reason string
 	// Latched is true in a critical pause that only a person can end
 	// (Controller.Resume).

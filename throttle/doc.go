@@ -11,7 +11,7 @@
 //     Gate, plus a cap on batches in flight. It applies an [Allocation]
 //     and fails closed: a new Limiter, or one given a zero rate, lets no
 //     work start.
-//   - [Holds]: the in-process set of pause holds, each with a [Scope], a
+//   - [LocalHolds]: the in-process set of pause holds, each with a [Scope], a
 //     [Source], a reason and a mandatory expiry.
 //
 // Every time-dependent method has an explicit-time twin (AddAt,

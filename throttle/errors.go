@@ -9,9 +9,10 @@ var (
 	// ErrInvalidScope is the class of errors for a hold scope that
 	// [Scope.Validate] refuses.
 	ErrInvalidScope = errors.New("throttle: invalid scope")
-	// ErrInvalidHold is the class of errors for a [HoldRequest] that
-	// [Holds.Add] refuses: a bad scope or source, an empty reason, or a
-	// TTL that is negative or over the maximum.
+	// ErrInvalidHold is the class of errors for a [HoldRequest] that is
+	// refused, by [LocalHolds.Add] or by the durable store: a bad scope or
+	// source, an empty reason, text PostgreSQL cannot store, or a TTL that
+	// is negative or over the maximum (the process's, or the cluster's).
 	ErrInvalidHold = errors.New("throttle: invalid hold")
 	// ErrUnknownHold reports a hold ID that names no active hold: never
 	// added, already released, or expired.

@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/throttled/throttled/internal/jobname"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
+
+	"github.com/throttled/throttled/internal/jobname"
 )
 
 // ScopeKind says which jobs a hold stops.
@@ -45,7 +47,7 @@ func OneJob(j Job) Scope { return Scope{Kind: ScopeOneJob, Value: string(j)} }
 func Group(prefix string) Scope { return Scope{Kind: ScopeGroup, Value: prefix} }
 
 // Matches reports whether s covers job j. It is meaningful only for a
-// valid scope: an unknown kind matches nothing (and [Holds] never stores
+// valid scope: an unknown kind matches nothing (and [LocalHolds] never stores
 // one).
 func (s Scope) Matches(j Job) bool {
 	switch s.Kind {
@@ -98,8 +100,30 @@ func (s Scope) String() string {
 	return string(s.Kind) + ":" + s.Value
 }
 
+// ParseScope reads a scope as [Scope.String] writes it: "all", "job:NAME"
+// or "group:PREFIX". It refuses anything else, and a scope that does not
+// validate, with an error that quotes it.
+func ParseScope(s string) (Scope, error) {
+	kind, value, hasValue := strings.Cut(s, ":")
+	var sc Scope
+	switch kind {
+	case "all":
+		if hasValue {
+			return sc, fmt.Errorf("scope %q: all takes no name", s)
+		}
+		sc = AllJobs()
+	case "job":
+		sc = OneJob(Job(value))
+	case "group":
+		sc = Group(value)
+	default:
+		return sc, fmt.Errorf("scope %q: want all, job:NAME or group:PREFIX", s)
+	}
+	return sc, sc.Validate()
+}
+
 // Source says who or what placed a hold. Automation must release only the
-// holds it placed, by ID, never a person's; [Holds.Release] removes exactly
+// holds it placed, by ID, never a person's; [LocalHolds.Release] removes exactly
 // one hold, so clearing one never clears another.
 type Source string
 
@@ -127,7 +151,7 @@ func (s Source) known() bool {
 // Scope may start work.
 type Hold struct {
 	// ID identifies the hold for Release: "h1", "h2", … in order of
-	// creation, unique within one Holds.
+	// creation, unique within one LocalHolds.
 	ID      string
 	Scope   Scope
 	Source  Source
@@ -141,25 +165,73 @@ type Hold struct {
 // active reports whether h applies at now.
 func (h Hold) active(now time.Time) bool { return now.Before(h.Expires) }
 
-// HoldRequest asks [Holds.Add] for a hold.
+// HoldRequest asks [LocalHolds.Add] for a hold.
 type HoldRequest struct {
 	Scope  Scope
 	Source Source
 	Reason string // required
 	Actor  string
-	// TTL is how long the hold lasts. 0 means HoldsConfig.DefaultTTL; it
-	// may not be negative or exceed HoldsConfig.MaxTTL.
+	// TTL is how long the hold lasts. 0 means LocalHoldsConfig.DefaultTTL; it
+	// may not be negative or exceed LocalHoldsConfig.MaxTTL.
 	TTL time.Duration
 }
 
-// Defaults of [HoldsConfig].
+// Check validates r as every hold is validated, in this process's set and
+// in the cluster's store alike: a valid scope, a known source, a reason,
+// text PostgreSQL can store (see [throttle.Storable]), and a TTL that is not
+// negative and not over maxTTL (0: no cap), 0 meaning defaultTTL. It
+// returns the TTL the hold gets, or an error wrapping [ErrInvalidHold]
+// that lists every problem, each naming its field and value.
+func (r HoldRequest) Check(defaultTTL, maxTTL time.Duration) (time.Duration, error) {
+	var errs []string
+	if p := r.Scope.problem(); p != "" {
+		errs = append(errs, fmt.Sprintf("scope %q: %s", r.Scope.String(), p))
+	}
+	if !r.Source.known() {
+		errs = append(errs, fmt.Sprintf("source %q is not one of %s, %s, %s, %s", string(r.Source), SourceManual, SourceAuto, SourceGrafanaAlert, SourceCLI))
+	}
+	if strings.TrimSpace(r.Reason) == "" {
+		errs = append(errs, "a reason is required")
+	}
+	for _, f := range []struct{ name, v string }{{"reason", r.Reason}, {"actor", r.Actor}, {"scope", r.Scope.Value}} {
+		if err := Storable(f.v); err != nil {
+			errs = append(errs, f.name+": "+err.Error())
+		}
+	}
+	ttl := cmp.Or(r.TTL, defaultTTL)
+	switch {
+	case ttl < 0:
+		errs = append(errs, fmt.Sprintf("TTL %s is negative; every hold must expire in the future", ttl))
+	case maxTTL > 0 && ttl > maxTTL:
+		errs = append(errs, fmt.Sprintf("TTL %s exceeds the maximum %s: ask for at most %s and renew the hold if it must last longer", ttl, maxTTL, maxTTL))
+	}
+	if len(errs) > 0 {
+		return 0, fmt.Errorf("%w: %s", ErrInvalidHold, strings.Join(errs, "; "))
+	}
+	return ttl, nil
+}
+
+// Storable refuses text PostgreSQL cannot store in a text column: a NUL
+// character or invalid UTF-8. JSON carries a NUL as \u0000 and Go decodes
+// it into a string, so every input from outside is checked.
+func Storable(s string) error {
+	switch {
+	case !utf8.ValidString(s):
+		return errors.New("not valid UTF-8")
+	case strings.ContainsRune(s, 0):
+		return errors.New("contains a NUL character")
+	}
+	return nil
+}
+
+// Defaults of [LocalHoldsConfig].
 const (
 	DefaultHoldTTL    = time.Hour
 	DefaultMaxHoldTTL = 24 * time.Hour
 )
 
-// HoldsConfig configures [NewHolds]. The zero value means defaults.
-type HoldsConfig struct {
+// LocalHoldsConfig configures [NewLocalHolds]. The zero value means defaults.
+type LocalHoldsConfig struct {
 	// DefaultTTL is the life of a hold whose request gives no TTL. Short
 	// enough that a forgotten pause ends by itself, long enough to cover
 	// an incident. Defaults to DefaultHoldTTL (1h), or MaxTTL if shorter.
@@ -172,7 +244,7 @@ type HoldsConfig struct {
 	now func() time.Time // tests set a fake clock; nil means time.Now
 }
 
-func (c *HoldsConfig) fill() {
+func (c *LocalHoldsConfig) fill() {
 	c.MaxTTL = cmp.Or(c.MaxTTL, DefaultMaxHoldTTL)
 	if c.DefaultTTL == 0 {
 		c.DefaultTTL = DefaultHoldTTL
@@ -185,72 +257,61 @@ func (c *HoldsConfig) fill() {
 	}
 }
 
-func (c *HoldsConfig) validate() error {
+func (c *LocalHoldsConfig) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("throttle: "+format, args...)) }
 	if c.DefaultTTL < 0 {
-		bad("HoldsConfig.DefaultTTL must not be negative, got %s", c.DefaultTTL)
+		bad("LocalHoldsConfig.DefaultTTL must not be negative, got %s", c.DefaultTTL)
 	}
 	if c.MaxTTL < 0 {
-		bad("HoldsConfig.MaxTTL must not be negative, got %s", c.MaxTTL)
+		bad("LocalHoldsConfig.MaxTTL must not be negative, got %s", c.MaxTTL)
 	}
 	if c.DefaultTTL > 0 && c.MaxTTL > 0 && c.DefaultTTL > c.MaxTTL {
-		bad("HoldsConfig.DefaultTTL %s exceeds MaxTTL %s", c.DefaultTTL, c.MaxTTL)
+		bad("LocalHoldsConfig.DefaultTTL %s exceeds MaxTTL %s", c.DefaultTTL, c.MaxTTL)
 	}
 	return errors.Join(errs...)
 }
 
-// Holds is the set of active pause holds of one process. Work may start
-// only while no hold applies to its job. Every hold expires; expired holds
-// are forgotten the next time Holds is used at or after their expiry, so
-// times given to Holds should not go backwards.
+// LocalHolds is the set of active pause holds of one process, in memory
+// (the cluster's durable holds live in the holds package's Store). Work
+// may start only while no hold applies to its job. Every hold expires;
+// expired holds are forgotten the next time LocalHolds is used at or after
+// their expiry, so times given to it should not go backwards.
 //
-// Expiry is time-driven and does not signal [Holds.Changed]: a waiter
-// re-checks at [Holds.NextExpiry].
+// The controller reads the holds at every tick, so an expiry takes effect
+// within one.
 //
-// Create Holds with [NewHolds]. It is safe for concurrent use.
-type Holds struct {
-	cfg HoldsConfig
+// Create LocalHolds with [NewLocalHolds]. It is safe for concurrent use.
+type LocalHolds struct {
+	cfg LocalHoldsConfig
 
-	mu      sync.Mutex
-	holds   []Hold // active or not yet pruned, oldest first
-	seq     uint64
-	changed chan struct{}
+	mu    sync.Mutex
+	holds []Hold // active or not yet pruned, oldest first
+	seq   uint64
 }
 
-// NewHolds fills cfg's defaults, validates it and returns an empty Holds.
-// Errors name the field and its value.
-func NewHolds(cfg HoldsConfig) (*Holds, error) {
+// NewLocalHolds fills cfg's defaults, validates it and returns an empty
+// LocalHolds. Errors name the field and its value.
+func NewLocalHolds(cfg LocalHoldsConfig) (*LocalHolds, error) {
 	cfg.fill()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Holds{cfg: cfg, changed: make(chan struct{})}, nil
+	return &LocalHolds{cfg: cfg}, nil
 }
 
 // Add is shorthand for AddAt(now(), req).
-func (h *Holds) Add(req HoldRequest) (Hold, error) { return h.AddAt(h.cfg.now(), req) }
+func (h *LocalHolds) Add(req HoldRequest) (Hold, error) { return h.AddAt(h.cfg.now(), req) }
 
 // AddAt places a hold created at now and expiring TTL later (DefaultTTL if
 // req.TTL is 0). It refuses, with an error wrapping [ErrInvalidHold] that
 // names the field and value, an invalid scope, an unknown source, an
 // empty reason, and a TTL that is negative or over MaxTTL. Holds on the
 // same scope coexist: each is released on its own.
-func (h *Holds) AddAt(now time.Time, req HoldRequest) (Hold, error) {
-	ttl := cmp.Or(req.TTL, h.cfg.DefaultTTL)
-	switch scope := req.Scope.problem(); {
-	case scope != "":
-		return Hold{}, fmt.Errorf("%w: scope %q: %s", ErrInvalidHold, req.Scope.String(), scope)
-	case !req.Source.known():
-		return Hold{}, fmt.Errorf("%w: source %q is not one of %s, %s, %s, %s",
-			ErrInvalidHold, string(req.Source), SourceManual, SourceAuto, SourceGrafanaAlert, SourceCLI)
-	case strings.TrimSpace(req.Reason) == "":
-		return Hold{}, fmt.Errorf("%w: a reason is required", ErrInvalidHold)
-	case ttl < 0:
-		return Hold{}, fmt.Errorf("%w: TTL %s is negative; every hold must expire in the future", ErrInvalidHold, ttl)
-	case ttl > h.cfg.MaxTTL:
-		return Hold{}, fmt.Errorf("%w: TTL %s exceeds MaxTTL %s; ask for at most %s and renew the hold if it must last longer",
-			ErrInvalidHold, ttl, h.cfg.MaxTTL, h.cfg.MaxTTL)
+func (h *LocalHolds) AddAt(now time.Time, req HoldRequest) (Hold, error) {
+	ttl, err := req.Check(h.cfg.DefaultTTL, h.cfg.MaxTTL)
+	if err != nil {
+		return Hold{}, err
 	}
 
 	h.mu.Lock()
@@ -273,18 +334,17 @@ func (h *Holds) AddAt(now time.Time, req HoldRequest) (Hold, error) {
 		i--
 	}
 	h.holds = slices.Insert(h.holds, i, hold)
-	h.notifyLocked()
 	return hold, nil
 }
 
 // Release is shorthand for ReleaseAt(now(), id).
-func (h *Holds) Release(id string) (Hold, error) { return h.ReleaseAt(h.cfg.now(), id) }
+func (h *LocalHolds) Release(id string) (Hold, error) { return h.ReleaseAt(h.cfg.now(), id) }
 
 // ReleaseAt removes the hold with the given id, active at now, and returns
 // it. Only that hold goes: other holds on the same scope, a person's or
 // automation's, stay. An id that names no active hold gives an error
 // wrapping [ErrUnknownHold] and naming the id.
-func (h *Holds) ReleaseAt(now time.Time, id string) (Hold, error) {
+func (h *LocalHolds) ReleaseAt(now time.Time, id string) (Hold, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.pruneLocked(now)
@@ -294,13 +354,12 @@ func (h *Holds) ReleaseAt(now time.Time, id string) (Hold, error) {
 	}
 	hold := h.holds[i]
 	h.holds = slices.Delete(h.holds, i, i+1)
-	h.notifyLocked()
 	return hold, nil
 }
 
 // Applying returns the holds active at now whose scope matches j, oldest
 // first; work on j may start only if it is empty.
-func (h *Holds) Applying(now time.Time, j Job) []Hold {
+func (h *LocalHolds) Applying(now time.Time, j Job) []Hold {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.pruneLocked(now)
@@ -314,41 +373,14 @@ func (h *Holds) Applying(now time.Time, j Job) []Hold {
 }
 
 // Active returns every hold active at now, oldest first.
-func (h *Holds) Active(now time.Time) []Hold {
+func (h *LocalHolds) Active(now time.Time) []Hold {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.pruneLocked(now)
 	return slices.Clone(h.holds)
 }
 
-// Changed returns a channel that is closed at the next Add or Release.
-// Call it before reading the holds, then wait on it and read again. Expiry
-// does not close it; see [Holds.NextExpiry].
-func (h *Holds) Changed() <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.changed
-}
-
-// NextExpiry returns the earliest expiry of the holds active at now, and
-// false if there are none.
-func (h *Holds) NextExpiry(now time.Time) (time.Time, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.pruneLocked(now)
-	if len(h.holds) == 0 {
-		return time.Time{}, false
-	}
-	return slices.MinFunc(h.holds, func(a, b Hold) int { return a.Expires.Compare(b.Expires) }).Expires, true
-}
-
 // pruneLocked forgets the holds expired at now. h.mu must be held.
-func (h *Holds) pruneLocked(now time.Time) {
+func (h *LocalHolds) pruneLocked(now time.Time) {
 	h.holds = slices.DeleteFunc(h.holds, func(x Hold) bool { return !x.active(now) })
-}
-
-// notifyLocked wakes everyone waiting on Changed. h.mu must be held.
-func (h *Holds) notifyLocked() {
-	close(h.changed)
-	h.changed = make(chan struct{})
 }

@@ -17,12 +17,12 @@ var (
 )
 
 // newHolds returns Holds whose clock reads *clock.
-func newHolds(t *testing.T, cfg HoldsConfig, clock *time.Time) *Holds {
+func newHolds(t *testing.T, cfg LocalHoldsConfig, clock *time.Time) *LocalHolds {
 	t.Helper()
 	cfg.now = func() time.Time { return *clock }
-	h, err := NewHolds(cfg)
+	h, err := NewLocalHolds(cfg)
 	if err != nil {
-		t.Fatalf("NewHolds(%+v): %v", cfg, err)
+		t.Fatalf("NewLocalHolds(%+v): %v", cfg, err)
 	}
 	return h
 }
@@ -70,30 +70,30 @@ func TestJobValidate(t *testing.T) {
 
 func TestNewHoldsConfig(t *testing.T) {
 	for _, tc := range []struct {
-		cfg             HoldsConfig
+		cfg             LocalHoldsConfig
 		want            string // error substring; "" means valid
 		wantDef, wantMx time.Duration
 	}{
-		{HoldsConfig{}, "", time.Hour, 24 * time.Hour},
-		{HoldsConfig{MaxTTL: 30 * time.Minute}, "", 30 * time.Minute, 30 * time.Minute},
-		{HoldsConfig{DefaultTTL: 5 * time.Minute}, "", 5 * time.Minute, 24 * time.Hour},
-		{HoldsConfig{DefaultTTL: -time.Second}, "HoldsConfig.DefaultTTL must not be negative, got -1s", 0, 0},
-		{HoldsConfig{MaxTTL: -time.Minute}, "HoldsConfig.MaxTTL must not be negative, got -1m0s", 0, 0},
-		{HoldsConfig{DefaultTTL: 2 * time.Hour, MaxTTL: time.Hour}, "HoldsConfig.DefaultTTL 2h0m0s exceeds MaxTTL 1h0m0s", 0, 0},
+		{LocalHoldsConfig{}, "", time.Hour, 24 * time.Hour},
+		{LocalHoldsConfig{MaxTTL: 30 * time.Minute}, "", 30 * time.Minute, 30 * time.Minute},
+		{LocalHoldsConfig{DefaultTTL: 5 * time.Minute}, "", 5 * time.Minute, 24 * time.Hour},
+		{LocalHoldsConfig{DefaultTTL: -time.Second}, "LocalHoldsConfig.DefaultTTL must not be negative, got -1s", 0, 0},
+		{LocalHoldsConfig{MaxTTL: -time.Minute}, "LocalHoldsConfig.MaxTTL must not be negative, got -1m0s", 0, 0},
+		{LocalHoldsConfig{DefaultTTL: 2 * time.Hour, MaxTTL: time.Hour}, "LocalHoldsConfig.DefaultTTL 2h0m0s exceeds MaxTTL 1h0m0s", 0, 0},
 	} {
-		h, err := NewHolds(tc.cfg)
+		h, err := NewLocalHolds(tc.cfg)
 		if tc.want != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("NewHolds(%+v) = %v; want error containing %q", tc.cfg, err, tc.want)
+				t.Errorf("NewLocalHolds(%+v) = %v; want error containing %q", tc.cfg, err, tc.want)
 			}
 			continue
 		}
 		if err != nil {
-			t.Errorf("NewHolds(%+v): %v", tc.cfg, err)
+			t.Errorf("NewLocalHolds(%+v): %v", tc.cfg, err)
 			continue
 		}
 		if h.cfg.DefaultTTL != tc.wantDef || h.cfg.MaxTTL != tc.wantMx {
-			t.Errorf("NewHolds(%+v): DefaultTTL %s, MaxTTL %s; want %s, %s", tc.cfg, h.cfg.DefaultTTL, h.cfg.MaxTTL, tc.wantDef, tc.wantMx)
+			t.Errorf("NewLocalHolds(%+v): DefaultTTL %s, MaxTTL %s; want %s, %s", tc.cfg, h.cfg.DefaultTTL, h.cfg.MaxTTL, tc.wantDef, tc.wantMx)
 		}
 	}
 }
@@ -109,7 +109,7 @@ func TestHoldsAdd(t *testing.T) {
 		{"explicit TTL", HoldRequest{Scope: OneJob("purge"), Source: SourceAuto, Reason: "primary load 1.4", TTL: 10 * time.Minute}, "", t0.Add(10 * time.Minute)},
 		{"TTL at max", HoldRequest{Scope: Group("purge_"), Source: SourceCLI, Reason: "x", TTL: 24 * time.Hour}, "", t0.Add(24 * time.Hour)},
 		{"grafana", HoldRequest{Scope: AllJobs(), Source: SourceGrafanaAlert, Reason: "alert firing"}, "", t0.Add(time.Hour)},
-		{"TTL over max", HoldRequest{Scope: AllJobs(), Source: SourceManual, Reason: "x", TTL: 48 * time.Hour}, "TTL 48h0m0s exceeds MaxTTL 24h0m0s", time.Time{}},
+		{"TTL over max", HoldRequest{Scope: AllJobs(), Source: SourceManual, Reason: "x", TTL: 48 * time.Hour}, "TTL 48h0m0s exceeds the maximum 24h0m0s", time.Time{}},
 		{"negative TTL", HoldRequest{Scope: AllJobs(), Source: SourceManual, Reason: "x", TTL: -time.Minute}, "TTL -1m0s is negative", time.Time{}},
 		{"empty reason", manual(AllJobs(), ""), "a reason is required", time.Time{}},
 		{"blank reason", manual(AllJobs(), "  \t"), "a reason is required", time.Time{}},
@@ -123,7 +123,7 @@ func TestHoldsAdd(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := t0
-			h := newHolds(t, HoldsConfig{}, &clock)
+			h := newHolds(t, LocalHoldsConfig{}, &clock)
 			got, err := h.Add(tc.req)
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalidHold) {
@@ -187,7 +187,7 @@ func TestScope(t *testing.T) {
 
 func TestHoldsApplying(t *testing.T) {
 	clock := t0
-	h := newHolds(t, HoldsConfig{}, &clock)
+	h := newHolds(t, LocalHoldsConfig{}, &clock)
 	mustAdd := func(now time.Time, req HoldRequest) {
 		t.Helper()
 		if _, err := h.AddAt(now, req); err != nil {
@@ -226,7 +226,7 @@ func TestHoldsApplying(t *testing.T) {
 
 func TestHoldsActiveOldestFirst(t *testing.T) {
 	clock := t0
-	h := newHolds(t, HoldsConfig{}, &clock)
+	h := newHolds(t, LocalHoldsConfig{}, &clock)
 	// Out of order instants: the list is still oldest first.
 	for _, at := range []time.Time{t1, t0, t1.Add(time.Second)} {
 		if _, err := h.AddAt(at, manual(AllJobs(), "x")); err != nil {
@@ -240,7 +240,7 @@ func TestHoldsActiveOldestFirst(t *testing.T) {
 
 func TestHoldsReleaseOnlyItsOwn(t *testing.T) {
 	clock := t0
-	h := newHolds(t, HoldsConfig{}, &clock)
+	h := newHolds(t, LocalHoldsConfig{}, &clock)
 	person, err := h.Add(manual(OneJob("purge"), "deploy"))
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +267,7 @@ func TestHoldsReleaseOnlyItsOwn(t *testing.T) {
 
 func TestHoldsReleaseUnknown(t *testing.T) {
 	clock := t0
-	h := newHolds(t, HoldsConfig{}, &clock)
+	h := newHolds(t, LocalHoldsConfig{}, &clock)
 	x, err := h.Add(manual(AllJobs(), "deploy")) // expires t0+1h
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +289,7 @@ func TestHoldsReleaseUnknown(t *testing.T) {
 	}
 	// Released twice.
 	clock = t0
-	h2 := newHolds(t, HoldsConfig{}, &clock)
+	h2 := newHolds(t, LocalHoldsConfig{}, &clock)
 	y, _ := h2.Add(manual(AllJobs(), "deploy"))
 	if _, err := h2.Release(y.ID); err != nil {
 		t.Fatal(err)
@@ -299,107 +299,21 @@ func TestHoldsReleaseUnknown(t *testing.T) {
 	}
 }
 
-func TestHoldsChanged(t *testing.T) {
-	clock := t0
-	h := newHolds(t, HoldsConfig{}, &clock)
-	closed := func(c <-chan struct{}) bool {
-		select {
-		case <-c:
-			return true
-		default:
-			return false
-		}
-	}
-	c := h.Changed()
-	if closed(c) {
-		t.Fatal("Changed closed before any change")
-	}
-	long, err := h.Add(HoldRequest{Scope: AllJobs(), Source: SourceManual, Reason: "deploy", TTL: 2 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !closed(c) {
-		t.Error("Changed not closed by Add")
-	}
-	c = h.Changed()
-	if closed(c) {
-		t.Fatal("new Changed channel already closed")
-	}
-	if _, err := h.Add(HoldRequest{Scope: AllJobs(), Source: SourceAuto, Reason: "load", TTL: 10 * time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	c = h.Changed()
-	if _, err := h.Add(manual(AllJobs(), "")); err == nil {
-		t.Fatal("Add with no reason accepted")
-	}
-	if _, err := h.Release("h99"); err == nil {
-		t.Fatal("Release of an unknown hold succeeded")
-	}
-	if got := ids(h.Applying(t0.Add(30*time.Minute), "purge")); got != long.ID {
-		t.Fatalf("Applying after the short hold expired = [%s]; want [%s]", got, long.ID)
-	}
-	if closed(c) {
-		t.Error("Changed closed by a refused Add, a failed Release, a read or an expiry")
-	}
-	if _, err := h.Release(long.ID); err != nil {
-		t.Fatal(err)
-	}
-	if !closed(c) {
-		t.Error("Changed not closed by Release")
-	}
-}
-
-func TestHoldsNextExpiry(t *testing.T) {
-	clock := t0
-	h := newHolds(t, HoldsConfig{}, &clock)
-	if at, ok := h.NextExpiry(t0); ok {
-		t.Errorf("NextExpiry with no holds = %s, true", at)
-	}
-	for _, ttl := range []time.Duration{time.Hour, 10 * time.Minute, 2 * time.Hour} {
-		if _, err := h.AddAt(t0, HoldRequest{Scope: AllJobs(), Source: SourceAuto, Reason: "x", TTL: ttl}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, tc := range []struct {
-		now  time.Time
-		want time.Time
-		ok   bool
-	}{
-		{t0, t0.Add(10 * time.Minute), true},
-		{t0.Add(10 * time.Minute), t0.Add(time.Hour), true}, // a hold has expired at its Expires
-		{t2.Add(-time.Nanosecond), t0.Add(time.Hour), true},
-		{t2, t3, true},
-		{t3, time.Time{}, false},
-	} {
-		at, ok := h.NextExpiry(tc.now)
-		if !at.Equal(tc.want) || ok != tc.ok {
-			t.Errorf("NextExpiry(t0+%s) = %s, %v; want %s, %v", tc.now.Sub(t0), at, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 func TestHoldsConcurrent(t *testing.T) {
 	clock := t0
-	h := newHolds(t, HoldsConfig{}, &clock)
+	h := newHolds(t, LocalHoldsConfig{}, &clock)
 	const workers, each = 8, 50
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			for i := range each {
-				c := h.Changed()
 				x, err := h.AddAt(t0, manual(OneJob(Job(fmt.Sprintf("job%d", w))), "x"))
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				select {
-				case <-c:
-				default:
-					t.Error("Changed not closed by a concurrent Add")
-				}
 				h.Applying(t0, "job0")
 				h.Active(t0)
-				h.NextExpiry(t0)
 				if i%2 == 0 {
 					if _, err := h.ReleaseAt(t0, x.ID); err != nil {
 						t.Error(err)
@@ -424,4 +338,19 @@ func TestHoldsConcurrent(t *testing.T) {
 	if n := len(h.Applying(t0, "job3")); n != each/2 {
 		t.Errorf("%d holds apply to job3; want %d", n, each/2)
 	}
+}
+
+func FuzzParseScope(f *testing.F) {
+	for _, s := range []string{"all", "job:purge", "group:purge_", "job:", "all:x", "all:", ":", "job:Bad"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sc, err := ParseScope(s)
+		if err != nil {
+			return
+		}
+		if sc.Validate() != nil || sc.String() != s {
+			t.Fatalf("ParseScope(%q) = %v, which does not print back", s, sc)
+		}
+	})
 }

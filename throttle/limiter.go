@@ -93,6 +93,19 @@ func (g Grant) Release() {
 	}
 }
 
+// Done returns the function a batch calls when it ends, as the jobs
+// package's pacers hand it out: the first call releases g and then calls
+// report with the batch's outcome; later calls do nothing.
+func (g Grant) Done(report func(rows int64, took time.Duration, err error)) func(rows int64, took time.Duration, err error) {
+	var once sync.Once
+	return func(rows int64, took time.Duration, err error) {
+		once.Do(func() {
+			g.Release()
+			report(rows, took, err)
+		})
+	}
+}
+
 // slotClaim is one batch's claim on an in-flight slot, reused once released.
 // gen tells its releases apart: a Grant carries the gen it was handed out
 // with, and only the first call with the current gen frees the

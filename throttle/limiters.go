@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -117,13 +118,9 @@ func (p *Pacer) Allow() (func(rows int64, took time.Duration, err error), bool) 
 }
 
 func (p *Pacer) done(g Grant) func(rows int64, took time.Duration, err error) {
-	var once sync.Once
-	return func(rows int64, took time.Duration, err error) {
-		once.Do(func() {
-			g.Release()
-			p.c.Report(p.job, Feedback{Rows: rows, Duration: took, Err: err})
-		})
-	}
+	return g.Done(func(rows int64, took time.Duration, err error) {
+		p.c.Report(p.job, Feedback{Rows: rows, Duration: took, Err: err})
+	})
 }
 
 // ForegroundStretch reports the last decision's [Decision.Foreground] and
@@ -142,9 +139,16 @@ func (p *Pacer) ForegroundStretch() (stretch float64, at time.Time, ok bool) {
 // Explain says why the job is held back: its state, the reason, the
 // decision's binding signal and its rate.
 func (p *Pacer) Explain() (state, reason, binding string, rate float64) {
+	st := p.Status()
+	return string(st.State), st.Reason, st.Binding, st.Rate
+}
+
+// Status is the job's part of the last decision, typed; before the first
+// decision the job is paused, unavailable.
+func (p *Pacer) Status() JobStatus {
 	jd, d, ok := p.ls.explain(p.job)
 	if !ok {
-		return string(JobPaused), "waiting for the controller's first decision", "", 0
+		return JobStatus{Job: p.job, State: JobPaused, Code: CodeUnavailable, Reason: "waiting for the controller's first decision"}
 	}
-	return string(jd.State), jd.Reason, d.Binding, jd.Rate
+	return JobStatus{Job: p.job, State: jd.State, Code: jd.Code, Reason: jd.Reason, Binding: d.Binding, Rate: jd.Rate, Holds: slices.Clone(jd.Holds)}
 }

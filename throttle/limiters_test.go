@@ -18,7 +18,7 @@ import (
 // slowly after it is released.
 func TestDecisionsDriveLimiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		holds, err := NewHolds(HoldsConfig{})
+		holds, err := NewLocalHolds(LocalHoldsConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -85,7 +85,7 @@ func demoScenes(scale float64) []scene {
 			if err != nil {
 				return nil, err
 			}
-			h, err := store.Add(ctx, holds.Request{Scope: throttle.OneJob(demoJob), Source: throttle.SourceCLI,
+			h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob(demoJob), Source: throttle.SourceCLI,
 				Reason: "demo: checking the replica before the next batch", Actor: "oncall", TTL: 10 * time.Minute})
 			if err != nil {
 				pool.Close()
@@ -222,7 +222,7 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, plotDir string, 
 			i := current
 			stats[i].add(snap, d, st)
 			mu.Unlock()
-			timeline.add(time.Now(), snap, d, st, client.Watcher().Active())
+			timeline.add(time.Now(), snap, d, st, client.HoldWatcher().Active())
 			fmt.Fprintln(out, demoRow(time.Since(start), scenes[i].name, snap, d, st))
 			for _, e := range d.Events {
 				tag := "event"

@@ -49,7 +49,7 @@ func TestGrafanaWebhook(t *testing.T) {
 	}()
 	base := "http://" + addr
 	waitReady(t, base, 20*time.Second)
-	a := api{t: t, base: base}
+	a := sidecarAPI{t: t, base: base}
 
 	send := func(body []byte, sign bool, ts time.Time) (int, map[string]any) {
 		t.Helper()

@@ -8,8 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"os/user"
 	"strings"
@@ -17,13 +15,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mattn/go-isatty"
-	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
-	"github.com/throttled/throttled/sidecar"
+	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -128,7 +124,7 @@ func runPause(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs := flag.NewFlagSet("pause", flag.ContinueOnError)
 	cf.register(fs, true)
 	sf.register(fs, "pause")
-	fs.DurationVar(&ttl, "ttl", time.Hour, "how long the hold lasts, at most the cluster's cap (holds.max_ttl of throttled run, 24h by default); every hold expires")
+	fs.DurationVar(&ttl, "ttl", throttle.DefaultHoldTTL, "how long the hold lasts, at most the cluster's cap (holds.max_ttl of throttled run, 24h by default); every hold expires")
 	fs.StringVar(&reason, "reason", "", "why (required; shown to everyone and audited)")
 	if err := parse(fs, args, errOut); err != nil {
 		return fail(errOut, "pause", err)
@@ -150,24 +146,13 @@ func runPause(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if len(errs) > 0 {
 		return fail(errOut, "pause", fmt.Errorf("%w: %w", errUsage, errors.Join(errs...)))
 	}
-	if cf.addr != "" {
-		raw, err := apiCall(ctx, cf.addr, cf.token, "POST", "/v1/holds", map[string]string{"scope": sc.String(), "ttl": ttl.String(), "reason": reason})
-		if err != nil {
-			return fail(errOut, "pause", err)
-		}
-		var h map[string]any
-		_ = json.Unmarshal(raw, &h)
-		fmt.Fprintf(out, "hold %v on %v by %v until %v: %v\n", h["id"], h["scope"], h["actor"], h["expires"], h["reason"])
-		return exitOK
-	}
-	// The cluster's cap applies: the database refuses a longer hold.
-	store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
+	b, err := cf.backend(ctx)
 	if err != nil {
 		return fail(errOut, "pause", err)
 	}
-	defer pool.Close()
-	h, err := store.Add(ctx, holds.Request{Scope: sc, Source: throttle.SourceCLI, Reason: reason, Actor: cf.actor, TTL: ttl})
-	if errors.Is(err, holds.ErrInvalid) {
+	defer b.close()
+	h, err := b.add(ctx, sc, ttl, reason)
+	if errors.Is(err, throttle.ErrInvalidHold) {
 		return fail(errOut, "pause", fmt.Errorf("%w: %w", errUsage, err))
 	}
 	if err != nil {
@@ -245,7 +230,7 @@ func resume(ctx context.Context, args []string, con console, out, errOut io.Writ
 	if err := cf.resolve(os.Getenv); err != nil {
 		return fail(errOut, "resume", err)
 	}
-	if err := holds.Storable(reason); err != nil {
+	if err := throttle.Storable(reason); err != nil {
 		return fail(errOut, "resume", fmt.Errorf("%w: --reason: %w", errUsage, err))
 	}
 	chosen := 0
@@ -258,7 +243,16 @@ func resume(ctx context.Context, args []string, con console, out, errOut io.Writ
 		if chosen > 0 {
 			return fail(errOut, "resume", fmt.Errorf("%w: --latched ends the critical pause; release holds in another call", errUsage))
 		}
-		return resumeLatched(ctx, cf, reason, out, errOut)
+		b, err := cf.backend(ctx)
+		if err != nil {
+			return fail(errOut, "resume", err)
+		}
+		defer b.close()
+		if err := b.resumeLatched(ctx, reason); err != nil {
+			return fail(errOut, "resume", err)
+		}
+		fmt.Fprintln(out, "resume requested: the leader ends the latch within a tick; jobs restart once the signals are calm, slowly")
+		return exitOK
 	}
 	if chosen != 1 {
 		return fail(errOut, "resume", fmt.Errorf("%w: give exactly one of --hold ID, --job, --prefix, --scope and --all (--all: every hold of every scope)", errUsage))
@@ -273,7 +267,7 @@ func resume(ctx context.Context, args []string, con console, out, errOut io.Writ
 		sc = throttle.Group(prefix)
 		err = sc.Validate()
 	case scope != "":
-		sc, err = sidecar.ParseScope(scope)
+		sc, err = throttle.ParseScope(scope)
 	}
 	if err != nil {
 		return fail(errOut, "resume", fmt.Errorf("%w: %w", errUsage, err))
@@ -283,19 +277,13 @@ func resume(ctx context.Context, args []string, con console, out, errOut io.Writ
 			"(--scope all releases the hold on all jobs alone)", errUsage))
 	}
 
-	var r releaser
-	if cf.addr != "" {
-		r = apiReleaser{cf: cf, reason: reason}
-	} else {
-		store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
-		if err != nil {
-			return fail(errOut, "resume", err)
-		}
-		defer pool.Close()
-		r = storeReleaser{store: store, actor: cf.actor, reason: reason}
+	r, err := cf.backend(ctx)
+	if err != nil {
+		return fail(errOut, "resume", err)
 	}
+	defer r.close()
 	if id != "" {
-		h, err := r.release(ctx, id)
+		h, err := r.release(ctx, id, reason)
 		if err != nil {
 			return fail(errOut, "resume", err)
 		}
@@ -331,8 +319,8 @@ func resume(ctx context.Context, args []string, con console, out, errOut io.Writ
 	// released, and one that ended meanwhile is passed over.
 	var released []throttle.Hold
 	for _, h := range chosenHolds {
-		got, err := r.release(ctx, h.ID)
-		if errors.Is(err, holds.ErrUnknownHold) {
+		got, err := r.release(ctx, h.ID, reason)
+		if errors.Is(err, throttle.ErrUnknownHold) {
 			fmt.Fprintf(out, "hold %s had already ended\n", h.ID)
 			continue
 		}
@@ -377,58 +365,6 @@ func printReleased(out io.Writer, hs []throttle.Hold) {
 	}
 }
 
-// releaser lists and releases holds for `resume`: in the database as the
-// CLI (source cli), or through a sidecar as its token (source manual).
-// Either may release any hold; automation's limits do not apply to a
-// person.
-type releaser interface {
-	active(ctx context.Context) ([]throttle.Hold, error)
-	// release ends one hold; an error wrapping holds.ErrUnknownHold when
-	// it is not active.
-	release(ctx context.Context, id string) (throttle.Hold, error)
-}
-
-type storeReleaser struct {
-	store         *holds.Store
-	actor, reason string
-}
-
-func (s storeReleaser) active(ctx context.Context) ([]throttle.Hold, error) {
-	return s.store.Active(ctx)
-}
-
-func (s storeReleaser) release(ctx context.Context, id string) (throttle.Hold, error) {
-	return s.store.Release(ctx, id, s.actor, throttle.SourceCLI, s.reason)
-}
-
-type apiReleaser struct {
-	cf     coordFlags
-	reason string
-}
-
-func (a apiReleaser) active(ctx context.Context) ([]throttle.Hold, error) {
-	raw, err := apiCall(ctx, a.cf.addr, a.cf.token, "GET", "/v1/holds", nil)
-	if err != nil {
-		return nil, err
-	}
-	return holdsFromAPI(raw)
-}
-
-func (a apiReleaser) release(ctx context.Context, id string) (throttle.Hold, error) {
-	raw, err := apiCall(ctx, a.cf.addr, a.cf.token, "DELETE", "/v1/holds/"+url.PathEscape(id)+"?reason="+url.QueryEscape(a.reason), nil)
-	if e := (*apiError)(nil); errors.As(err, &e) && e.Status == http.StatusNotFound {
-		return throttle.Hold{}, fmt.Errorf("%w: %w", holds.ErrUnknownHold, err)
-	}
-	if err != nil {
-		return throttle.Hold{}, err
-	}
-	var h apiHold
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return throttle.Hold{}, err
-	}
-	return h.hold()
-}
-
 func runHolds(ctx context.Context, args []string, out, errOut io.Writer) int {
 	var cf coordFlags
 	fs := flag.NewFlagSet("holds", flag.ContinueOnError)
@@ -440,38 +376,19 @@ func runHolds(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if err := cf.resolve(os.Getenv); err != nil {
 		return fail(errOut, "holds", err)
 	}
-	var active []throttle.Hold
-	if cf.addr != "" {
-		raw, err := apiCall(ctx, cf.addr, cf.token, "GET", "/v1/holds", nil)
-		if err != nil {
-			return fail(errOut, "holds", err)
-		}
-		if active, err = holdsFromAPI(raw); err != nil {
-			return fail(errOut, "holds", err)
-		}
-	} else {
-		store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
-		if err != nil {
-			return fail(errOut, "holds", err)
-		}
-		defer pool.Close()
-		if active, err = store.Active(ctx); err != nil {
-			return fail(errOut, "holds", err)
-		}
+	b, err := cf.backend(ctx)
+	if err != nil {
+		return fail(errOut, "holds", err)
+	}
+	defer b.close()
+	active, err := b.active(ctx)
+	if err != nil {
+		return fail(errOut, "holds", err)
 	}
 	if cf.json {
-		type jsonHold struct {
-			ID      string    `json:"id"`
-			Scope   string    `json:"scope"`
-			Source  string    `json:"source"`
-			Reason  string    `json:"reason"`
-			Actor   string    `json:"actor"`
-			Created time.Time `json:"created"`
-			Expires time.Time `json:"expires"`
-		}
-		list := []jsonHold{}
+		list := []api.Hold{}
 		for _, h := range active {
-			list = append(list, jsonHold{h.ID, h.Scope.String(), string(h.Source), h.Reason, h.Actor, h.Created.UTC(), h.Expires.UTC()})
+			list = append(list, holdToAPI(h))
 		}
 		if err := json.NewEncoder(out).Encode(list); err != nil {
 			return fail(errOut, "holds", err)
@@ -507,24 +424,14 @@ func runAudit(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if since <= 0 {
 		return fail(errOut, "audit", fmt.Errorf("%w: --since must be positive, got %s", errUsage, since))
 	}
-	var entries []holds.Entry
-	if cf.addr != "" {
-		raw, err := apiCall(ctx, cf.addr, cf.token, "GET", "/v1/audit?since="+since.String(), nil)
-		if err == nil {
-			err = json.Unmarshal(raw, &entries)
-		}
-		if err != nil {
-			return fail(errOut, "audit", err)
-		}
-	} else {
-		store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
-		if err != nil {
-			return fail(errOut, "audit", err)
-		}
-		defer pool.Close()
-		if entries, err = store.AuditSince(ctx, time.Now().Add(-since)); err != nil {
-			return fail(errOut, "audit", err)
-		}
+	b, err := cf.backend(ctx)
+	if err != nil {
+		return fail(errOut, "audit", err)
+	}
+	defer b.close()
+	entries, err := b.audit(ctx, since)
+	if err != nil {
+		return fail(errOut, "audit", err)
 	}
 	if cf.json {
 		enc := json.NewEncoder(out)
@@ -539,147 +446,6 @@ func runAudit(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fmt.Fprintln(tw, "TIME\tEVENT\tHOLD\tACTOR\tSOURCE\tREASON")
 	for _, e := range entries {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), e.Event, firstNonEmpty(e.HoldID, "-"), e.Actor, e.Source, e.Reason)
-	}
-	tw.Flush()
-	return exitOK
-}
-
-// apiHold is a hold as the sidecar's API shows it.
-type apiHold struct {
-	ID      string          `json:"id"`
-	Scope   string          `json:"scope"`
-	Source  throttle.Source `json:"source"`
-	Reason  string          `json:"reason"`
-	Actor   string          `json:"actor"`
-	Created time.Time       `json:"created"`
-	Expires time.Time       `json:"expires"`
-}
-
-func (h apiHold) hold() (throttle.Hold, error) {
-	sc, err := sidecar.ParseScope(h.Scope)
-	if err != nil {
-		return throttle.Hold{}, err
-	}
-	return throttle.Hold{ID: h.ID, Scope: sc, Source: h.Source, Reason: h.Reason, Actor: h.Actor, Created: h.Created, Expires: h.Expires}, nil
-}
-
-// holdsFromAPI reads GET /v1/holds.
-func holdsFromAPI(raw []byte) ([]throttle.Hold, error) {
-	var list []apiHold
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, err
-	}
-	var out []throttle.Hold
-	for _, a := range list {
-		h, err := a.hold()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, h)
-	}
-	return out, nil
-}
-
-// resumeLatched asks the leader to end a latched critical pause, through
-// the sidecar's API or the database.
-func resumeLatched(ctx context.Context, cf coordFlags, reason string, out, errOut io.Writer) int {
-	if cf.addr != "" {
-		if _, err := apiCall(ctx, cf.addr, cf.token, "POST", "/v1/resume", map[string]string{"reason": reason}); err != nil {
-			return fail(errOut, "resume", err)
-		}
-	} else {
-		store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
-		if err != nil {
-			return fail(errOut, "resume", err)
-		}
-		defer pool.Close()
-		if err := throttled.RequestResume(ctx, pool, store, cf.actor, reason); err != nil {
-			return fail(errOut, "resume", err)
-		}
-	}
-	fmt.Fprintln(out, "resume requested: the leader ends the latch within a tick; jobs restart once the signals are calm, slowly")
-	return exitOK
-}
-
-// runStatus shows the cluster's pacing: through a sidecar's API, or from
-// the leader's last publication and the workers' leases in the database.
-func runStatus(ctx context.Context, args []string, out, errOut io.Writer) int {
-	var cf coordFlags
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	cf.register(fs, false)
-	fs.BoolVar(&cf.json, "json", false, "print JSON")
-	if err := parse(fs, args, errOut); err != nil {
-		return fail(errOut, "status", err)
-	}
-	if err := cf.resolve(os.Getenv); err != nil {
-		return fail(errOut, "status", err)
-	}
-	if cf.addr != "" {
-		raw, err := apiCall(ctx, cf.addr, cf.token, "GET", "/v1/status", nil)
-		if err != nil {
-			return fail(errOut, "status", err)
-		}
-		if cf.json {
-			out.Write(raw)
-			return exitOK
-		}
-		var st map[string]any
-		_ = json.Unmarshal(raw, &st)
-		fmt.Fprintf(out, "leader: %v  mode: %v  budget: %v batches/s  binding: %v\nreason: %v\nconfig version: %v\n",
-			st["leader"], st["mode"], st["budget"], st["binding"], st["reason"], st["config_version"])
-		return exitOK
-	}
-	_, pool, err := openStore(ctx, cf.dsn, holds.Config{})
-	if err != nil {
-		return fail(errOut, "status", err)
-	}
-	defer pool.Close()
-	type workerRow struct {
-		ID, Job, State, Reason string
-		Rate                   float64
-		LeaseValid             bool
-	}
-	st := struct {
-		Leader, Mode, Binding, Reason string
-		Budget                        float64
-		PublishedAt                   time.Time
-		Workers                       []workerRow
-	}{}
-	err = pool.QueryRow(ctx, "SELECT leader, mode, binding, reason, budget, published_at FROM throttled.leader WHERE id = 1").
-		Scan(&st.Leader, &st.Mode, &st.Binding, &st.Reason, &st.Budget, &st.PublishedAt)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fail(errOut, "status", err)
-	}
-	rows, err := pool.Query(ctx, `SELECT id, job, state, reason, alloc_rate, lease_until > now() FROM throttled.workers
-		WHERE heartbeat_at > now() - interval '10 seconds' ORDER BY job, id`)
-	if err != nil {
-		return fail(errOut, "status", err)
-	}
-	st.Workers, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (workerRow, error) {
-		var w workerRow
-		return w, r.Scan(&w.ID, &w.Job, &w.State, &w.Reason, &w.Rate, &w.LeaseValid)
-	})
-	if err != nil {
-		return fail(errOut, "status", err)
-	}
-	if cf.json {
-		_ = json.NewEncoder(out).Encode(st)
-		return exitOK
-	}
-	if st.Leader == "" {
-		fmt.Fprintln(out, "no leader has published yet")
-	} else {
-		fmt.Fprintf(out, "leader %s, %s ago: mode %s, budget %.2f batches/s, binding %s\nreason: %s\n",
-			st.Leader, time.Since(st.PublishedAt).Round(time.Millisecond), st.Mode, st.Budget, firstNonEmpty(st.Binding, "-"), st.Reason)
-	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tJOB\tSTATE\tRATE\tLEASE\tREASON")
-	for _, w := range st.Workers {
-		lease := "valid"
-		if !w.LeaseValid {
-			lease = "expired"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\n", w.ID, w.Job, w.State, w.Rate, lease, w.Reason)
 	}
 	tw.Flush()
 	return exitOK

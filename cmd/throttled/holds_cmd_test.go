@@ -278,7 +278,7 @@ func resumeAllSetup(t *testing.T) (*holds.Store, string, []throttle.Hold) {
 	}
 	var hs []throttle.Hold
 	for _, sc := range []throttle.Scope{throttle.OneJob("purge"), throttle.Group("archive_"), throttle.AllJobs()} {
-		h, err := store.Add(ctx, holds.Request{Scope: sc, Source: throttle.SourceCLI, Reason: "test " + sc.String(), Actor: "alice"})
+		h, err := store.Add(ctx, throttle.HoldRequest{Scope: sc, Source: throttle.SourceCLI, Reason: "test " + sc.String(), Actor: "alice"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,7 @@ import (
 	"github.com/throttled/throttled/internal/pgtest"
 	"github.com/throttled/throttled/internal/plots"
 	"github.com/throttled/throttled/jobs"
-	"github.com/throttled/throttled/sidecar"
+	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/sidecar/remote"
 )
 
@@ -197,8 +197,8 @@ func TestEveryDashboardQueryHasDataInPrometheus(t *testing.T) {
 	workCtx, stopWork := context.WithCancel(ctx)
 	defer stopWork()
 	go rj.Run(workCtx)
-	a := api{t: t, base: base}
-	code, hold, _ := a.do("POST", "/v1/holds", opsToken, sidecar.PauseRequest{Scope: "job:archive", Reason: "dashboard test", TTL: "10m"})
+	a := sidecarAPI{t: t, base: base}
+	code, hold, _ := a.do("POST", "/v1/holds", opsToken, api.PauseRequest{Scope: "job:archive", Reason: "dashboard test", TTL: "10m"})
 	if code != 201 {
 		t.Fatalf("pause: %d", code)
 	}

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -52,9 +51,8 @@ func runRun(ctx context.Context, args []string, out, errOut io.Writer) int {
 // clientOptions is what a configuration asks of the throttled client.
 func clientOptions(cfg *config.Config, log hclog.Logger) throttled.Options {
 	var replicaDSNs, expected []string
-	for name, dsn := range cfg.ReplicaDSNs {
+	for _, dsn := range cfg.ReplicaDSNs {
 		replicaDSNs = append(replicaDSNs, dsn)
-		_ = name
 	}
 	for name, p := range cfg.Replicas {
 		if p != throttle.ReplicaIgnored {
@@ -100,7 +98,7 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		return err
 	}
 	defer client.Close() // last: releases leadership and the worker rows
-	if err := setHoldCap(ctx, client.Store(), cfg, path, log); err != nil {
+	if err := setHoldCap(ctx, client.DurableHolds(), cfg, path, log); err != nil {
 		return err
 	}
 	leading = client.Leader
@@ -126,7 +124,7 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 			err = restartOnly(cfg, next)
 		}
 		if err == nil { // holds.max_ttl is unchanged (restartOnly): this repairs a cap changed meanwhile
-			err = setHoldCap(ctx, client.Store(), next, path, slog)
+			err = setHoldCap(ctx, client.DurableHolds(), next, path, slog)
 		}
 		// The controller's configuration was validated with the file
 		// (config.Load runs the controller's own checks); the jobs are
@@ -148,12 +146,12 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		if err != nil {
 			slog.Error("configuration refused; the last good one stays", "file", path, "error", err, "version", cfg.Version)
 			entry.Reason, entry.Detail = "refused: "+err.Error(), map[string]any{"kept": cfg.Version}
-			_ = client.Store().Audit(actx, entry)
+			_ = client.DurableHolds().Audit(actx, entry)
 			return nil, err
 		}
 		slog.Info("configuration reloaded", "file", path, "version", next.Version)
 		entry.Reason, entry.Detail = "applied version "+next.Version, map[string]any{"previous": cfg.Version}
-		_ = client.Store().Audit(actx, entry)
+		_ = client.DurableHolds().Audit(actx, entry)
 		cfg = next
 		return next, nil
 	}
@@ -165,7 +163,7 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		// Holds as regions in Grafana's own annotations, pushed by the
 		// leader; the URL and token change only on restart.
 		ann := sidecar.NewAnnotations(cfg.Grafana.URL, cfg.Grafana.ServiceAccountToken, cfg.Cluster,
-			client.Watcher().Active, client.Leader, log.Named("annotations"))
+			client.HoldWatcher().Active, client.Leader, log.Named("annotations"))
 		srv.SetAnnotations(ann)
 		go ann.Run(ctx, time.Second)
 	}
@@ -216,38 +214,19 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 func notifiers(cfg *config.Config) []page.Notifier {
 	var out []page.Notifier
 	for _, n := range cfg.Notifiers {
-		switch n.Kind {
-		case "webhook":
-			out = append(out, page.Webhook{URL: n.URL, Secret: n.Secret})
-		case "alertmanager":
-			out = append(out, page.Alertmanager{URL: n.URL})
-		case "pagerduty":
-			out = append(out, page.PagerDuty{URL: n.URL, RoutingKey: n.Secret})
+		// The configuration admits only page.Kinds.
+		if nf, err := page.ForKind(n.Kind, n.URL, n.Secret); err == nil {
+			out = append(out, nf)
 		}
 	}
 	return out
 }
 
 // restartOnly refuses a reload that changes what takes effect only on
-// restart, rather than reporting it applied while it is not.
+// restart (config.RestartOnly), rather than reporting it applied while it
+// is not.
 func restartOnly(cur, next *config.Config) error {
-	var changed []string
-	check := func(name string, differ bool) {
-		if differ {
-			changed = append(changed, name)
-		}
-	}
-	check("listen address", cur.Listen != next.Listen)
-	check("tls_cert/tls_key", cur.TLSCert != next.TLSCert || cur.TLSKey != next.TLSKey)
-	check("max_concurrent_requests", cur.MaxConcurrent != next.MaxConcurrent)
-	check("primary dsn", cur.PrimaryDSN != next.PrimaryDSN)
-	check("coordination_dsn", cur.CoordinationDSN != next.CoordinationDSN)
-	check("cores", cur.Cores != next.Cores)
-	check("replica dsns", !maps.Equal(cur.ReplicaDSNs, next.ReplicaDSNs))
-	check("holds default_ttl/max_ttl", cur.HoldDefault != next.HoldDefault || cur.HoldMax != next.HoldMax)
-	check("cluster", cur.Cluster != next.Cluster)
-	check("grafana url/service_account_token", cur.Grafana.URL != next.Grafana.URL || cur.Grafana.ServiceAccountToken != next.Grafana.ServiceAccountToken)
-	if len(changed) > 0 {
+	if changed := config.RestartOnly(cur, next); len(changed) > 0 {
 		return fmt.Errorf("%s change only on restart; restart throttled to apply them", strings.Join(changed, ", "))
 	}
 	return nil

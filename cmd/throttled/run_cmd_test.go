@@ -20,6 +20,7 @@ import (
 	"github.com/throttled/throttled/internal/pgtest"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/sidecar"
+	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/sidecar/remote"
 )
 
@@ -71,12 +72,12 @@ notifier "webhook" {
 	}
 }
 
-type api struct {
+type sidecarAPI struct {
 	t    *testing.T
 	base string
 }
 
-func (a api) do(method, path, token string, body any) (int, map[string]any, []any) {
+func (a sidecarAPI) do(method, path, token string, body any) (int, map[string]any, []any) {
 	a.t.Helper()
 	var rd io.Reader
 	if s, ok := body.(string); ok {
@@ -115,7 +116,7 @@ func TestSidecarAPI(t *testing.T) {
 	var out, errOut bytes.Buffer
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, []string{"run", "--config", path, "--log-level", "warn"}, &out, &errOut) }()
-	a := api{t: t, base: "http://" + addr}
+	a := sidecarAPI{t: t, base: "http://" + addr}
 	waitReady(t, a.base, 20*time.Second)
 
 	// Every mutating route needs a token with pause or admin; none is a GET.
@@ -178,27 +179,27 @@ func TestSidecarAPI(t *testing.T) {
 	if elapsed := time.Since(start); 12 > 5+5*elapsed.Seconds()+1 {
 		t.Fatalf("12 remote batches in %s: faster than 5 a second", elapsed)
 	}
-	if code, _, _ := a.do("POST", "/v1/jobs/purge/acquire", viewerToken, sidecar.AcquireRequest{N: 1}); code != 403 {
+	if code, _, _ := a.do("POST", "/v1/jobs/purge/acquire", viewerToken, api.AcquireRequest{N: 1}); code != 403 {
 		t.Fatalf("acquire with a read token: %d", code)
 	}
-	if code, _, _ := a.do("POST", "/v1/jobs/purge/report", workerToken, sidecar.ReportRequest{Token: "forged"}); code != 404 {
+	if code, _, _ := a.do("POST", "/v1/jobs/purge/report", workerToken, api.ReportRequest{Token: "forged"}); code != 404 {
 		t.Fatalf("report of an unknown token: %d", code)
 	}
-	if code, _, _ := a.do("POST", "/v1/jobs/purge/acquire", workerToken, sidecar.AcquireRequest{N: 1000}); code != 400 {
+	if code, _, _ := a.do("POST", "/v1/jobs/purge/acquire", workerToken, api.AcquireRequest{N: 1000}); code != 400 {
 		t.Fatalf("acquire of 1000 tokens: %d", code)
 	}
 
 	// Pausing needs the pause scope; the actor comes from the token.
-	if code, _, _ := a.do("POST", "/v1/holds", viewerToken, sidecar.PauseRequest{Scope: "job:purge", Reason: "x"}); code != 403 {
+	if code, _, _ := a.do("POST", "/v1/holds", viewerToken, api.PauseRequest{Scope: "job:purge", Reason: "x"}); code != 403 {
 		t.Fatalf("viewer paused: %d", code)
 	}
-	for _, bad := range []any{`{"scope": "job:purge"`, `{"scope":"job:purge","reason":"x","extra":1}`, sidecar.PauseRequest{Scope: "jobs:purge", Reason: "x"},
-		sidecar.PauseRequest{Scope: "job:purge", Reason: ""}, sidecar.PauseRequest{Scope: "all", Reason: "x", TTL: "48h"}} {
+	for _, bad := range []any{`{"scope": "job:purge"`, `{"scope":"job:purge","reason":"x","extra":1}`, api.PauseRequest{Scope: "jobs:purge", Reason: "x"},
+		api.PauseRequest{Scope: "job:purge", Reason: ""}, api.PauseRequest{Scope: "all", Reason: "x", TTL: "48h"}} {
 		if code, body, _ := a.do("POST", "/v1/holds", opsToken, bad); code != 400 || body["error"] == "" {
 			t.Errorf("bad pause %v: %d %v", bad, code, body)
 		}
 	}
-	code, hold, _ := a.do("POST", "/v1/holds", opsToken, sidecar.PauseRequest{Scope: "job:purge", TTL: "10m", Reason: "replica rebuild"})
+	code, hold, _ := a.do("POST", "/v1/holds", opsToken, api.PauseRequest{Scope: "job:purge", TTL: "10m", Reason: "replica rebuild"})
 	if code != 201 || hold["actor"] != "token:ops" || hold["scope"] != "job:purge" {
 		t.Fatalf("pause: %d %v", code, hold)
 	}
@@ -327,21 +328,6 @@ func TestSidecarAPI(t *testing.T) {
 	if all := out.String() + errOut.String(); strings.Contains(all, opsToken) || strings.Contains(all, c.Password(pgcluster.RoleMonitor)) {
 		t.Fatal("a secret reached the output")
 	}
-}
-
-func FuzzParseScope(f *testing.F) {
-	for _, s := range []string{"all", "job:purge", "group:purge_", "job:", "all:x", "all:", ":", "job:Bad"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		sc, err := sidecar.ParseScope(s)
-		if err != nil {
-			return
-		}
-		if sc.Validate() != nil || sc.String() != s {
-			t.Fatalf("ParseScope(%q) = %v, which does not print back", s, sc)
-		}
-	})
 }
 
 // waitReady polls base+"/readyz" until it answers 200, or fails the test.

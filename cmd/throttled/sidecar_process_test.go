@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/internal/pgtest"
-	"github.com/throttled/throttled/sidecar"
+	"github.com/throttled/throttled/sidecar/api"
 )
 
 // TestSidecarProcessReloadsOnSIGHUPShedsLoadAndNeverHangs runs `throttled
@@ -44,7 +44,7 @@ func TestSidecarProcessReloadsOnSIGHUPShedsLoadAndNeverHangs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	a := api{t: t, base: "http://" + addr}
+	a := sidecarAPI{t: t, base: "http://" + addr}
 	waitReady(t, a.base, 30*time.Second)
 
 	// SIGHUP: a new job appears, and the version changes.
@@ -66,11 +66,11 @@ func TestSidecarProcessReloadsOnSIGHUPShedsLoadAndNeverHangs(t *testing.T) {
 	// Shedding: hold both worker slots with acquires that wait (the job
 	// is held); a third acquire gets 503 at once, while an operator's
 	// requests still have slots of their own.
-	if code, _, _ := a.do("POST", "/v1/holds", opsToken, sidecar.PauseRequest{Scope: "job:purge", Reason: "shed test"}); code != 201 {
+	if code, _, _ := a.do("POST", "/v1/holds", opsToken, api.PauseRequest{Scope: "job:purge", Reason: "shed test"}); code != 201 {
 		t.Fatalf("pause: %d", code)
 	}
 	acquire := func(maxWait string) (*http.Response, error) {
-		b, _ := json.Marshal(sidecar.AcquireRequest{N: 1, MaxWait: maxWait})
+		b, _ := json.Marshal(api.AcquireRequest{N: 1, MaxWait: maxWait})
 		req, _ := http.NewRequest("POST", a.base+"/v1/jobs/purge/acquire", bytes.NewReader(b))
 		req.Header.Set("Authorization", "Bearer "+workerToken)
 		return http.DefaultClient.Do(req)

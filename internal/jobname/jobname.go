@@ -1,6 +1,7 @@
-// Package jobname holds the one rule for job names, shared by the
-// throttle and jobs packages (which may not import each other). A job's
-// name appears in SQL application_name, metrics labels, holds and URLs.
+// Package jobname holds the one rule for job names, and the one for a
+// job's weight and rate limits, shared by the throttle, jobs and config
+// packages (throttle and jobs may not import each other). A job's name
+// appears in SQL application_name, metrics labels, holds and URLs.
 package jobname
 
 import (

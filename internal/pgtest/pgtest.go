@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/internal/coord/store"
 	"github.com/throttled/throttled/internal/pgcluster"
 )
 
@@ -87,8 +88,7 @@ func forgetLeader(ctx context.Context, t testing.TB) {
 		t.Fatalf("pgtest: connect: %v", err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, `DO $$ BEGIN
-		IF to_regclass('throttled.leader') IS NOT NULL THEN DELETE FROM throttled.leader; END IF; END $$`); err != nil {
+	if err := store.New(conn).Reset(ctx); err != nil {
 		t.Fatalf("pgtest: forget the last leader's decision: %v", err)
 	}
 }

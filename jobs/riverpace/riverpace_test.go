@@ -96,7 +96,7 @@ func TestRiverJobsArePacedAndSnoozedWhilePaused(t *testing.T) {
 	defer rc.Stop(context.WithoutCancel(ctx))
 
 	// Paused: jobs are snoozed, not worked, and burn no attempt.
-	h, err := tc.Holds().Add(throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "maintenance", Actor: "alice"})
+	h, err := tc.LocalHolds().Add(throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "maintenance", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestRiverJobsArePacedAndSnoozedWhilePaused(t *testing.T) {
 	}
 
 	// Released: all are worked, at no more than the budget of 5 a second.
-	if _, err := tc.Holds().Release(h.ID); err != nil {
+	if _, err := tc.LocalHolds().Release(h.ID); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

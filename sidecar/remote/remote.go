@@ -18,13 +18,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
+	"github.com/throttled/throttled/internal/wait"
 	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/sidecar/api"
 )
 
 // Config configures a [Client].
@@ -66,7 +70,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.HTTPClient = &http.Client{Timeout: 15 * time.Second}
 	}
 	if cfg.sleep == nil {
-		cfg.sleep = sleep
+		cfg.sleep = wait.For
 	}
 	return &Client{cfg: cfg}, nil
 }
@@ -75,8 +79,21 @@ func New(cfg Config) (*Client, error) {
 // job's batch size, retries and remaining rows go with each batch's own
 // report.
 type Pacer struct {
-	c   *Client
-	job string
+	c      *Client
+	job    string
+	bounds atomic.Pointer[api.BatchBounds] // the last the sidecar sent; nil before any
+}
+
+// BatchBounds reports the batch bounds the sidecar's configuration gives
+// the job, from the last token's answer: the job sizes its batches within
+// them (it is a jobs.BatchBounder); a bound the configuration does not
+// set is 0. ok is false before the first token.
+func (p *Pacer) BatchBounds() (minSize, maxSize int, target time.Duration, ok bool) {
+	b := p.bounds.Load()
+	if b == nil {
+		return 0, 0, 0, false
+	}
+	return b.MinSize, b.MaxSize, time.Duration(b.TargetDurationMs * float64(time.Millisecond)), true
 }
 
 // WaitProgress is Wait whose report also carries the batch's details.
@@ -107,18 +124,25 @@ func (p *Pacer) Wait(ctx context.Context) (func(rows int64, took time.Duration, 
 func (p *Pacer) acquire(ctx context.Context) (string, error) {
 	failures := 0
 	for {
-		code, retryAfter, body, err := p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/acquire", map[string]any{"n": 1, "max_wait": "2s"})
+		code, retryAfter, body, err := p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/acquire", api.AcquireRequest{N: 1, MaxWait: "2s"})
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
 		switch {
 		case err == nil && code == http.StatusOK:
-			var resp struct {
-				Tokens []string `json:"tokens"`
-			}
+			var resp api.AcquireResponse
 			if err := json.Unmarshal(body, &resp); err != nil || len(resp.Tokens) == 0 {
 				return "", fmt.Errorf("remote: acquire %s: unreadable answer", p.job)
 			}
+			if b := resp.Batch; b != nil && (b.MinSize < 0 || b.MaxSize < 0 || b.TargetDurationMs < 0 ||
+				math.IsNaN(b.TargetDurationMs) || b.TargetDurationMs > float64(math.MaxInt64/int64(time.Millisecond))) {
+				return "", fmt.Errorf("remote: acquire %s: batch bounds out of range (min_size %d, max_size %d, target_duration_ms %g)",
+					p.job, b.MinSize, b.MaxSize, b.TargetDurationMs)
+			}
+			if resp.Batch == nil {
+				resp.Batch = &api.BatchBounds{} // none set: the job's own again
+			}
+			p.bounds.Store(resp.Batch)
 			return resp.Tokens[0], nil
 		case err == nil && code == http.StatusTooManyRequests:
 			// Throttled: pacing, not failure. Wait as told, jittered so
@@ -156,11 +180,11 @@ func (p *Pacer) report(token string, rows int64, took time.Duration, err error, 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	body := map[string]any{"token": token, "rows": rows, "duration_ms": float64(took) / float64(time.Millisecond), "error": msg}
+	body := api.ReportRequest{Token: token, Rows: rows, DurationMs: float64(took) / float64(time.Millisecond), Error: msg}
 	if pr != nil {
-		body["batch_size"], body["retry"] = pr.BatchSize, pr.Attempt > 1
+		body.BatchSize, body.Retry = pr.BatchSize, pr.Attempt > 1
 		if pr.Remaining >= 0 {
-			body["remaining"] = pr.Remaining
+			body.Remaining = &pr.Remaining
 		}
 	}
 	_, _, _, _ = p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/report", body)
@@ -185,15 +209,4 @@ func (c *Client) post(ctx context.Context, path string, body any) (int, time.Dur
 		retry = time.Duration(n) * time.Second
 	}
 	return resp.StatusCode, retry, raw, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

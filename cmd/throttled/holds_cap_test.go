@@ -13,7 +13,7 @@ import (
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/pgtest"
-	"github.com/throttled/throttled/sidecar"
+	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -64,7 +64,7 @@ func TestHoldCapCannotBeRaisedByAnyClient(t *testing.T) {
 			t.Error("run did not stop within 20 s")
 		}
 	})
-	a := api{t: t, base: "http://" + addr}
+	a := sidecarAPI{t: t, base: "http://" + addr}
 	waitReady(t, a.base, 20*time.Second)
 	if got, err := store.ClusterMaxTTL(ctx); err != nil || got != 2*time.Hour {
 		t.Fatalf("the cluster's cap after throttled run started: %s, %v; want its file's 2h", got, err)
@@ -91,13 +91,13 @@ func TestHoldCapCannotBeRaisedByAnyClient(t *testing.T) {
 	}
 	// The API.
 	for _, ttl := range []string{"72h", "3h"} {
-		if code, body, _ := a.do("POST", "/v1/holds", opsToken, sidecar.PauseRequest{Scope: "job:purge", TTL: ttl, Reason: "long"}); code != 400 {
+		if code, body, _ := a.do("POST", "/v1/holds", opsToken, api.PauseRequest{Scope: "job:purge", TTL: ttl, Reason: "long"}); code != 400 {
 			t.Errorf("POST /v1/holds ttl %s: %d %v; want 400", ttl, code, body)
 		}
 	}
 	// The library, with a maximum of its own above the cluster's.
-	_, err = store.Add(ctx, holds.Request{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "long", Actor: "mallory", TTL: 72 * time.Hour})
-	if !errors.Is(err, holds.ErrInvalid) || !strings.Contains(err.Error(), "TTL 72h0m0s exceeds the maximum 2h0m0s") {
+	_, err = store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "long", Actor: "mallory", TTL: 72 * time.Hour})
+	if !errors.Is(err, throttle.ErrInvalidHold) || !strings.Contains(err.Error(), "TTL 72h0m0s exceeds the maximum 2h0m0s") {
 		t.Errorf("library (Config.MaxTTL 100h), TTL 72h: %v; want refused naming both", err)
 	}
 	// Plain SQL as the coordination role.

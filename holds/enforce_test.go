@@ -22,7 +22,7 @@ func TestConcurrentEnforcersAuditOnce(t *testing.T) {
 	c, pool, store := setup(t)
 	ctx := context.Background()
 	w := holds.NewWatcher(pool, holds.WatcherConfig{})
-	h, err := store.Add(ctx, holds.Request{Scope: throttle.OneJob("rogue-once"), Source: throttle.SourceManual, Reason: "incident", Actor: "alice"})
+	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("rogue-once"), Source: throttle.SourceManual, Reason: "incident", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}

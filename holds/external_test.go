@@ -21,7 +21,7 @@ func TestExternalHoldRefiresAfterExpiry(t *testing.T) {
 	ctx := context.Background()
 	key := fmt.Sprintf("grafana:refire-%d", time.Now().UnixNano())
 	startsAt := time.Now().Add(-time.Minute)
-	req := holds.Request{Scope: throttle.AllJobs(), Source: throttle.SourceGrafanaAlert, Reason: "replica lag alert", Actor: "grafana", TTL: time.Second}
+	req := throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceGrafanaAlert, Reason: "replica lag alert", Actor: "grafana", TTL: time.Second}
 	h, res, err := store.AddExternal(ctx, key, startsAt, req)
 	if err != nil || res != holds.ExternalAdded {
 		t.Fatalf("first firing: %v, %v", res, err)

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/sidecar/api"
+	"github.com/throttled/throttled/throttle"
+)
+
+// holdsBackend is where pause, resume, holds and audit act: the cluster's
+// database, as the CLI (source cli, the actor --actor), or a sidecar's
+// API, as its token (source manual). Either may release any hold;
+// automation's limits do not apply to a person.
+type holdsBackend interface {
+	add(ctx context.Context, sc throttle.Scope, ttl time.Duration, reason string) (throttle.Hold, error)
+	active(ctx context.Context) ([]throttle.Hold, error)
+	// release ends one hold, audited with reason; an error wrapping
+	// throttle.ErrUnknownHold when it is not active.
+	release(ctx context.Context, id, reason string) (throttle.Hold, error)
+	audit(ctx context.Context, since time.Duration) ([]holds.Entry, error)
+	// resumeLatched asks the leader to end a latched critical pause.
+	resumeLatched(ctx context.Context, reason string) error
+	close()
+}
+
+// backend opens the backend cf names: the sidecar at --addr, else the
+// database at --primary-dsn.
+func (cf coordFlags) backend(ctx context.Context) (holdsBackend, error) {
+	if cf.addr != "" {
+		return apiBackend{cf: cf}, nil
+	}
+	store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
+	if err != nil {
+		return nil, err
+	}
+	return storeBackend{store: store, pool: pool, actor: cf.actor}, nil
+}
+
+type storeBackend struct {
+	store *holds.Store
+	pool  *pgxpool.Pool
+	actor string
+}
+
+// add makes the hold; the cluster's cap applies: the database refuses a
+// longer one.
+func (s storeBackend) add(ctx context.Context, sc throttle.Scope, ttl time.Duration, reason string) (throttle.Hold, error) {
+	return s.store.Add(ctx, throttle.HoldRequest{Scope: sc, Source: throttle.SourceCLI, Reason: reason, Actor: s.actor, TTL: ttl})
+}
+
+func (s storeBackend) active(ctx context.Context) ([]throttle.Hold, error) {
+	return s.store.Active(ctx)
+}
+
+func (s storeBackend) release(ctx context.Context, id, reason string) (throttle.Hold, error) {
+	return s.store.Release(ctx, id, s.actor, throttle.SourceCLI, reason)
+}
+
+func (s storeBackend) audit(ctx context.Context, since time.Duration) ([]holds.Entry, error) {
+	return s.store.AuditSince(ctx, time.Now().Add(-since))
+}
+
+func (s storeBackend) resumeLatched(ctx context.Context, reason string) error {
+	return throttled.RequestResume(ctx, s.pool, s.store, s.actor, reason)
+}
+
+func (s storeBackend) close() { s.pool.Close() }
+
+type apiBackend struct{ cf coordFlags }
+
+func (a apiBackend) call(ctx context.Context, method, path string, body, answer any) error {
+	raw, err := apiCall(ctx, a.cf.addr, a.cf.token, method, path, body)
+	if err != nil {
+		return err
+	}
+	if answer != nil {
+		if err := json.Unmarshal(raw, answer); err != nil {
+			return fmt.Errorf("%s %s: unreadable answer from %s: %w", method, path, a.cf.addr, err)
+		}
+	}
+	return nil
+}
+
+func (a apiBackend) add(ctx context.Context, sc throttle.Scope, ttl time.Duration, reason string) (throttle.Hold, error) {
+	var h api.Hold
+	if err := a.call(ctx, "POST", "/v1/holds", api.PauseRequest{Scope: sc.String(), TTL: ttl.String(), Reason: reason}, &h); err != nil {
+		if e := (*apiError)(nil); errors.As(err, &e) && e.Status == http.StatusBadRequest {
+			return throttle.Hold{}, fmt.Errorf("%w: %w", throttle.ErrInvalidHold, err)
+		}
+		return throttle.Hold{}, err
+	}
+	return holdFromAPI(h)
+}
+
+func (a apiBackend) active(ctx context.Context) ([]throttle.Hold, error) {
+	var list []api.Hold
+	if err := a.call(ctx, "GET", "/v1/holds", nil, &list); err != nil {
+		return nil, err
+	}
+	out := make([]throttle.Hold, 0, len(list))
+	for _, x := range list {
+		h, err := holdFromAPI(x)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+func (a apiBackend) release(ctx context.Context, id, reason string) (throttle.Hold, error) {
+	var h api.Hold
+	err := a.call(ctx, "DELETE", "/v1/holds/"+url.PathEscape(id)+"?reason="+url.QueryEscape(reason), nil, &h)
+	if e := (*apiError)(nil); errors.As(err, &e) && e.Status == http.StatusNotFound {
+		return throttle.Hold{}, fmt.Errorf("%w: %w", throttle.ErrUnknownHold, err)
+	}
+	if err != nil {
+		return throttle.Hold{}, err
+	}
+	return holdFromAPI(h)
+}
+
+func (a apiBackend) audit(ctx context.Context, since time.Duration) ([]holds.Entry, error) {
+	var list []api.AuditEntry
+	if err := a.call(ctx, "GET", "/v1/audit?since="+since.String(), nil, &list); err != nil {
+		return nil, err
+	}
+	out := make([]holds.Entry, 0, len(list))
+	for _, x := range list {
+		e := holds.Entry{ID: x.ID, At: x.At, Event: x.Event, Actor: x.Actor, Source: x.Source, Reason: x.Reason, HoldID: x.HoldID}
+		if len(x.Detail) > 0 {
+			if err := json.Unmarshal(x.Detail, &e.Detail); err != nil {
+				return nil, fmt.Errorf("audit entry %d: unreadable detail: %w", x.ID, err)
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (a apiBackend) resumeLatched(ctx context.Context, reason string) error {
+	return a.call(ctx, "POST", "/v1/resume", api.ResumeRequest{Reason: reason}, nil)
+}
+
+func (apiBackend) close() {}
+
+// holdFromAPI reads a hold as the sidecar's API shows it.
+func holdFromAPI(h api.Hold) (throttle.Hold, error) {
+	sc, err := throttle.ParseScope(h.Scope)
+	if err != nil {
+		return throttle.Hold{}, err
+	}
+	return throttle.Hold{ID: h.ID, Scope: sc, Source: throttle.Source(h.Source), Reason: h.Reason, Actor: h.Actor, Created: h.Created, Expires: h.Expires}, nil
+}
+
+// holdToAPI shows a hold as the sidecar's API does.
+func holdToAPI(h throttle.Hold) api.Hold {
+	return api.Hold{ID: h.ID, Scope: h.Scope.String(), Source: string(h.Source), Reason: h.Reason, Actor: h.Actor, Created: h.Created.UTC(), Expires: h.Expires.UTC()}
+}

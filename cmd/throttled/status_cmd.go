@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/internal/coord/store"
+	"github.com/throttled/throttled/sidecar/api"
+)
+
+// runStatus shows the cluster's pacing: through a sidecar's API, or from
+// the leader's last publication and the workers' leases in the database.
+func runStatus(ctx context.Context, args []string, out, errOut io.Writer) int {
+	var cf coordFlags
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	cf.register(fs, false)
+	fs.BoolVar(&cf.json, "json", false, "print JSON")
+	if err := parse(fs, args, errOut); err != nil {
+		return fail(errOut, "status", err)
+	}
+	if err := cf.resolve(os.Getenv); err != nil {
+		return fail(errOut, "status", err)
+	}
+	if cf.addr != "" {
+		raw, err := apiCall(ctx, cf.addr, cf.token, "GET", "/v1/status", nil)
+		if err != nil {
+			return fail(errOut, "status", err)
+		}
+		if cf.json {
+			out.Write(raw)
+			return exitOK
+		}
+		var st api.Status
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return fail(errOut, "status", fmt.Errorf("unreadable answer from %s: %w", cf.addr, err))
+		}
+		if st.Decision == nil {
+			fmt.Fprintf(out, "leader: false (this process does not lead; ask the leader for its decision)\nconfig version: %s\n", st.ConfigVersion)
+			return exitOK
+		}
+		fmt.Fprintf(out, "leader: true  mode: %s  budget: %.3g batches/s  binding: %s\nreason: %s\nconfig version: %s\n",
+			st.Mode, st.Budget, firstNonEmpty(st.Binding, "-"), st.Reason, st.ConfigVersion)
+		return exitOK
+	}
+	_, pool, err := openStore(ctx, cf.dsn, holds.Config{})
+	if err != nil {
+		return fail(errOut, "status", err)
+	}
+	defer pool.Close()
+	leader, _, workers, err := store.New(pool).Status(ctx, 10*time.Second)
+	if err != nil {
+		return fail(errOut, "status", err)
+	}
+	// The JSON keeps the shape it always had: the leader's fields, then
+	// the workers.
+	st := struct {
+		store.Leader
+		Workers []store.WorkerState
+	}{leader, workers}
+	if cf.json {
+		_ = json.NewEncoder(out).Encode(st)
+		return exitOK
+	}
+	if leader.Leader == "" {
+		fmt.Fprintln(out, "no leader has published yet")
+	} else {
+		fmt.Fprintf(out, "leader %s, %s ago: mode %s, budget %.2f batches/s, binding %s\nreason: %s\n",
+			leader.Leader, time.Since(leader.PublishedAt).Round(time.Millisecond), leader.Mode, leader.Budget, firstNonEmpty(leader.Binding, "-"), leader.Reason)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tJOB\tSTATE\tCODE\tRATE\tLEASE\tREASON")
+	for _, w := range workers {
+		lease := "valid"
+		if !w.LeaseValid {
+			lease = "expired"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%s\t%s\n", w.ID, w.Job, w.State, firstNonEmpty(w.Code, "-"), w.Rate, lease, w.Reason)
+	}
+	tw.Flush()
+	return exitOK
+}

@@ -1,0 +1,301 @@
+// Package store holds every statement coordinated mode runs on its two
+// tables, throttled.workers (one row per worker: its job, limits, counters
+// and lease) and throttled.leader (the leader's last decision, its critical
+// pause, and a person's request to resume it). The leader, the workers,
+// the CLI's status and the tests read and write them only through a Store.
+// It is a leaf over pgx: its types are plain, and the coordination engine
+// (package coord) turns them into throttle's.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The tables, as errors and grants name them.
+const (
+	WorkersTable = "throttled.workers"
+	LeaderTable  = "throttled.leader"
+)
+
+// DB is what a Store needs of a pool (pgxpool.Pool has it).
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Store runs coordinated mode's statements on db. Every method is bounded
+// by its ctx only: callers set the deadline.
+type Store struct{ db DB }
+
+// New returns a Store on db.
+func New(db DB) *Store { return &Store{db: db} }
+
+// TableError is a statement's failure with the table it was on, so a
+// refusal can name the privilege missing.
+type TableError struct {
+	Table string
+	Err   error
+}
+
+func (e *TableError) Error() string { return e.Table + ": " + e.Err.Error() }
+func (e *TableError) Unwrap() error { return e.Err }
+
+func on(table string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &TableError{Table: table, Err: err}
+}
+
+// Worker is a worker's registration: its job and limits.
+type Worker struct {
+	ID, Job                  string
+	Weight, MinRate, MaxRate float64
+}
+
+// Upsert registers w, or renews its heartbeat and limits.
+func (s *Store) Upsert(ctx context.Context, w Worker) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO throttled.workers (id, job, weight, min_rate, max_rate) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), weight = $3, min_rate = $4, max_rate = $5`, w.ID, w.Job, w.Weight, w.MinRate, w.MaxRate)
+	return on(WorkersTable, err)
+}
+
+// Delete removes the worker id.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	_, err := s.db.Exec(ctx, "DELETE FROM throttled.workers WHERE id = $1", id)
+	return on(WorkersTable, err)
+}
+
+// Counters are a worker's totals since it started.
+type Counters struct {
+	Batches, Errors int64
+	DurationMs      float64
+}
+
+// Lease is a worker's allocation as the leader published it.
+type Lease struct {
+	Rate               float64
+	Burst, MaxInFlight int
+	// Remaining is how long the lease still runs; 0 once it lapsed.
+	Remaining time.Duration
+	// State, Code, Reason and Binding are the job's status as the leader
+	// decided it; Code is "" in a row an older leader wrote.
+	State, Code, Reason, Binding string
+}
+
+// Beat records worker id's counters and heartbeat and returns its lease.
+// The error wraps pgx.ErrNoRows when the row is gone (removed as stale).
+func (s *Store) Beat(ctx context.Context, id string, c Counters) (Lease, error) {
+	var l Lease
+	var remaining float64
+	err := s.db.QueryRow(ctx, `UPDATE throttled.workers
+		SET heartbeat_at = now(), batches = $2, errors = $3, duration_ms = $4
+		WHERE id = $1
+		RETURNING alloc_rate, alloc_burst, alloc_inflight, CASE WHEN lease_until > now() THEN extract(epoch FROM lease_until - now())::float8 ELSE 0 END, state, code, reason, binding`,
+		id, c.Batches, c.Errors, c.DurationMs).
+		Scan(&l.Rate, &l.Burst, &l.MaxInFlight, &remaining, &l.State, &l.Code, &l.Reason, &l.Binding)
+	if err != nil {
+		return Lease{}, on(WorkersTable, err)
+	}
+	// A lease is seconds long; anything else (NaN, an hour) is no lease.
+	if remaining > 0 && remaining < float64(time.Hour/time.Second) {
+		l.Remaining = time.Duration(remaining * float64(time.Second))
+	}
+	return l, nil
+}
+
+// Live is a worker that heartbeat recently, with its counters.
+type Live struct {
+	Worker
+	Batches, Errors, DurationMs float64
+}
+
+// LiveWorkers lists the workers that heartbeat within the last within.
+func (s *Store) LiveWorkers(ctx context.Context, within time.Duration) ([]Live, error) {
+	rows, err := s.db.Query(ctx, `SELECT id, job, weight, min_rate, max_rate, batches, errors, duration_ms
+		FROM throttled.workers WHERE heartbeat_at > now() - make_interval(secs => $1)`, within.Seconds())
+	if err != nil {
+		return nil, on(WorkersTable, err)
+	}
+	live, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Live, error) {
+		var w Live
+		var b, e int64
+		err := r.Scan(&w.ID, &w.Job, &w.Weight, &w.MinRate, &w.MaxRate, &b, &e, &w.DurationMs)
+		w.Batches, w.Errors = float64(b), float64(e)
+		return w, err
+	})
+	return live, on(WorkersTable, err)
+}
+
+// Last is what the last leader published that a new one takes over.
+type Last struct {
+	// Budget is the published budget; Recent says it is under a minute
+	// old.
+	Budget float64
+	Recent bool
+	// The critical pause it was in, if any (Signal "" when none).
+	Signal      string
+	Since       *time.Time
+	Latched     bool
+	PauseBudget float64
+	// Value and Threshold are the reading that began it, when known.
+	Value, Threshold *float64
+	QuietSince       *time.Time
+}
+
+// LastLeader reads the last leader's publication; the zero Last when no
+// leader ever published.
+func (s *Store) LastLeader(ctx context.Context) (Last, error) {
+	var l Last
+	err := s.db.QueryRow(ctx, `SELECT budget, published_at > now() - interval '1 minute', critical_signal, critical_since, latched, pause_budget,
+			critical_value, critical_threshold, critical_quiet_since
+		FROM throttled.leader WHERE id = 1`).Scan(&l.Budget, &l.Recent, &l.Signal, &l.Since, &l.Latched, &l.PauseBudget, &l.Value, &l.Threshold, &l.QuietSince)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Last{}, nil
+	}
+	return l, on(LeaderTable, err)
+}
+
+// ClaimResume takes a person's request to resume a latched critical
+// pause: who asked, and false when none waits.
+func (s *Store) ClaimResume(ctx context.Context) (by string, ok bool, err error) {
+	err = s.db.QueryRow(ctx, `UPDATE throttled.leader SET resume_requested_at = NULL, resume_by = NULL
+		WHERE id = 1 AND resume_requested_at IS NOT NULL RETURNING coalesce(resume_by, '')`).Scan(&by)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, on(LeaderTable, err)
+	}
+	return by, true, nil
+}
+
+// RequestResume asks the leader, as actor, to end its latched critical
+// pause; false when the last published decision is not latched.
+func (s *Store) RequestResume(ctx context.Context, actor string) (bool, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE throttled.leader SET resume_requested_at = now(), resume_by = $1 WHERE id = 1 AND latched`, actor)
+	if err != nil {
+		return false, on(LeaderTable, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// Critical is the critical pause a leader is in, as published.
+type Critical struct {
+	Signal      string
+	Since       *time.Time
+	Latched     bool
+	PauseBudget float64
+	// Value and Threshold are nil when the reading is not known.
+	Value, Threshold *float64
+	QuietSince       *time.Time
+}
+
+// WorkerLease is one worker's share of a decision.
+type WorkerLease struct {
+	ID                  string
+	Rate                float64
+	Burst, InFlight     int32
+	State, Code, Reason string
+}
+
+// Publication is what a leader publishes at each tick.
+type Publication struct {
+	Leader                string
+	Budget                float64
+	Mode, Binding, Reason string
+	Critical              Critical
+	// Lease is how long every worker's lease runs from now.
+	Lease   time.Duration
+	Workers []WorkerLease
+}
+
+// Publish writes p in one transaction: the leader's decision, every
+// worker's lease, and the removal of workers silent for a minute. The
+// leases are renewed only together with the decision they come from, or
+// not at all. A failure is a TableError naming the table written.
+func (s *Store) Publish(ctx context.Context, p Publication) error {
+	var ids, states, codes, reasons []string
+	var rates []float64
+	var bursts, inflights []int32
+	for _, w := range p.Workers {
+		ids, rates, states, codes, reasons = append(ids, w.ID), append(rates, w.Rate), append(states, w.State), append(codes, w.Code), append(reasons, w.Reason)
+		bursts, inflights = append(bursts, w.Burst), append(inflights, w.InFlight)
+	}
+	c := p.Critical
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO throttled.leader (id, leader, budget, mode, binding, reason, published_at,
+			critical_signal, critical_since, latched, pause_budget, critical_value, critical_threshold, critical_quiet_since)
+			VALUES (1, $1, $2, $3, $4, $5, now(), $6, $7, $8, $9, $10, $11, $12)
+			ON CONFLICT (id) DO UPDATE SET leader = $1, budget = $2, mode = $3, binding = $4, reason = $5, published_at = now(),
+			critical_signal = $6, critical_since = $7, latched = $8, pause_budget = $9,
+			critical_value = $10, critical_threshold = $11, critical_quiet_since = $12,
+			resume_requested_at = CASE WHEN $8 THEN throttled.leader.resume_requested_at END,
+			resume_by = CASE WHEN $8 THEN throttled.leader.resume_by END`,
+		p.Leader, p.Budget, p.Mode, p.Binding, p.Reason, c.Signal, c.Since, c.Latched, c.PauseBudget, c.Value, c.Threshold, c.QuietSince)
+	b.Queue(`UPDATE throttled.workers w SET alloc_rate = u.rate, alloc_burst = u.burst, alloc_inflight = u.inflight,
+			lease_until = now() + make_interval(secs => $7), state = u.state, code = u.code, reason = u.reason, binding = $8
+		FROM unnest($1::text[], $2::float8[], $3::int[], $4::int[], $5::text[], $6::text[], $9::text[]) AS u(id, rate, burst, inflight, state, reason, code)
+		WHERE w.id = u.id`, ids, rates, bursts, inflights, states, reasons, p.Lease.Seconds(), p.Binding, codes)
+	b.Queue("DELETE FROM throttled.workers WHERE heartbeat_at < now() - interval '1 minute'")
+	br := s.db.SendBatch(ctx, b)
+	for _, table := range []string{LeaderTable, WorkersTable, WorkersTable} {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return on(table, err)
+		}
+	}
+	return on(WorkersTable, br.Close())
+}
+
+// Leader is the leader's last publication, for people.
+type Leader struct {
+	Leader, Mode, Binding, Reason string
+	Budget                        float64
+	PublishedAt                   time.Time
+}
+
+// WorkerState is one live worker's lease, for people.
+type WorkerState struct {
+	ID, Job, State, Code, Reason string
+	Rate                         float64
+	LeaseValid                   bool
+}
+
+// Status reads the leader's last publication (ok false when none) and the
+// workers that heartbeat within the last within.
+func (s *Store) Status(ctx context.Context, within time.Duration) (l Leader, ok bool, ws []WorkerState, err error) {
+	err = s.db.QueryRow(ctx, "SELECT leader, mode, binding, reason, budget, published_at FROM throttled.leader WHERE id = 1").
+		Scan(&l.Leader, &l.Mode, &l.Binding, &l.Reason, &l.Budget, &l.PublishedAt)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return Leader{}, false, nil, on(LeaderTable, err)
+	default:
+		ok = true
+	}
+	rows, err := s.db.Query(ctx, `SELECT id, job, state, code, reason, alloc_rate, lease_until > now() FROM throttled.workers
+		WHERE heartbeat_at > now() - make_interval(secs => $1) ORDER BY job, id`, within.Seconds())
+	if err != nil {
+		return l, ok, nil, on(WorkersTable, err)
+	}
+	ws, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (WorkerState, error) {
+		var w WorkerState
+		return w, r.Scan(&w.ID, &w.Job, &w.State, &w.Code, &w.Reason, &w.Rate, &w.LeaseValid)
+	})
+	return l, ok, ws, on(WorkersTable, err)
+}
+
+// Reset empties the leader's table: a test's clean start.
+func (s *Store) Reset(ctx context.Context) error {
+	_, err := s.db.Exec(ctx, `DO $$ BEGIN
+		IF to_regclass('throttled.leader') IS NOT NULL THEN DELETE FROM throttled.leader; END IF; END $$`)
+	return on(LeaderTable, err)
+}

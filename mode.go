@@ -1,0 +1,185 @@
+package throttled
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/internal/coord"
+	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
+)
+
+// mode.go: how a Client paces its jobs, solo or coordinated. The Client
+// holds one mode; coordinated mode itself lives in internal/coord.
+
+// DefaultLease is how long a published allocation stays valid, at the
+// least (three ticks when that is longer).
+const DefaultLease = coord.DefaultLease
+
+// Pacer is what the Client hands out per job: permission for one batch,
+// feedback after it, and why the job is held back. It satisfies the jobs
+// package's Pacer, Allower and Explainer.
+type Pacer interface {
+	Wait(ctx context.Context) (func(rows int64, took time.Duration, err error), error)
+	Allow() (func(rows int64, took time.Duration, err error), bool)
+	Explain() (state, reason, binding string, rate float64)
+	// Status is the job's status, typed: its state, reason code and text,
+	// binding signal, rate and the holds that apply.
+	Status() throttle.JobStatus
+}
+
+// mode is how a Client paces its jobs: solo, deciding in this process,
+// or coordinated, as a worker of the cluster's leader.
+type mode interface {
+	// pacer registers a validated job and returns its pacer.
+	pacer(cfg jobs.Config, jc throttle.JobConfig) (Pacer, error)
+	// update changes a registered job's weight and rate limits.
+	update(cfg jobs.Config, jc throttle.JobConfig) error
+	remove(j throttle.Job) error
+	// reconfigure replaces a validated controller configuration.
+	reconfigure(cfg throttle.Config) error
+	leader() bool
+	status(j throttle.Job) throttle.JobStatus
+	resumeLatched(ctx context.Context, actor, reason string) error
+	// close stops every pacer: nothing is allowed after it.
+	close()
+}
+
+// solo decides in this process: its controller steps every tick (the
+// Client's decide loop) and its limiters apply each decision.
+type solo struct{ c *Client }
+
+func (m solo) pacer(_ jobs.Config, jc throttle.JobConfig) (Pacer, error) {
+	if err := m.c.ctl.Register(jc); err != nil {
+		return nil, err
+	}
+	return m.c.ls.Pacer(m.c.ctl, jc.Name), nil
+}
+
+func (m solo) update(_ jobs.Config, jc throttle.JobConfig) error { return m.c.ctl.Register(jc) }
+
+func (m solo) remove(j throttle.Job) error {
+	m.c.ls.Get(j).Pause("job removed")
+	m.c.ctl.Unregister(j)
+	return nil
+}
+
+func (solo) reconfigure(throttle.Config) error {
+	return fmt.Errorf("throttled: Reconfigure needs Options.Coordinate")
+}
+
+func (solo) leader() bool { return true }
+
+func (m solo) status(j throttle.Job) throttle.JobStatus { return m.c.ls.Pacer(m.c.ctl, j).Status() }
+
+func (m solo) resumeLatched(_ context.Context, actor, _ string) error {
+	if !m.c.ctl.Resume(time.Now(), actor) {
+		return ErrNotLatched
+	}
+	return nil
+}
+
+func (m solo) close() { m.c.ls.PauseAll("throttled client closed") }
+
+// coordinated is one worker of the cluster's leader (internal/coord).
+type coordinated struct {
+	c *Client
+	e *coord.Engine
+}
+
+func (m coordinated) pacer(cfg jobs.Config, _ throttle.JobConfig) (Pacer, error) {
+	// The leader's controller registers the job from its worker row.
+	return m.e.Register(context.Background(), cfg)
+}
+
+func (m coordinated) update(cfg jobs.Config, _ throttle.JobConfig) error {
+	return m.e.Update(context.Background(), cfg)
+}
+
+func (m coordinated) remove(j throttle.Job) error { return m.e.Remove(context.Background(), j) }
+
+func (m coordinated) reconfigure(cfg throttle.Config) error {
+	m.e.Reconfigure(cfg)
+	return nil
+}
+
+func (m coordinated) leader() bool { return m.e.Leader() }
+
+func (m coordinated) status(j throttle.Job) throttle.JobStatus { return m.e.Status(j) }
+
+func (m coordinated) resumeLatched(ctx context.Context, actor, reason string) error {
+	return RequestResume(ctx, m.c.coord, m.c.store, actor, reason)
+}
+
+func (m coordinated) close() {
+	m.c.ls.PauseAll("throttled client closed")
+	m.e.Close()
+}
+
+// withResolution sets primary_load's Resolution to one session on CPU,
+// 1/cores, unless the configuration sets it: on few cores one raw sample
+// then cannot cut by the emergency share on its own for one session more.
+func withResolution(cfg throttle.Config, cores float64) throttle.Config {
+	if !(cores > 0) {
+		return cfg
+	}
+	rules := maps.Clone(cfg.Rules)
+	if rules == nil {
+		rules = map[signals.Name]throttle.Rule{}
+	}
+	r, ok := rules[signals.PrimaryLoad]
+	if !ok {
+		r = throttle.DefaultRules()[signals.PrimaryLoad]
+	}
+	if r.Resolution == 0 {
+		r.Resolution = 1 / cores
+	}
+	rules[signals.PrimaryLoad] = r
+	cfg.Rules = rules
+	return cfg
+}
+
+var (
+	_ Pacer = (*throttle.Pacer)(nil)
+	_ mode  = solo{}
+	_ mode  = coordinated{}
+)
+
+// ErrNotLatched is a resume asked of a cluster in no latched critical
+// pause.
+var ErrNotLatched = errors.New("throttled: no latched critical pause to resume")
+
+// RequestResume asks the cluster's leader to end its latched critical
+// pause, as actor (audited with reason). The leader acts on its next
+// decision, within a tick; the pause then ends as any critical pause
+// does, once the signals are calm. ErrNotLatched when the last published
+// decision is not latched.
+func RequestResume(ctx context.Context, db *pgxpool.Pool, store *holds.Store, actor, reason string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	latched, err := coord.RequestResume(ctx, db, actor)
+	if err != nil {
+		return fmt.Errorf("throttled: request a resume: %w", err)
+	}
+	if !latched {
+		return ErrNotLatched
+	}
+	if reason == "" {
+		reason = "no reason given"
+	}
+	return store.Audit(ctx, holds.Entry{Event: holds.EventMode, Actor: actor, Source: string(throttle.SourceManual),
+		Reason: "resume of the latched critical pause requested: " + reason})
+}
+
+// ResumeLatched ends a latched critical pause as actor: at once in this
+// process's controller, or, in coordinated mode, through the leader
+// (RequestResume).
+func (c *Client) ResumeLatched(ctx context.Context, actor, reason string) error {
+	return c.mode.resumeLatched(ctx, actor, reason)
+}

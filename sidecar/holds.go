@@ -1,0 +1,133 @@
+package sidecar
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/sidecar/api"
+	"github.com/throttled/throttled/throttle"
+)
+
+func (s *Server) holds(w http.ResponseWriter, r *http.Request, _ config.Token) {
+	active, err := s.store.Active(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	list := []api.Hold{}
+	for _, h := range active {
+		list = append(list, holdJSON(h))
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func holdJSON(h throttle.Hold) api.Hold {
+	return api.Hold{ID: h.ID, Scope: h.Scope.String(), Source: string(h.Source), Reason: h.Reason, Actor: h.Actor,
+		Created: h.Created.UTC(), Expires: h.Expires.UTC()}
+}
+
+func (s *Server) audit(w http.ResponseWriter, r *http.Request, _ config.Token) {
+	since := 24 * time.Hour
+	if v := r.URL.Query().Get("since"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("since=%q: want a positive duration such as 1h", v))
+			return
+		}
+		since = d
+	}
+	es, err := s.store.AuditSince(r.Context(), time.Now().Add(-since))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	out := make([]api.AuditEntry, 0, len(es))
+	for _, e := range es {
+		a := api.AuditEntry{ID: e.ID, At: e.At, Event: e.Event, Actor: e.Actor, Source: e.Source, Reason: e.Reason, HoldID: e.HoldID}
+		if len(e.Detail) > 0 {
+			a.Detail, _ = json.Marshal(e.Detail) // it came from jsonb
+		}
+		out = append(out, a)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// parsePause reads a pause request's scope and TTL (0 for the default).
+func parsePause(req api.PauseRequest) (throttle.Scope, time.Duration, error) {
+	sc, err := throttle.ParseScope(req.Scope)
+	if err != nil {
+		return throttle.Scope{}, 0, err
+	}
+	var ttl time.Duration
+	if req.TTL != "" {
+		if ttl, err = time.ParseDuration(req.TTL); err != nil {
+			return throttle.Scope{}, 0, fmt.Errorf("ttl %q: want a duration such as 30m", req.TTL)
+		}
+	}
+	return sc, ttl, nil
+}
+
+func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token) {
+	var req api.PauseRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	sc, ttl, err := parsePause(req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	h, err := s.store.Add(r.Context(), throttle.HoldRequest{Scope: sc, Source: throttle.SourceManual, Reason: req.Reason, Actor: "token:" + tok.Name, TTL: ttl})
+	if errors.Is(err, throttle.ErrInvalidHold) {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusCreated, holdJSON(h))
+}
+
+// resumeLatched asks the leader to end the cluster's latched critical
+// pause, as the token; 409 when there is none.
+func (s *Server) resumeLatched(w http.ResponseWriter, r *http.Request, tok config.Token) {
+	var req api.ResumeRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := throttle.Storable(req.Reason); err != nil {
+		writeError(w, http.StatusBadRequest, "reason: "+err.Error())
+		return
+	}
+	switch err := s.client.ResumeLatched(r.Context(), "token:"+tok.Name, req.Reason); {
+	case errors.Is(err, throttled.ErrNotLatched):
+		writeError(w, http.StatusConflict, err.Error())
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, api.ResumeAnswer{Resume: "requested",
+			Note: "the leader ends the latch on its next decision; jobs restart once the signals are calm, slowly"})
+	}
+}
+
+func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok config.Token) {
+	h, err := s.store.Release(r.Context(), r.PathValue("id"), "token:"+tok.Name, throttle.SourceManual, r.URL.Query().Get("reason"))
+	switch {
+	case errors.Is(err, throttle.ErrUnknownHold):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, throttle.ErrInvalidHold):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, holdJSON(h))
+	}
+}

@@ -1,0 +1,96 @@
+package sidecar
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"strings"
+
+	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/sidecar/api"
+)
+
+// Handler is the API's router.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, r := range routes {
+		mux.Handle(r.Pattern, s.withCORS(r.Pattern, s.guard(r.Route, func(w http.ResponseWriter, req *http.Request, tok config.Token) {
+			r.handle(s, w, req, tok)
+		})))
+		if corsRoutes[r.Pattern] {
+			method, path, _ := strings.Cut(r.Pattern, " ")
+			mux.Handle("OPTIONS "+path, s.preflight(method))
+		}
+	}
+	return mux
+}
+
+// ScopeHook marks a route that authenticates itself: a webhook signature,
+// or a bearer token with the pause scope.
+const ScopeHook config.Scope = "hook"
+
+// Route is one endpoint and the scope it needs ("" for none).
+type Route struct {
+	Name    string
+	Pattern string
+	Scope   config.Scope
+}
+
+// route is a Route with its handler and its wire types: the body it
+// reads (nil for none) and the JSON it answers with on success (nil for
+// none, or HTML, or the metrics' text). Every refusal answers api.Error.
+type route struct {
+	Route
+	handle  func(*Server, http.ResponseWriter, *http.Request, config.Token)
+	in, out reflect.Type
+	// doc says what the route does, for docs/API.md.
+	doc string
+}
+
+func typ[T any]() reflect.Type { return reflect.TypeFor[T]() }
+
+// routes is the route table: every endpoint, the scope it requires, its
+// handler and its wire types. Every method other than GET and HEAD needs
+// pause or admin. docs/API.md is generated from it.
+var routes = []route{
+	{Route{"healthz", "GET /healthz", ""}, (*Server).healthz, nil, typ[api.Alive](), "liveness: the process serves"},
+	{Route{"readyz", "GET /readyz", ""}, (*Server).readyz, nil, typ[api.Ready](), "readiness: 200 once /check can answer, 503 with the problems before"},
+	{Route{"status", "GET /v1/status", config.ScopeRead}, (*Server).status, nil, typ[api.Status](), "whether this process leads; on the leader, its last decision and every signal"},
+	{Route{"jobs", "GET /v1/jobs", config.ScopeRead}, (*Server).jobs, nil, typ[[]api.Job](), "every configured job's status"},
+	{Route{"job", "GET /v1/jobs/{job}", config.ScopeRead}, (*Server).job, nil, typ[api.Job](), "one job's status; 404 for a job not configured"},
+	{Route{"holds", "GET /v1/holds", config.ScopeRead}, (*Server).holds, nil, typ[[]api.Hold](), "the active holds"},
+	{Route{"audit", "GET /v1/audit", config.ScopeRead}, (*Server).audit, nil, typ[[]api.AuditEntry](), "the audit log since ?since= (a duration, default 24h)"},
+	{Route{"check", "GET /check/{job}", config.ScopeRead}, (*Server).check, nil, typ[api.Check](), "freno's check, from memory: 200 go, 429 throttled, 417 paused, 404 unknown job, 500 stale or unavailable; Retry-After"},
+	{Route{"check", "HEAD /check/{job}", config.ScopeRead}, (*Server).check, nil, nil, "the check's status code alone"},
+	{Route{"pause", "POST /v1/holds", config.ScopePause}, (*Server).pause, typ[api.PauseRequest](), typ[api.Hold](), "pause: a hold made by the token (201)"},
+	{Route{"resume", "DELETE /v1/holds/{id}", config.ScopePause}, (*Server).resume, nil, typ[api.Hold](), "release one hold (?reason= is audited); 404 when no such hold is active"},
+	{Route{"resume-latched", "POST /v1/resume", config.ScopePause}, (*Server).resumeLatched, typ[api.ResumeRequest](), typ[api.ResumeAnswer](), "end a latched critical pause; 409 when none is latched"},
+	{Route{"reload", "POST /v1/reload", config.ScopeAdmin}, (*Server).doReload, nil, typ[api.ReloadAnswer](), "reload the configuration file; 409 with the reason when refused"},
+	{Route{"metrics", "GET /metrics", config.ScopeRead}, (*Server).metrics, nil, nil, "Prometheus metrics (text)"},
+	{Route{"grafana", "POST /v1/hooks/grafana", ScopeHook}, (*Server).grafanaHook, nil, typ[api.HookResult](), "Grafana Alerting's webhook: a firing alert holds, its resolve releases (Grafana's own body)"},
+	{Route{"ui-pause", "GET /ui/pause", ScopeUI}, (*Server).uiPauseGet, nil, nil, "the confirm page (HTML) for ?job="},
+	{Route{"ui-pause", "GET /ui/resume", ScopeUI}, (*Server).uiPauseGet, nil, nil, "the confirm page (HTML), from a Resume link"},
+	{Route{"ui-pause-post", "POST /ui/pause", ScopeUI}, (*Server).uiPausePost, nil, nil, "the confirm page's pause form (HTML)"},
+	{Route{"ui-release", "POST /ui/release", ScopeUI}, (*Server).uiRelease, nil, nil, "the confirm page's release form (HTML)"},
+	{Route{"acquire", "POST /v1/jobs/{job}/acquire", config.ScopeWork}, (*Server).acquire, typ[api.AcquireRequest](), typ[api.AcquireResponse](), "tokens for a remote worker, each holding an in-flight slot until reported; none within max_wait is 429 with api.Throttled and Retry-After"},
+	{Route{"report", "POST /v1/jobs/{job}/report", config.ScopeWork}, (*Server).report, typ[api.ReportRequest](), typ[api.ReportAnswer](), "one batch's outcome for its token"},
+}
+
+// Routes lists every endpoint with the scope it requires.
+func Routes() []Route {
+	out := make([]Route, len(routes))
+	for i, r := range routes {
+		out[i] = r.Route
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, api.Error{Error: msg})
+}

@@ -1,0 +1,139 @@
+package sidecar
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/sidecar/api"
+	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
+)
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ config.Token) {
+	writeJSON(w, http.StatusOK, api.Alive{Status: "alive"})
+}
+
+// readyz: configuration loaded, holds confirmed (database reachable), for
+// the leader fresh samples of the primary, and every configured job holding
+// a valid allocation, so a check after a 200 here never answers 500 for
+// want of one.
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ config.Token) {
+	var problems []string
+	if hs := s.client.HoldWatcher().Applying(time.Now(), ""); len(hs) > 0 && hs[0].ID == holds.UnconfirmedHoldID {
+		problems = append(problems, hs[0].Reason)
+	}
+	if s.client.Leader() {
+		snap := s.client.Snapshot()
+		if l, ok := snap.Get(signals.PrimaryLoad, nil); !ok || l.Err != nil || snap.Stale(l) {
+			problems = append(problems, "no fresh sample of the primary")
+		}
+	}
+	// Ready means /check can answer: a job still waiting for its first
+	// allocation (or whose lease lapsed) would get 500 there.
+	for _, j := range s.config().Jobs {
+		if js, ok := s.jobState(j.Name); ok && js.Unavailable {
+			problems = append(problems, fmt.Sprintf("job %s has no valid allocation: %s", j.Name, js.Reason))
+		}
+	}
+	if len(problems) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, api.Ready{Ready: false, Problems: problems})
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Ready{Ready: true, ConfigVersion: s.config().Version})
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request, _ config.Token) {
+	out := api.Status{Leader: s.client.Leader(), ConfigVersion: s.config().Version}
+	if out.Leader {
+		d := s.client.Decision()
+		out.Decision = &api.Decision{Mode: string(d.Mode), Budget: d.Budget, Binding: d.Binding, Reason: d.Reason, DecidedAt: d.At,
+			Signals: signalsJSON(s.client.Snapshot())}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// signalsJSON renders every sample of snap with its age and staleness.
+func signalsJSON(snap signals.Snapshot) []api.Signal {
+	sigs := []api.Signal{}
+	for _, x := range snap.Samples {
+		j := api.Signal{Name: string(x.Name), Labels: x.Labels, AgeSeconds: x.Age(snap.At).Seconds(), Stale: snap.Stale(x)}
+		if x.Err != nil {
+			j.Error = x.Err.Error()
+		} else {
+			v := x.Value
+			j.Value = &v
+		}
+		sigs = append(sigs, j)
+	}
+	return sigs
+}
+
+// jobJSON is a job's wire status with the typed status it came from.
+type jobJSON struct {
+	api.Job
+	status throttle.JobStatus
+}
+
+func (s *Server) jobState(name string) (jobJSON, bool) {
+	s.mu.RLock()
+	p, ok := s.pacers[name]
+	s.mu.RUnlock()
+	if !ok {
+		return jobJSON{}, false
+	}
+	st := p.Status()
+	js := jobJSON{Job: api.Job{Job: name, State: string(st.State), Code: string(st.Code), Reason: st.Reason, Binding: st.Binding, Rate: st.Rate,
+		Holds: []string{}, Unavailable: st.Code == throttle.CodeUnavailable}, status: st}
+	for _, h := range st.Holds {
+		js.Holds = append(js.Holds, h.ID)
+	}
+	return js, true
+}
+
+func (s *Server) jobs(w http.ResponseWriter, _ *http.Request, _ config.Token) {
+	list := []api.Job{}
+	for _, j := range s.config().Jobs {
+		if js, ok := s.jobState(j.Name); ok {
+			list = append(list, js.Job)
+		}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) job(w http.ResponseWriter, r *http.Request, _ config.Token) {
+	js, ok := s.jobState(r.PathValue("job"))
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q is configured", r.PathValue("job")))
+		return
+	}
+	writeJSON(w, http.StatusOK, js.Job)
+}
+
+// check answers as freno does, from memory: 200 go, 429 throttled, 417
+// held or paused, 404 unknown job, 500 when the state is stale or the
+// database unreachable. It never waits on the database.
+func (s *Server) check(w http.ResponseWriter, r *http.Request, _ config.Token) {
+	js, ok := s.jobState(r.PathValue("job"))
+	code, msg := http.StatusOK, "go"
+	switch {
+	case !ok:
+		code, msg = http.StatusNotFound, "unknown job"
+	case js.status.Code == throttle.CodeUnavailable, js.status.Code == throttle.CodeStale:
+		code, msg = http.StatusInternalServerError, js.Reason
+	case js.status.State == throttle.JobPaused:
+		code, msg = http.StatusExpectationFailed, js.Reason
+	case js.status.Code == throttle.CodeCut, js.status.Code == throttle.CodeTooSlow, js.Rate <= 0:
+		code, msg = http.StatusTooManyRequests, js.Reason
+	}
+	if code != http.StatusOK {
+		w.Header().Set("Retry-After", "1")
+	}
+	if r.Method == http.MethodHead {
+		w.WriteHeader(code)
+		return
+	}
+	writeJSON(w, code, api.Check{Job: r.PathValue("job"), Message: msg, Rate: js.Rate, Status: code})
+}

@@ -1,0 +1,153 @@
+package throttle
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// holds asks the hold source which holds apply to each job, and whether
+// every job (or, with none registered, all jobs) is held.
+func (c *Controller) holds(now time.Time) (map[Job][]Hold, bool) {
+	out := map[Job][]Hold{}
+	if c.cfg.Holds == nil {
+		return out, false
+	}
+	all := true
+	for _, j := range c.order {
+		if h := c.cfg.Holds.Applying(now, j); len(h) > 0 {
+			out[j] = h
+		} else {
+			all = false
+		}
+	}
+	if len(c.order) == 0 {
+		h := c.cfg.Holds.Applying(now, "")
+		out[""] = h
+		all = len(h) > 0
+	}
+	return out, all
+}
+
+func (c *Controller) anyJob() Job {
+	if len(c.order) == 0 {
+		return ""
+	}
+	return c.order[0]
+}
+
+func describeHolds(hs []Hold) string {
+	var parts []string
+	for _, h := range hs {
+		parts = append(parts, fmt.Sprintf("hold %s on %s by %s (%s): %s, until %s", h.ID, h.Scope, h.Actor, h.Source, h.Reason, h.Expires.UTC().Format(time.RFC3339)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// runningJobs lists the jobs that had a positive rate at the last step.
+func (c *Controller) runningJobs() []JobRate {
+	var out []JobRate
+	for _, j := range c.order {
+		if r := c.jobs[j].rate; r > 0 {
+			out = append(out, JobRate{Job: j, Rate: r})
+		}
+	}
+	return out
+}
+
+// SlowRate is the rate, in batches per second, under which a job (or one
+// worker's share of it) waits more than a few seconds for each batch: it
+// is shown as throttled, with [SlowReason], never as running.
+const SlowRate = 0.2
+
+// SlowReason is the reason of a job or worker held to rate, under
+// SlowRate, by a decision whose reason is why.
+func SlowReason(rate float64, why string) string {
+	every := "never"
+	if rate > 0 {
+		every = "every " + time.Duration(float64(time.Second)/rate).Round(time.Second).String()
+	}
+	return fmt.Sprintf("throttled: %.2g batches/s, one batch %s (the budget: %s)", rate, every, why)
+}
+
+// allocate shares budget between the jobs that no hold applies to.
+func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Code, reason string, holds map[Job][]Hold) map[Job]JobDecision {
+	out := make(map[Job]JobDecision, len(c.order))
+	var free []Job
+	var claims []claim
+	for _, j := range c.order {
+		s := c.jobs[j]
+		if hs := holds[j]; len(hs) > 0 {
+			if !s.held {
+				s.held, s.heldRate = true, s.rate
+			}
+			st := Held(j, hs)
+			out[j] = JobDecision{State: st.State, Code: st.Code, Reason: st.Reason, Holds: st.Holds}
+			continue
+		}
+		if s.held {
+			// Released: ramp back from a fraction of the rate before.
+			s.held = false
+			s.rampCap = max(c.cfg.MinBudget, s.heldRate*c.cfg.SlowStart)
+		}
+		want := math.Inf(1)
+		if s.idle >= idleTicks {
+			want = s.usage*1.5 + c.cfg.MinBudget // idle: lend the rest
+		}
+		cl := claim{weight: s.cfg.Weight, floor: s.cfg.MinRate, cap: min(s.cfg.MaxRate, want)}
+		if s.rampCap > 0 {
+			cl.cap = min(cl.cap, s.rampCap)
+		}
+		free = append(free, j)
+		claims = append(claims, cl)
+	}
+	rates := share(budget, claims)
+	for i, j := range free {
+		s := c.jobs[j]
+		r := rates[i]
+		if s.rampCap > 0 && budget > 0 {
+			if r < s.rampCap*0.99 {
+				s.rampCap = 0 // the ramp no longer binds
+			} else {
+				s.rampCap *= c.cfg.MaxGrowth
+			}
+		}
+		s.rate = r
+		jd := JobDecision{Allocation: allocation(r, s.avgDur, c.cfg.Tick), State: JobRunning, Code: code}
+		switch {
+		case r == 0:
+			jd.State, jd.Reason = JobPaused, reason
+			if code.Go() {
+				jd.Code = CodeTooSlow // no share of the budget, though nothing pauses it
+			}
+		case r < SlowRate:
+			jd.State, jd.Code, jd.Reason = JobThrottled, CodeTooSlow, SlowReason(r, reason)
+		case mode == ModeThrottled:
+			jd.State, jd.Reason = JobThrottled, reason
+		case r >= s.cfg.MaxRate:
+			jd.Code, jd.Reason = CodeMaxRate, fmt.Sprintf("running: at the job's max_rate %.3g/s", s.cfg.MaxRate)
+		}
+		out[j] = jd
+	}
+	for j := range holds {
+		if s, ok := c.jobs[j]; ok {
+			s.rate = 0
+		}
+	}
+	return out
+}
+
+// allocation turns a rate into a token bucket: a burst of one tick's
+// tokens (at least 1) and an in-flight cap by Little's law with 50 %
+// headroom (at least 1).
+func allocation(rate float64, avgDur, tick time.Duration) Allocation {
+	if rate <= 0 {
+		return Allocation{}
+	}
+	inflight := 1
+	if avgDur > 0 {
+		inflight = max(1, int(math.Ceil(rate*avgDur.Seconds()*1.5)))
+	}
+	return Allocation{Rate: rate, Burst: max(1, int(math.Ceil(rate*tick.Seconds()))), MaxInFlight: inflight}
+}

@@ -1,0 +1,282 @@
+package throttle
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/throttled/throttled/signals"
+)
+
+// readings are what one step saw, for control.
+type readings struct {
+	worst       ruleEval // the usable rule with the highest pressure
+	rawWorst    ruleEval // the new sample with the highest raw pressure
+	jump        ruleEval // a new sample at EmergencyPressure even one Resolution step lower
+	rising      ruleEval // an integrating signal that rose at each of its last samples
+	maxRaw      float64  // highest raw pressure of any usable sample, one Resolution step lower
+	maxRawFresh float64  // the same over samples new at this step
+	anyFresh    bool
+	batches     int // batch attempts in the error window
+	errors      int
+}
+
+// control is the ordinary step: cut over target, hold in the deadband,
+// grow under it.
+func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision) {
+	pSig, binding := r.worst.pressure, r.worst.key
+	// Batch errors: over MaxErrorFraction with enough batches to judge,
+	// they cut like a breach; with too few, they only stop growth.
+	errFrac := 0.0
+	if r.batches > 0 {
+		errFrac = float64(r.errors) / float64(r.batches)
+	}
+	errJudged := r.batches >= c.cfg.MinErrorBatches
+	errPressure := 0.0
+	if errJudged {
+		errPressure = errFrac / c.cfg.MaxErrorFraction
+	}
+	errorsBind := errPressure > 1 && errPressure > pSig
+	p := pSig
+	if errorsBind {
+		p, binding = min(errPressure, c.cfg.EmergencyPressure*0.99), "job_error_fraction"
+	}
+	d.Binding, d.Pressure = binding, p
+	if binding == "" {
+		d.Mode, d.Code, d.Reason = ModeThrottled, CodeNotGrowing, "throttled: no rule has a usable signal; not growing"
+		return
+	}
+	// Over target: the smoothed pressure says so, or two new raw samples
+	// in a row do (the smoothing would otherwise delay the cut by
+	// seconds). A sample seen before is not a second reading.
+	if r.anyFresh {
+		if r.maxRawFresh > 1 {
+			c.rawOver++
+		} else {
+			c.rawOver = 0
+		}
+		// Two samples in a row at the emergency level are evidence when
+		// even one Resolution step lower they are over target.
+		if r.rawWorst.rawPress >= c.cfg.EmergencyPressure && r.rawWorst.oneStepLower() > 1 {
+			c.rawEmergency++
+		} else {
+			c.rawEmergency = 0
+		}
+	}
+	signalOver := pSig > 1 || c.rawOver >= 2
+	over := signalOver || errPressure > 1
+	if over && !c.overTarget {
+		// A new breach: remember the budget it began at. A recent, lower
+		// breach budget is kept: the lowest bad rate is the one to trust.
+		if c.ceiling == 0 || now.Sub(c.ceilingAt) >= c.cfg.BreachMemory || c.budget < c.ceiling {
+			c.ceiling = c.budget
+		}
+		c.ceilingAt = now
+		c.ceilingLag = integrates(r.worst.name) && pSig > 1 || integrates(r.rawWorst.name) && c.rawOver >= 2
+	}
+	c.overTarget = over
+	// Errors alone never cut below a quarter of the budget they began at:
+	// when they do not depend on the rate, cutting further buys nothing.
+	// A signal over target cuts as far as it must.
+	floor := 0.0
+	switch {
+	case errPressure <= 1:
+		c.errorFloor = 0
+	case !signalOver:
+		if c.errorFloor == 0 {
+			c.errorFloor = c.budget * c.cfg.SlowStart
+		}
+		floor = c.errorFloor
+	}
+	describe := fmt.Sprintf("%s at %.2f of target", binding, p)
+	switch {
+	case errorsBind:
+		describe = fmt.Sprintf("%.0f%% of %d batches failed (limit %.0f%%)", 100*errFrac, r.batches, 100*c.cfg.MaxErrorFraction)
+	case pSig <= 1 && c.rawOver >= 2 && r.rawWorst.key != "":
+		// Over on raw samples alone: name the signal whose samples they
+		// are, not the one with the highest smoothed pressure.
+		binding = r.rawWorst.key
+		describe = fmt.Sprintf("%s samples over target twice in a row (now %.2f of target; smoothed %.2f)",
+			binding, r.rawWorst.rawPress, r.rawWorst.pressure)
+	}
+	d.Binding = binding
+	// An emergency needs evidence that the load is real: the smoothed
+	// pressure, a sample that would reach the level even one Resolution
+	// step lower (one session fewer on few cores), or two samples in a
+	// row. The cut names the signal that gave the evidence.
+	emergency, evidence, eBinding, eName := "", 0.0, "", signals.Name("")
+	switch {
+	case pSig >= c.cfg.EmergencyPressure:
+		emergency = fmt.Sprintf("%s at %.2f of target, smoothed", r.worst.key, pSig)
+		evidence, eBinding, eName = pSig, r.worst.key, r.worst.name
+	case r.jump.key != "":
+		emergency = fmt.Sprintf("a %s sample at %.2f of target (reading %.3g; smoothed %.2f of target)",
+			r.jump.key, r.jump.rawPress, r.jump.raw, r.jump.pressure)
+		evidence, eBinding, eName = r.jump.rawPress, r.jump.key, r.jump.name
+	case c.rawEmergency >= 2:
+		emergency = fmt.Sprintf("%s samples at %.2f of target or more twice in a row (reading %.3g; smoothed %.2f of target)",
+			r.rawWorst.key, r.rawWorst.rawPress, r.rawWorst.raw, r.rawWorst.pressure)
+		evidence, eBinding, eName = r.rawWorst.rawPress, r.rawWorst.key, r.rawWorst.name
+	}
+	tick := c.cfg.Tick
+	// Replica lag integrates the excess of WAL over what the replica
+	// applies: a cut shows in it only as the backlog drains, seconds
+	// later. So an emergency cut on lag is repeated at the next tick only
+	// on evidence of more pressure than the last one's; three cuts of
+	// EmergencyCut in a row on a lag already falling left 1/64 of the
+	// budget. (Load answers a cut within a tick: its cuts repeat.)
+	if emergency != "" && integrates(eName) && now.Sub(c.cutAt) < 2*tick-tick/2 && evidence <= c.emergencyAt {
+		emergency = ""
+	}
+	if emergency != "" {
+		d.Binding = eBinding
+	}
+	switch {
+	case emergency != "":
+		// A breach at this budget: growth doubles back to 90 % of it once
+		// the pressure is gone, and probes past it only after a calm.
+		if !over && (c.ceiling == 0 || now.Sub(c.ceilingAt) >= c.cfg.BreachMemory || c.budget < c.ceiling) {
+			c.ceiling, c.ceilingAt = c.budget, now
+		}
+		c.cut(now, 1-c.cfg.EmergencyCut, p, 0)
+		c.emergencyAt = evidence
+		d.Mode, d.Code, d.Reason = ModeThrottled, CodeCut, fmt.Sprintf("throttled: emergency cut by %.0f%%: %s", 100*c.cfg.EmergencyCut, emergency)
+	case over && (now.Sub(c.cutAt) >= 2*tick-tick/2 || p > c.cutPressure):
+		f := max(1-c.cfg.MaxCut, min(0.95, 1/max(p, r.maxRawFresh)))
+		c.cut(now, f, p, floor)
+		d.Mode, d.Code, d.Reason = ModeThrottled, CodeCut, fmt.Sprintf("throttled: cut by %.0f%%: %s", 100*(1-f), describe)
+	case over:
+		d.Mode, d.Code, d.Reason = ModeThrottled, CodeCut, "throttled: "+describe+"; letting the last cut take effect"
+	case max(pSig, r.maxRaw) >= c.cfg.GrowBelow:
+		d.Mode, d.Code, d.Reason = ModeThrottled, CodeHolding, "throttled: "+describe+"; holding"
+	case errFrac > c.cfg.MaxErrorFraction:
+		d.Mode, d.Code, d.Reason = ModeThrottled, CodeHolding, fmt.Sprintf("throttled: %s; holding: %d of the last %d batches failed", describe, r.errors, r.batches)
+	default:
+		// Under target: the signal is named only when it is what limits
+		// the budget; otherwise the reason says what does.
+		var limit string
+		var code Code
+		if r.rising.key != "" {
+			// A budget past what the replica applies shows first as lag
+			// rising at every sample, long before the lag reaches its
+			// target: growing further would only make the cut later and
+			// deeper.
+			limit, code = fmt.Sprintf("%s rising, at %.2f of target; budget %.3g/s held", r.rising.key, r.rising.rawPress, c.budget), CodeBinding
+			d.Binding = r.rising.key
+		} else {
+			limit, code = c.grow(now, max(pSig, r.maxRaw), r.worst.key, frozen)
+		}
+		d.Mode, d.Code, d.Reason = ModeRunning, code, "running: "+limit
+		if code != CodeBinding {
+			d.Binding = ""
+		}
+	}
+}
+
+// cut multiplies the budget by factor, not below floor.
+func (c *Controller) cut(now time.Time, factor, p, floor float64) {
+	c.budget = c.clamp(max(c.budget*factor, min(floor, c.budget)))
+	c.changedAt, c.cutAt, c.cutPressure, c.emergencyAt = now, now, p, 0
+}
+
+// Growth after a breach comes back at once to breachSafe of the budget the
+// breach began at, breachSafeLag for a breach of replica lag; past that it
+// only probes, after a calm.
+const (
+	breachSafe    = 0.9
+	breachSafeLag = 0.8
+)
+
+// grow raises the budget toward the pressure at which it would reach
+// GrowBelow, and returns what limits the budget now and whether that is
+// the signal key (pressure p). Far under target (p under half of
+// GrowBelow) it doubles each step: after a pause up to half the budget
+// before it, after a breach up to 90 % of the budget the breach began at,
+// so a cut is undone within seconds once the pressure is gone. Nearer the
+// target it grows by at most MaxGrowth, tapering; near the budget of the
+// last breach it only probes, and only with clear room: twice the
+// deadband below GrowBelow.
+func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (limit string, code Code) {
+	b := fmt.Sprintf("budget %.3g/s", c.budget)
+	if c.budget >= c.cfg.MaxBudget {
+		return fmt.Sprintf("%s, the most allowed (max_rate)", b), CodeMaxRate
+	}
+	if frozen {
+		return b + " held", CodeNotGrowing
+	}
+	// Use is measured over about 5 s; a budget of under two batches in
+	// that time cannot show it, and a job that waits that long for its
+	// next token is not idle.
+	if u := c.utilization(); u < c.cfg.MinUtilization && c.budget*usageTau.Seconds() >= 2 {
+		return fmt.Sprintf("low utilization: %s; not growing: jobs use %.0f%% of the budget", b, 100*u), CodeLowUtilization
+	}
+	room := c.cfg.GrowBelow / max(p, 1e-3)
+	f := min(c.cfg.MaxGrowth, room)
+	limit, code = fmt.Sprintf("%s, growing by up to %.0f%% every %s", b, 100*(c.cfg.MaxGrowth-1), time.Duration(c.cfg.GrowEvery)*c.cfg.Tick), CodeRunning
+	if room < c.cfg.MaxGrowth {
+		limit, code = fmt.Sprintf("%s at %.2f of target; %s, growing as it allows", key, p, b), CodeBinding
+	}
+	roomy := p < c.cfg.GrowBelow/2
+	if c.budget < c.ssthresh/2 && roomy {
+		// Slow start, as TCP's: after a pause, far under the budget before
+		// it and with plenty of room, double each step up to half of it.
+		f = min(2, room, c.ssthresh/2/c.budget)
+		limit, code = fmt.Sprintf("slow start: %s, doubling back toward %.3g/s, the budget before the pause", b, c.ssthresh), CodeSlowStart
+		if c.inherited > 0 {
+			limit, code = fmt.Sprintf("inherited budget: %s, doubling back toward %.3g/s, the last leader's", b, c.inherited), CodeInherited
+		}
+	}
+	if now.Sub(c.ceilingAt) < c.cfg.BreachMemory && c.ceiling > 0 {
+		safe := breachSafe * c.ceiling
+		if c.ceilingLag {
+			// Lag integrates: by the time it breached, the budget had been
+			// over what the replica applies for a while, so the rate it
+			// breached at is further from a safe one than a load breach's.
+			safe = breachSafeLag * c.ceiling
+		}
+		switch {
+		case c.budget < safe:
+			if roomy {
+				// After a cut, with the pressure far under target: what
+				// cut it is gone, so double back toward the breach's
+				// budget rather than creep.
+				f = max(f, min(2, room))
+			}
+			f = min(f, safe/c.budget)
+			if code != CodeBinding {
+				code = CodeRunning
+				limit = fmt.Sprintf("%s, growing back toward %.3g/s, under the %.3g/s of a breach %s ago", b, safe, c.ceiling, now.Sub(c.ceilingAt).Round(time.Second))
+			}
+		case p < c.cfg.GrowBelow-(1-c.cfg.GrowBelow) && now.Sub(c.ceilingAt) >= c.cfg.BreachMemory/10:
+			f = min(f, c.cfg.ProbeGrowth)
+			limit, code = fmt.Sprintf("%s, probing by %.0f%% past the %.3g/s of a breach %s ago", b, 100*(c.cfg.ProbeGrowth-1), c.ceiling, now.Sub(c.ceilingAt).Round(time.Second)), CodeRunning
+		default:
+			if code != CodeBinding {
+				code = CodeHolding
+				limit = fmt.Sprintf("%s, near the %.3g/s of a breach %s ago; probing past it after %s calm", b, c.ceiling, now.Sub(c.ceilingAt).Round(time.Second), c.cfg.BreachMemory/10)
+			}
+			return limit, code
+		}
+	}
+	every := time.Duration(c.cfg.GrowEvery) * c.cfg.Tick
+	if f <= 1 || now.Sub(c.changedAt) < every-c.cfg.Tick/2 {
+		return limit, code
+	}
+	c.budget = c.clamp(c.budget * f)
+	c.changedAt = now
+	if c.budget >= c.ssthresh {
+		c.inherited = 0
+	}
+	return limit, code
+}
+
+func (c *Controller) utilization() float64 {
+	var used float64
+	for _, s := range c.jobs {
+		used += s.usage
+	}
+	return used / c.budget
+}
+
+func (c *Controller) clamp(b float64) float64 {
+	return min(c.cfg.MaxBudget, max(c.cfg.MinBudget, b))
+}

@@ -1,0 +1,170 @@
+package throttle
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/throttled/throttled/signals"
+)
+
+// ruleEval is one rule applied to one sample.
+type ruleEval struct {
+	key        string
+	name       signals.Name
+	rule       Rule
+	required   bool
+	value, raw float64 // as the rule reads it: the free fraction for headroom
+	pressure   float64 // smoothed value over target
+	rawPress   float64
+	unknown    string // why the sample is unusable; "" when usable
+	at         time.Time
+	fresh      bool // a sample not seen at an earlier step
+}
+
+func (e ruleEval) lowerWorse() bool { return lowerIsWorse(e.name) }
+
+// oneStepLower is the raw pressure the sample would have one Resolution
+// step better: what a single sample proves beyond quantization.
+func (e ruleEval) oneStepLower() float64 {
+	if e.lowerWorse() {
+		return pressure(e.raw+e.rule.Resolution, e.rule.Target, true)
+	}
+	return pressure(e.raw-e.rule.Resolution, e.rule.Target, false)
+}
+
+// evaluate applies every rule to the snapshot.
+func (c *Controller) evaluate(now time.Time, snap signals.Snapshot) []ruleEval {
+	var out []ruleEval
+	for _, name := range ruleSignals {
+		rule, ok := c.cfg.Rules[name]
+		if !ok {
+			continue
+		}
+		if perReplica(name) {
+			out = append(out, c.evaluateReplicas(now, snap, name, rule)...)
+			continue
+		}
+		sampleName := name
+		if name == signals.ConnectionHeadroom {
+			sampleName = signals.ConnectionUsedFraction
+		}
+		s, ok := snap.Get(sampleName, nil)
+		e := ruleEval{key: string(name), name: name, rule: rule, required: rule.Required}
+		if !ok {
+			e.unknown = "not sampled"
+		} else {
+			c.read(now, &e, s)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func (c *Controller) evaluateReplicas(now time.Time, snap signals.Snapshot, name signals.Name, rule Rule) []ruleEval {
+	var out []ruleEval
+	seen := map[string]bool{}
+	for _, s := range snap.Samples {
+		if s.Name != name {
+			continue
+		}
+		replica := s.Labels[signals.LabelReplica]
+		seen[replica] = true
+		policy := c.replicaPolicy(replica)
+		if policy == ReplicaIgnored {
+			continue
+		}
+		e := ruleEval{key: s.Key(), name: name, rule: rule, required: policy == ReplicaRequired}
+		c.read(now, &e, s)
+		out = append(out, e)
+	}
+	// A required replica that is not even in the snapshot is unknown.
+	for replica, p := range c.cfg.Replicas {
+		if p == ReplicaRequired && !seen[replica] {
+			key := signals.Sample{Name: name, Labels: map[string]string{signals.LabelReplica: replica}}.Key()
+			out = append(out, ruleEval{key: key, name: name, rule: rule, required: true, unknown: "not sampled"})
+		}
+	}
+	slices.SortFunc(out, func(a, b ruleEval) int { return strings.Compare(a.key, b.key) })
+	return out
+}
+
+func (c *Controller) replicaPolicy(name string) ReplicaPolicy {
+	if p, ok := c.cfg.Replicas[name]; ok {
+		return p
+	}
+	return ReplicaOptional
+}
+
+// read fills e from sample s: usable, or why not.
+func (c *Controller) read(now time.Time, e *ruleEval, s signals.Sample) {
+	e.at = s.At
+	switch age := s.Age(now); {
+	case s.Err != nil:
+		e.unknown = "error: " + s.Err.Error()
+		return
+	case age > e.rule.MaxAge:
+		e.unknown = fmt.Sprintf("age %s over max_age %s", age.Round(time.Millisecond), e.rule.MaxAge)
+		return
+	case age < -e.rule.MaxAge:
+		// A clock this far off cannot vouch for the sample's freshness.
+		e.unknown = fmt.Sprintf("taken %s in the future (clock skew)", (-age).Round(time.Millisecond))
+		return
+	case !finite(s.Value) || !finite(s.Raw):
+		e.unknown = fmt.Sprintf("non-finite value %v (raw %v)", s.Value, s.Raw)
+		return
+	}
+	e.value, e.raw = s.Value, s.Raw
+	if e.name == signals.ConnectionHeadroom {
+		e.value, e.raw = max(0, 1-s.Value), max(0, 1-s.Raw)
+	}
+	e.pressure, e.rawPress = pressure(e.value, e.rule.Target, e.lowerWorse()), pressure(e.raw, e.rule.Target, e.lowerWorse())
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+func pressure(v, target float64, lowerWorse bool) float64 {
+	if lowerWorse {
+		return target / max(v, 1e-9)
+	}
+	return v / target
+}
+
+// trend is an integrating signal's direction over its recent samples.
+type trend struct {
+	last  float64
+	rises int // consecutive fresh samples each above the one before
+}
+
+// Rising lag: risingSamples fresh samples in a row, each higher than the
+// one before, with the last at risingShare of the target or more. Below
+// that share the lag is noise around zero.
+const (
+	risingSamples = 3
+	risingShare   = 0.25
+)
+
+// rising records e's fresh sample and reports whether the signal has
+// risen at each of its last risingSamples samples, from risingShare of its
+// target.
+func (c *Controller) rising(e ruleEval) bool {
+	tr, ok := c.trends[e.key]
+	switch {
+	case !ok:
+	case e.raw > tr.last:
+		tr.rises++
+	default:
+		tr.rises = 0
+	}
+	tr.last = e.raw
+	c.trends[e.key] = tr
+	return tr.rises >= risingSamples && e.rawPress >= risingShare
+}
+
+// integrates reports whether n accumulates the excess of the rate it is
+// paced on, so a cut shows in it only over time: replica lag.
+func integrates(n signals.Name) bool {
+	return n == signals.ReplicaLagBytes || n == signals.ReplicaLagSeconds || n == signals.ReplicaReplayBacklogBytes
+}

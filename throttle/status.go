@@ -1,0 +1,102 @@
+package throttle
+
+// Code says, as one of a closed set, why a job (or the whole budget) runs
+// as it does. It is for machines: the freno check's status code, the
+// metrics' why label, the confirm page, the API and the CLI derive from
+// it. The reason beside it is for people and is never parsed.
+type Code string
+
+// The codes, from a job running freely to one that may not run at all.
+const (
+	// CodeRunning: nothing holds the job back; the budget may grow.
+	CodeRunning Code = "running"
+	// CodeBinding: a signal near its target limits the budget's growth.
+	CodeBinding Code = "binding"
+	// CodeSlowStart: the budget doubles back after a pause or a cut.
+	CodeSlowStart Code = "slow_start"
+	// CodeInherited: a new leader doubles back toward the budget the last
+	// leader published.
+	CodeInherited Code = "inherited"
+	// CodeMaxRate: the job, or the whole budget, is at its max_rate.
+	CodeMaxRate Code = "max_rate"
+	// CodeLowUtilization: the jobs use too little of the budget for more
+	// to be measured; it does not grow.
+	CodeLowUtilization Code = "low_utilization"
+	// CodeNotGrowing: a signal is unknown or has no new sample; the
+	// budget holds.
+	CodeNotGrowing Code = "not_growing"
+	// CodeHolding: a signal is near or over its target, or batches fail;
+	// the budget holds, or waits for the last cut to take effect.
+	CodeHolding Code = "holding"
+	// CodeCut: a signal is over its target and the budget is being cut:
+	// at this tick, by an emergency cut, or by the last cut still taking
+	// effect.
+	CodeCut Code = "cut"
+	// CodeTooSlow: the job's rate is under SlowRate: a batch starts only
+	// every few seconds.
+	CodeTooSlow Code = "too_slow"
+	// CodeHeld: a hold applies to the job.
+	CodeHeld Code = "held"
+	// CodeCritical: a signal reached its critical level; every job is
+	// paused.
+	CodeCritical Code = "critical"
+	// CodeStale: a required signal is too old or unreadable; every job is
+	// paused.
+	CodeStale Code = "stale"
+	// CodeUnavailable: the job has no valid allocation: no decision yet,
+	// no leader, or a lease that lapsed.
+	CodeUnavailable Code = "unavailable"
+)
+
+// Go reports whether a job with this code may start batches now (at its
+// rate): false for the codes that pause it.
+func (c Code) Go() bool {
+	switch c {
+	case CodeHeld, CodeCritical, CodeStale, CodeUnavailable:
+		return false
+	}
+	return true
+}
+
+// JobStatus is one job's status, produced in one place (the controller's
+// decision, or a coordinated worker's lease) and read by everything that
+// shows or acts on it.
+type JobStatus struct {
+	Job   Job
+	State JobState
+	// Code is why, for machines; Reason is why, in words, with numbers.
+	Code   Code
+	Reason string
+	// Binding is the signal that limits the budget; "" when none does.
+	Binding string
+	// Rate is the job's allocated rate, batches per second.
+	Rate float64
+	// Holds are the holds that apply to the job, oldest first.
+	Holds []Hold
+}
+
+// HeldReason is the reason of a job that holds apply to: the one format
+// of it, wherever the hold is applied.
+func HeldReason(hs []Hold) string { return "paused: " + describeHolds(hs) }
+
+// Held is the status of job j while holds hs (at least one) apply to it:
+// the one place a hold becomes a job's status, in the controller's
+// decision and in a coordinated worker alike. A hold that could not be
+// confirmed first (holds.UnconfirmedHoldID's source is unknown to this
+// package) is the caller's to mark CodeUnavailable.
+func Held(j Job, hs []Hold) JobStatus {
+	return JobStatus{Job: j, State: JobPaused, Code: CodeHeld, Reason: HeldReason(hs), Holds: hs}
+}
+
+// CodeOf is the code a status without one is read as, by its state: a
+// running job runs, a throttled one holds, and a paused one has no valid
+// allocation (nothing says it is fine to go).
+func CodeOf(s JobState) Code {
+	switch s {
+	case JobRunning:
+		return CodeRunning
+	case JobThrottled:
+		return CodeHolding
+	}
+	return CodeUnavailable
+}
