@@ -44,13 +44,30 @@ var (
 	descJobSize     = prometheus.NewDesc("throttled_jobs_batch_size", "Last batch size, by job.", []string{"throttled_job"}, nil)
 	descJobLeft     = prometheus.NewDesc("throttled_jobs_remaining_rows", "Rows a job still has to do (absent while unknown).", []string{"throttled_job"}, nil)
 	descBuild       = prometheus.NewDesc("throttled_build_info", "Build information.", []string{"version", "go_version"}, nil)
+	// Samples labelled by more than a replica have metrics of their own.
+	descSlotRetained = prometheus.NewDesc("throttled_signals_slot_retained_bytes", "WAL each replication slot retains.", []string{"slot", "type", "wal_status"}, nil)
+	descSlotSafe     = prometheus.NewDesc("throttled_signals_slot_safe_wal_bytes", "WAL a slot may still retain before max_slot_wal_keep_size invalidates it.", []string{"slot", "type"}, nil)
+	descHolder       = prometheus.NewDesc("throttled_signals_xmin_horizon_holder", "The oldest holder of the xmin horizon, by its age in transaction IDs.", []string{"kind", "holder"}, nil)
 )
+
+// labelled are the samples exported under a metric of their own, with
+// their labels: every other sample is throttled_signals_* by signal and
+// replica.
+var labelled = map[signals.Name]struct {
+	desc *prometheus.Desc
+	keys []string
+}{
+	signals.SlotRetainedBytes: {descSlotRetained, []string{signals.LabelSlot, signals.LabelSlotType, signals.LabelWALStatus}},
+	signals.SlotSafeWALBytes:  {descSlotSafe, []string{signals.LabelSlot, signals.LabelSlotType}},
+	signals.XminHorizonHolder: {descHolder, []string{signals.LabelHolderKind, signals.LabelHolder}},
+}
 
 // DescribeMetrics sends every descriptor [Client.CollectMetrics] uses.
 func DescribeMetrics(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descSignalValue, descSignalAge, descSignalFail, descMode, descBinding, descBudget,
 		descLatched, descSampleDur, descSamples, descSampleFail, descHolds, descHoldInfo, descJobRate, descJobPaused, descJobState,
-		descJobBatches, descJobRows, descJobErrors, descJobRetries, descJobSize, descJobLeft, descBuild} {
+		descJobBatches, descJobRows, descJobErrors, descJobRetries, descJobSize, descJobLeft, descBuild,
+		descSlotRetained, descSlotSafe, descHolder} {
 		ch <- d
 	}
 }
@@ -98,6 +115,16 @@ func (c *Client) CollectMetrics(ch chan<- prometheus.Metric, jobs []JobMetrics) 
 	if leader {
 		snap := c.Snapshot()
 		for _, x := range snap.Samples {
+			if l, ok := labelled[x.Name]; ok {
+				if x.Err == nil {
+					values := make([]string, len(l.keys))
+					for i, k := range l.keys {
+						values[i] = x.Labels[k]
+					}
+					ch <- prometheus.MustNewConstMetric(l.desc, prometheus.GaugeValue, x.Value, values...)
+				}
+				continue
+			}
 			replica := x.Labels[signals.LabelReplica]
 			ch <- prometheus.MustNewConstMetric(descSignalAge, prometheus.GaugeValue, x.Age(snap.At).Seconds(), string(x.Name), replica)
 			ch <- prometheus.MustNewConstMetric(descSignalFail, prometheus.GaugeValue, boolf(x.Err != nil), string(x.Name), replica)

@@ -368,3 +368,32 @@ func TestListenAddress(t *testing.T) {
 		})
 	}
 }
+
+// The README's examples of rules on the horizon, slot and wraparound
+// signals are valid as written and reach the controller's rules.
+func TestRulesOnHorizonSlotsAndWraparound(t *testing.T) {
+	src := smallest + `
+signal "xmin_horizon_age_seconds" { target = 1800 }
+signal "slot_retained_bytes_max" {
+  target   = 10e9
+  critical = 50e9
+}
+signal "wraparound_fraction" {
+  target   = 0.7
+  critical = 1
+}
+`
+	c, err := Parse("throttled.hcl", []byte(src), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[signals.Name]throttle.Rule{
+		signals.XminHorizonAgeSeconds: {Target: 1800},
+		signals.SlotRetainedBytesMax:  {Target: 10e9, Critical: 50e9},
+		signals.WraparoundFraction:    {Target: 0.7, Critical: 1},
+	} {
+		if got := c.Rules[name]; got.Target != want.Target || got.Critical != want.Critical {
+			t.Errorf("rule %s = %+v; want target %v critical %v", name, got, want.Target, want.Critical)
+		}
+	}
+}

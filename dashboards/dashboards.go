@@ -244,6 +244,15 @@ func Overview() Dashboard {
 	binding := panel(10, "state-timeline", "Binding signal (the one pacing the work)", "none", GridPos{H: 4, W: 24, X: 0, Y: 27},
 		[2]string{`max by (signal) (throttled_controller_binding{` + c + `}) > 0`, "{{signal}}"})
 	binding.Description = "The signal under the most pressure against its target: what to fix to let the background work go faster."
+	horizon := panel(11, "timeseries", "Vacuum horizon age (oldest snapshot, slot, prepared xact or standby)", "s", GridPos{H: 7, W: 8, X: 0, Y: 31},
+		[2]string{`max(throttled_signals_value{signal="xmin_horizon_age_seconds",` + c + `})`, "seconds"})
+	horizon.Description = "While something old holds the xmin horizon back, vacuum cannot remove what a cleanup deletes: the job makes bloat, not space. The holder is in throttled_signals_xmin_horizon_holder's labels, and in GET /v1/status."
+	slots := panel(12, "timeseries", "WAL retained by replication slots", "bytes", GridPos{H: 7, W: 8, X: 8, Y: 31},
+		[2]string{`max by (slot) (throttled_signals_slot_retained_bytes{` + c + `})`, "{{slot}}"})
+	slots.Description = "Every byte a job writes stays on the primary's disk while a slot's consumer (a replica, a CDC pipeline) does not read it."
+	wrap := panel(13, "timeseries", "Wraparound: oldest database's age over autovacuum_freeze_max_age", "percentunit", GridPos{H: 7, W: 8, X: 16, Y: 31},
+		[2]string{`max(throttled_signals_value{signal="wraparound_fraction",` + c + `})`, "fraction"})
+	wrap.Description = "At 100 % autovacuum must freeze the whole database, whatever else runs."
 	return Dashboard{
 		UID: "throttled-overview", Title: "throttled: background work and database health", Tags: []string{"throttled", "postgres"},
 		Timezone: "utc", SchemaVersion: 39, Refresh: "10s", Time: TimeRange{From: "now-1h", To: "now"}, Templating: variables(), Annotations: annotations(),
@@ -266,6 +275,7 @@ func Overview() Dashboard {
 			panel(9, "timeseries", "Sampler failures", "ops", GridPos{H: 7, W: 8, X: 16, Y: 20},
 				[2]string{`sum by (server) (rate(throttled_signals_sample_failures_total{` + c + `}[$__rate_interval]))`, "{{server}}"}),
 			binding,
+			horizon, slots, wrap,
 		},
 	}
 }

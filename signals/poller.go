@@ -390,12 +390,15 @@ func (s *primarySampler) server() *server { return s.srv }
 
 // QueriesPerTick is how many statements one primary sampling tick runs;
 // they go in a single round trip.
-const QueriesPerTick = 3
+const QueriesPerTick = 6
 
 func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sample {
 	var act activity
 	var hr headroom
 	var rows []walsenderRow
+	var hz horizon
+	var slots []slotRow
+	var wrap wraparound
 	err := s.srv.do(ctx, now(), func(ctx context.Context, conn *pgx.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue(activitySQL).QueryRow(func(r pgx.Row) error {
@@ -413,6 +416,19 @@ func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sam
 			})
 			return err
 		})
+		b.Queue(horizonSQL).QueryRow(func(r pgx.Row) error {
+			return r.Scan(&hz.xids, &hz.secs, &hz.kind, &hz.holder)
+		})
+		b.Queue(slotsSQL).Query(func(r pgx.Rows) error {
+			var err error
+			slots, err = pgx.CollectRows(r, func(row pgx.CollectableRow) (slotRow, error) {
+				var x slotRow
+				err := row.Scan(&x.name, &x.kind, &x.active, &x.retained, &x.walStatus, &x.safe)
+				return x, err
+			})
+			return err
+		})
+		b.Queue(wraparoundSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&wrap.fraction) })
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
@@ -429,9 +445,15 @@ func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sam
 	}
 	if err != nil {
 		out := append(activityFailed(at, err), headroomFailed(at, err)...)
+		out = append(out, horizonFailed(at, err)...)
+		out = append(out, slotsFailed(at, err)...)
+		out = append(out, wraparoundFailed(at, err)...)
 		return append(out, replicaLagFailed(dedupe(known), at, err)...)
 	}
 	out := append(act.samples(s.smooth, s.cores, at), hr.samples(at)...)
+	out = append(out, hz.samples(at)...)
+	out = append(out, slotSamples(slots, at)...)
+	out = append(out, wrap.samples(at)...)
 	for _, l := range classifyReplicas(rows, known) {
 		s.seen[l.name] = true
 		out = append(out, l.samples(at)...)

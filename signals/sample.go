@@ -25,6 +25,21 @@ const (
 	ReplicaLagSeconds         Name = "replica_lag_seconds"
 	ReplicaReplayBacklogBytes Name = "replica_replay_backlog_bytes"
 	ReplicaReplayPaused       Name = "replica_replay_paused"
+	// The xmin horizon: how old the oldest snapshot, slot, prepared
+	// transaction or standby holding back vacuum is, in transaction IDs
+	// and in seconds; xmin_horizon_holder names it by its labels.
+	XminHorizonAgeXIDs    Name = "xmin_horizon_age_xids"
+	XminHorizonAgeSeconds Name = "xmin_horizon_age_seconds"
+	XminHorizonHolder     Name = "xmin_horizon_holder"
+	// Replication slots: the WAL each retains (labels slot, type,
+	// wal_status), the largest of them, and what is left before
+	// max_slot_wal_keep_size invalidates a slot, where it is set.
+	SlotRetainedBytes    Name = "slot_retained_bytes"
+	SlotRetainedBytesMax Name = "slot_retained_bytes_max"
+	SlotSafeWALBytes     Name = "slot_safe_wal_bytes"
+	// WraparoundFraction is the oldest database's transaction (or
+	// multixact) age over the age at which autovacuum must freeze it.
+	WraparoundFraction Name = "wraparound_fraction"
 )
 
 // Names lists every signal this package can produce, in display order.
@@ -34,6 +49,9 @@ var Names = []Name{
 	ConnectionHeadroom, ConnectionUsedFraction,
 	ReplicaLagBytes, ReplicaLagSeconds,
 	ReplicaReplayBacklogBytes, ReplicaReplayPaused,
+	XminHorizonAgeXIDs, XminHorizonAgeSeconds, XminHorizonHolder,
+	SlotRetainedBytes, SlotRetainedBytesMax, SlotSafeWALBytes,
+	WraparoundFraction,
 }
 
 // Known reports whether n is one of [Names].
@@ -43,6 +61,15 @@ func Known(n Name) bool { return slices.Contains(Names, n) }
 // foreground-latency signals, with Config.ForegroundLatency. Every other
 // signal is always sampled (per replica, for the replica signals).
 func OptIn(n Name) bool { return n == ForegroundLatency || n == ForegroundLatencySeconds }
+
+// Conditional reports whether n has samples only while what it describes
+// exists: a slot (slot_retained_bytes), a slot bounded by
+// max_slot_wal_keep_size (slot_safe_wal_bytes), a holder of the xmin
+// horizon (xmin_horizon_holder). Rules read their always-present
+// summaries instead.
+func Conditional(n Name) bool {
+	return n == SlotRetainedBytes || n == SlotSafeWALBytes || n == XminHorizonHolder
+}
 
 // Unit is the unit of a sample's value.
 type Unit string
@@ -56,6 +83,7 @@ const (
 	UnitBytes       Unit = "bytes"
 	UnitSeconds     Unit = "seconds"
 	UnitBool        Unit = "bool"
+	UnitXIDs        Unit = "transaction_ids"
 )
 
 // LabelReplica is the label naming a replica: its physical slot name,
@@ -151,4 +179,29 @@ func replicaLabels(name string) map[string]string { return map[string]string{Lab
 // failed returns a sample of name that failed with err at at.
 func failed(name Name, labels map[string]string, unit Unit, at time.Time, err error) Sample {
 	return Sample{Name: name, Labels: labels, Unit: unit, At: at, Err: err}
+}
+
+// Query is one statement the sampler runs each tick, and the signals it
+// yields.
+type Query struct {
+	// Server is "primary" or "replica".
+	Server  string
+	Signals []Name
+	SQL     string
+}
+
+// Queries lists every statement the sampler runs, in the order it runs
+// them (the primary's in one round trip), for the documentation: what
+// each signal reads is exactly this.
+func Queries() []Query {
+	return []Query{
+		{"primary", []Name{PrimaryLoad, PrimaryIOWait, PrimaryLockWait, PrimaryJobSessions}, activitySQL},
+		{"primary", []Name{ConnectionHeadroom, ConnectionUsedFraction}, headroomSQL},
+		{"primary", []Name{ReplicaLagBytes, ReplicaLagSeconds}, replicationSQL},
+		{"primary", []Name{XminHorizonAgeXIDs, XminHorizonAgeSeconds, XminHorizonHolder}, horizonSQL},
+		{"primary", []Name{SlotRetainedBytes, SlotRetainedBytesMax, SlotSafeWALBytes}, slotsSQL},
+		{"primary", []Name{WraparoundFraction}, wraparoundSQL},
+		{"primary", []Name{ForegroundLatency, ForegroundLatencySeconds}, canarySQL},
+		{"replica", []Name{ReplicaReplayBacklogBytes, ReplicaReplayPaused}, replaySQL},
+	}
 }

@@ -216,6 +216,7 @@ var ruleSignals = []signals.Name{
 	signals.PrimaryLoad, signals.PrimaryIOWait, signals.PrimaryLockWait, signals.ForegroundLatency,
 	signals.ConnectionHeadroom, signals.ReplicaLagBytes, signals.ReplicaLagSeconds,
 	signals.ReplicaReplayBacklogBytes,
+	signals.XminHorizonAgeSeconds, signals.XminHorizonAgeXIDs, signals.SlotRetainedBytesMax, signals.WraparoundFraction,
 }
 
 // lowerIsWorse reports whether a rule on name is on a level to stay over.

@@ -3,6 +3,8 @@ package throttle
 import (
 	"testing"
 	"time"
+
+	"github.com/throttled/throttled/signals"
 )
 
 // Every decision carries a reason code for each job, produced where the
@@ -54,6 +56,32 @@ func TestCodeOfAStateAlone(t *testing.T) {
 	for s, want := range map[JobState]Code{JobRunning: CodeRunning, JobThrottled: CodeHolding, JobPaused: CodeUnavailable, "": CodeUnavailable} {
 		if got := CodeOf(s); got != want || (s == JobPaused && got.Go()) {
 			t.Errorf("CodeOf(%q) = %s; want %s", s, got, want)
+		}
+	}
+}
+
+// A rule on one of the horizon, slot or wraparound signals binds like any
+// other: over its target the budget is cut and the signal is named.
+func TestRulesOnHorizonSlotsAndWraparoundBind(t *testing.T) {
+	for _, tc := range []struct {
+		name  signals.Name
+		rule  Rule
+		value float64
+	}{
+		{signals.XminHorizonAgeSeconds, Rule{Target: 1800}, 3600},
+		{signals.XminHorizonAgeXIDs, Rule{Target: 1e6}, 2e6},
+		{signals.SlotRetainedBytesMax, Rule{Target: 10e9}, 20e9},
+		{signals.WraparoundFraction, Rule{Target: 0.7, Critical: 1}, 0.95},
+	} {
+		f := setup(t, Config{Rules: map[signals.Name]Rule{tc.name: tc.rule}})
+		calm := world{load: 0.2, used: 0.1}
+		f.steps(3, calm)
+		w := snap(at(f.tick+1), calm)
+		w.Samples = append(w.Samples, signals.Sample{Name: tc.name, Value: tc.value, Raw: tc.value, At: at(f.tick + 1)})
+		f.tick++
+		d := f.c.Step(at(f.tick), w)
+		if d.Code != CodeCut || d.Binding != string(tc.name) {
+			t.Errorf("%s at %v (target %v): decision %s binding %q; want cut, binding it", tc.name, tc.value, tc.rule.Target, d.Code, d.Binding)
 		}
 	}
 }

@@ -229,7 +229,7 @@ func (c *Cluster) initPrimary(ctx context.Context) error {
 		fmt.Sprintf("max_connections = %d", c.opts.MaxConnections),
 		fmt.Sprintf("superuser_reserved_connections = %d", SuperuserReservedConnections),
 		"shared_buffers = 32MB",
-		"wal_level = replica",
+		"wal_level = logical", // logical slots (test_decoding) for the slot-retention tests
 		"max_wal_senders = 10",
 		"max_replication_slots = 10",
 		"wal_receiver_status_interval = 1s",

@@ -1,0 +1,156 @@
+package signals
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/internal/pgtest"
+)
+
+// holder returns the xmin_horizon_holder sample of a fresh tick, or an
+// error when there is none.
+func holder(t *testing.T, p *Poller) (Sample, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p.Tick(ctx)
+	for _, s := range p.Snapshot().Samples {
+		if s.Name == XminHorizonHolder {
+			return s, nil
+		}
+	}
+	return Sample{}, fmt.Errorf("no %s sample", XminHorizonHolder)
+}
+
+// burnXIDs spends n transaction IDs on the primary, so ages grow.
+func burnXIDs(t *testing.T, conn *pgx.Conn, n int) {
+	t.Helper()
+	for range n {
+		if _, err := conn.Exec(context.Background(), "SELECT pg_current_xact_id()"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A session that opens a REPEATABLE READ transaction and sits holds the
+// horizon back: it becomes the holder, its age grows in transaction IDs
+// and in seconds, and when it commits the horizon moves on.
+func TestSittingSnapshotHoldsTheXminHorizon(t *testing.T) {
+	c := pgtest.Cluster(t)
+	p := newPoller(t, c, nil)
+	ctx := context.Background()
+	sitter := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	var pid int
+	if err := sitter.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := sitter.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT count(*) FROM pg_class"); err != nil { // takes the snapshot
+		t.Fatal(err)
+	}
+	writer := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	burnXIDs(t, writer, 50)
+
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		h, err := holder(t, p)
+		if err != nil {
+			return err
+		}
+		if h.Labels[LabelHolderKind] != "session" || !strings.HasPrefix(h.Labels[LabelHolder], fmt.Sprint(pid)) || h.Value < 50 {
+			return fmt.Errorf("holder %v at %v xids; want session %d at 50 or more", h.Labels, h.Value, pid)
+		}
+		return nil
+	})
+	waitValue(t, p, 15*time.Second, XminHorizonAgeXIDs, "", false, ">=", 50)
+	waitValue(t, p, 15*time.Second, XminHorizonAgeSeconds, "", false, ">=", 1)
+
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	burnXIDs(t, writer, 5)
+	// The standby's hot_standby_feedback may hold it for a moment: its
+	// age stays small, far under the sitter's.
+	waitValue(t, p, 15*time.Second, XminHorizonAgeXIDs, "", false, "<=", 40)
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		if h, err := holder(t, p); err == nil && h.Labels[LabelHolderKind] == "session" && strings.HasPrefix(h.Labels[LabelHolder], fmt.Sprint(pid)) {
+			return fmt.Errorf("session %d still holds the horizon after its commit", pid)
+		}
+		return nil
+	})
+}
+
+// A logical slot nobody consumes (a CDC consumer that stopped) retains
+// every byte of WAL written after it, and holds the catalog horizon; when
+// it is dropped both go.
+func TestUnconsumedLogicalSlotRetainsWAL(t *testing.T) {
+	c := pgtest.Cluster(t)
+	p := newPoller(t, c, nil)
+	ctx := context.Background()
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	const slot = "stopped_cdc"
+	if _, err := admin.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'test_decoding')", slot); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "SELECT pg_drop_replication_slot($1)", slot) })
+	if _, err := admin.Exec(ctx, `CREATE TABLE IF NOT EXISTS slot_churn (id int, pad text);
+		INSERT INTO slot_churn SELECT g, repeat('x', 500) FROM generate_series(1, 20000) g; DROP TABLE slot_churn`); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{LabelSlot: slot, LabelSlotType: "logical", LabelWALStatus: "reserved"}
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p.Tick(ctx)
+		s, ok := p.Snapshot().Get(SlotRetainedBytes, labels)
+		if !ok || s.Err != nil || s.Value < 8<<20 {
+			return fmt.Errorf("slot sample %+v (found %v); want at least 8 MiB retained", s, ok)
+		}
+		return nil
+	})
+	waitValue(t, p, 15*time.Second, SlotRetainedBytesMax, "", false, ">=", 8<<20)
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		h, err := holder(t, p)
+		if err != nil {
+			return err
+		}
+		burnXIDs(t, admin, 5)
+		if h.Labels[LabelHolderKind] != "slot" || h.Labels[LabelHolder] != slot {
+			return fmt.Errorf("holder %v; want the slot %s (its catalog_xmin)", h.Labels, slot)
+		}
+		return nil
+	})
+
+	if _, err := admin.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p.Tick(ctx)
+		if s, ok := p.Snapshot().Get(SlotRetainedBytes, labels); ok {
+			return fmt.Errorf("the dropped slot still reads %v", s.Value)
+		}
+		return nil
+	})
+}
+
+// Wraparound headroom reads the oldest database's age over
+// autovacuum_freeze_max_age: a small fraction on a young cluster, and
+// failed, never 0, when the primary cannot be read.
+func TestWraparoundFractionOnAYoungCluster(t *testing.T) {
+	c := pgtest.Cluster(t)
+	p := newPoller(t, c, nil)
+	s := tick(t, p, WraparoundFraction, "")
+	if s.Err != nil || s.Value <= 0 || s.Value > 0.01 {
+		t.Fatalf("wraparound_fraction %v (%v) on a young cluster; want a small positive fraction", s.Value, s.Err)
+	}
+}
