@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Config configures a [Poller]. The zero value of every field but
@@ -169,7 +170,11 @@ func (p *Poller) sampleAndStore(ctx context.Context, s sampler) {
 	start := time.Now()
 	samples := s.sample(ctx, p.cfg.now)
 	took := time.Since(start)
-	failed := slices.ContainsFunc(samples, func(x Sample) bool { return x.Err != nil })
+	// A signal still learning (a rate's first window, the canary's
+	// baseline) is unusable but no failed round.
+	failed := slices.ContainsFunc(samples, func(x Sample) bool {
+		return x.Err != nil && !errors.Is(x.Err, errWALWarmup) && !errors.Is(x.Err, ErrBaselineWarmup)
+	})
 	p.mu.Lock()
 	st := p.stats[s.id()]
 	if st == nil {
@@ -381,6 +386,7 @@ type primarySampler struct {
 	srv      *server
 	cores    float64
 	smooth   *loadSmoother
+	wal      walRate
 	seen     map[string]bool
 	expected func() []string
 }
@@ -390,7 +396,7 @@ func (s *primarySampler) server() *server { return s.srv }
 
 // QueriesPerTick is how many statements one primary sampling tick runs;
 // they go in a single round trip.
-const QueriesPerTick = 6
+const QueriesPerTick = 7
 
 func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sample {
 	var act activity
@@ -399,6 +405,7 @@ func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sam
 	var hz horizon
 	var slots []slotRow
 	var wrap wraparound
+	var wal walRow
 	err := s.srv.do(ctx, now(), func(ctx context.Context, conn *pgx.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue(activitySQL).QueryRow(func(r pgx.Row) error {
@@ -429,7 +436,15 @@ func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sam
 			return err
 		})
 		b.Queue(wraparoundSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&wrap.fraction) })
+		b.Queue(walSQL).QueryRow(func(r pgx.Row) error {
+			return r.Scan(&wal.lsn, &wal.archiveOn, &wal.pending, &wal.archiveFailed)
+		})
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			// A privilege of pg_monitor refused (pg_ls_archive_statusdir
+			// needs it) is the same lost grant as the check below.
+			if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42501" {
+				return &GrantError{Role: s.srv.role}
+			}
 			return err
 		}
 		if !act.seesSessions {
@@ -448,12 +463,14 @@ func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sam
 		out = append(out, horizonFailed(at, err)...)
 		out = append(out, slotsFailed(at, err)...)
 		out = append(out, wraparoundFailed(at, err)...)
+		out = append(out, walFailed(at, err)...)
 		return append(out, replicaLagFailed(dedupe(known), at, err)...)
 	}
 	out := append(act.samples(s.smooth, s.cores, at), hr.samples(at)...)
 	out = append(out, hz.samples(at)...)
 	out = append(out, slotSamples(slots, at)...)
 	out = append(out, wrap.samples(at)...)
+	out = append(out, wal.samples(&s.wal, at)...)
 	for _, l := range classifyReplicas(rows, known) {
 		s.seen[l.name] = true
 		out = append(out, l.samples(at)...)

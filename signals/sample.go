@@ -40,6 +40,12 @@ const (
 	// WraparoundFraction is the oldest database's transaction (or
 	// multixact) age over the age at which autovacuum must freeze it.
 	WraparoundFraction Name = "wraparound_fraction"
+	// WAL and archiving: the rate the primary writes WAL (over windows of
+	// at least WALRateWindow), the segments waiting for the archiver, and
+	// whether its last attempt failed.
+	WALBytesPerSecond      Name = "wal_bytes_per_second"
+	ArchivePendingSegments Name = "archive_pending_segments"
+	ArchiveFailing         Name = "archive_failing"
 )
 
 // Names lists every signal this package can produce, in display order.
@@ -52,6 +58,7 @@ var Names = []Name{
 	XminHorizonAgeXIDs, XminHorizonAgeSeconds, XminHorizonHolder,
 	SlotRetainedBytes, SlotRetainedBytesMax, SlotSafeWALBytes,
 	WraparoundFraction,
+	WALBytesPerSecond, ArchivePendingSegments, ArchiveFailing,
 }
 
 // Known reports whether n is one of [Names].
@@ -76,14 +83,16 @@ type Unit string
 
 // Units of the signals.
 const (
-	UnitPerCore     Unit = "sessions_per_core"
-	UnitSessions    Unit = "sessions"
-	UnitConnections Unit = "connections"
-	UnitRatio       Unit = "ratio"
-	UnitBytes       Unit = "bytes"
-	UnitSeconds     Unit = "seconds"
-	UnitBool        Unit = "bool"
-	UnitXIDs        Unit = "transaction_ids"
+	UnitPerCore        Unit = "sessions_per_core"
+	UnitSessions       Unit = "sessions"
+	UnitConnections    Unit = "connections"
+	UnitRatio          Unit = "ratio"
+	UnitBytes          Unit = "bytes"
+	UnitSeconds        Unit = "seconds"
+	UnitBool           Unit = "bool"
+	UnitXIDs           Unit = "transaction_ids"
+	UnitBytesPerSecond Unit = "bytes_per_second"
+	UnitSegments       Unit = "segments"
 )
 
 // LabelReplica is the label naming a replica: its physical slot name,
@@ -201,6 +210,7 @@ func Queries() []Query {
 		{"primary", []Name{XminHorizonAgeXIDs, XminHorizonAgeSeconds, XminHorizonHolder}, horizonSQL},
 		{"primary", []Name{SlotRetainedBytes, SlotRetainedBytesMax, SlotSafeWALBytes}, slotsSQL},
 		{"primary", []Name{WraparoundFraction}, wraparoundSQL},
+		{"primary", []Name{WALBytesPerSecond, ArchivePendingSegments, ArchiveFailing}, walSQL},
 		{"primary", []Name{ForegroundLatency, ForegroundLatencySeconds}, canarySQL},
 		{"replica", []Name{ReplicaReplayBacklogBytes, ReplicaReplayPaused}, replaySQL},
 	}

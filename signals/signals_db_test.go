@@ -642,7 +642,7 @@ func TestStatsCountRoundsAndFailures(t *testing.T) {
 	}
 	st := p.Stats()
 	if len(st) != 2 || st[0].Server != "primary" || st[0].Ticks != 3 || st[0].Failures != 0 || st[0].LastDuration <= 0 {
-		t.Fatalf("stats %+v", st)
+		t.Fatalf("stats %+v (primary_load: %v)", st, p.Snapshot().Samples[0].Err)
 	}
 	bad, err := New(Config{PrimaryDSN: "postgres://u:p@127.0.0.1:1/x?sslmode=disable", Cores: 1, Timeout: 200 * time.Millisecond})
 	if err != nil {

@@ -217,6 +217,7 @@ var ruleSignals = []signals.Name{
 	signals.ConnectionHeadroom, signals.ReplicaLagBytes, signals.ReplicaLagSeconds,
 	signals.ReplicaReplayBacklogBytes,
 	signals.XminHorizonAgeSeconds, signals.XminHorizonAgeXIDs, signals.SlotRetainedBytesMax, signals.WraparoundFraction,
+	signals.WALBytesPerSecond, signals.ArchivePendingSegments, signals.ArchiveFailing,
 }
 
 // lowerIsWorse reports whether a rule on name is on a level to stay over.

@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/throttled/throttled/internal/wait"
 	"github.com/throttled/throttled/signals"
 )
 
@@ -120,6 +121,11 @@ func runSignals(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return writeTable(out, snap)
 	}
 	if !o.watch {
+		// Two readings a window apart: a rate (the WAL's) needs both.
+		p.Tick(ctx)
+		if err := wait.For(ctx, signals.WALRateWindow); err != nil {
+			return fail(errOut, "signals", err)
+		}
 		p.Tick(ctx)
 		snap := p.Snapshot()
 		if err := print(snap); err != nil {

@@ -66,6 +66,9 @@ type Options struct {
 	MaxConnections int
 	// Log, when set, receives one line per harness step.
 	Log func(format string, args ...any)
+	// Config are extra postgresql.conf lines for the primary (and, as a
+	// base backup copies them, the replica), such as "archive_mode = on".
+	Config []string
 }
 
 // Cluster is a running primary and streaming replica. Its methods are safe
@@ -244,7 +247,7 @@ func (c *Cluster) initPrimary(ctx context.Context) error {
 		"log_min_messages = warning",
 		"log_line_prefix = '%m [%p] %q%u@%d '",
 		"",
-	}, "\n")
+	}, "\n") + strings.Join(c.opts.Config, "\n") + "\n"
 	// initdb's pg_hba.conf already admits replication from 127.0.0.1 with
 	// SCRAM, which is all the replica needs.
 	return appendFile(filepath.Join(s.DataDir, "postgresql.conf"), conf)
