@@ -95,7 +95,11 @@ type coordinated struct {
 
 func (m coordinated) pacer(cfg jobs.Config, _ throttle.JobConfig) (Pacer, error) {
 	// The leader's controller registers the job from its worker row.
-	return m.e.Register(context.Background(), cfg)
+	w, err := m.e.Register(context.Background(), cfg)
+	if err != nil {
+		return nil, err // not a nil *worker in a non-nil Pacer
+	}
+	return w, nil
 }
 
 func (m coordinated) update(cfg jobs.Config, _ throttle.JobConfig) error {

@@ -154,3 +154,40 @@ func TestWraparoundFractionOnAYoungCluster(t *testing.T) {
 		t.Fatalf("wraparound_fraction %v (%v) on a young cluster; want a small positive fraction", s.Value, s.Err)
 	}
 }
+
+// A session idle in transaction after a write under READ COMMITTED has no
+// snapshot between statements, but its transaction ID holds the horizon
+// all the same: it is the holder.
+func TestIdleInTransactionWriterHoldsTheXminHorizon(t *testing.T) {
+	c := pgtest.Cluster(t)
+	p := newPoller(t, c, nil)
+	ctx := context.Background()
+	idle := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	var pid int
+	if err := idle.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idle.Exec(ctx, "CREATE TABLE IF NOT EXISTS idle_writer (x int)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := idle.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "INSERT INTO idle_writer VALUES (1)"); err != nil { // takes a transaction ID, then sits
+		t.Fatal(err)
+	}
+	writer := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	burnXIDs(t, writer, 50)
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		h, err := holder(t, p)
+		if err != nil {
+			return err
+		}
+		if h.Labels[LabelHolderKind] != "session" || !strings.HasPrefix(h.Labels[LabelHolder], fmt.Sprint(pid)) || h.Value < 50 {
+			return fmt.Errorf("holder %v at %v xids; want the idle writer %d at 50 or more", h.Labels, h.Value, pid)
+		}
+		return nil
+	})
+}

@@ -268,3 +268,31 @@ func TestSampleKeyAndSnapshot(t *testing.T) {
 		t.Fatal("unknown name known")
 	}
 }
+
+// A lost slot fails its own sample and the largest, which a rule reads:
+// its restart_lsn is gone, so its retained bytes would read 0.
+func TestLostSlotFailsTheLargest(t *testing.T) {
+	at := time.Date(2026, 9, 13, 0, 0, 0, 0, time.UTC)
+	out := slotSamples([]slotRow{
+		{name: "replica1", kind: "physical", active: true, retained: 1e6, walStatus: "reserved"},
+		{name: "cdc", kind: "logical", retained: 0, walStatus: "lost"},
+	}, at)
+	var maxS *Sample
+	for i, s := range out {
+		switch {
+		case s.Name == SlotRetainedBytes && s.Labels[LabelSlot] == "cdc" && s.Err == nil:
+			t.Errorf("the lost slot reads %v, not an error", s.Value)
+		case s.Name == SlotRetainedBytes && s.Labels[LabelSlot] == "replica1" && (s.Err != nil || s.Value != 1e6):
+			t.Errorf("the healthy slot: %+v", s)
+		case s.Name == SlotRetainedBytesMax:
+			maxS = &out[i]
+		}
+	}
+	if maxS == nil || maxS.Err == nil || !strings.Contains(maxS.Err.Error(), "cdc") {
+		t.Fatalf("slot_retained_bytes_max with a lost slot: %+v; want an error naming cdc", maxS)
+	}
+	healthy := slotSamples([]slotRow{{name: "replica1", kind: "physical", retained: 2e6, walStatus: "extended"}}, at)
+	if s := healthy[len(healthy)-1]; s.Name != SlotRetainedBytesMax || s.Err != nil || s.Value != 2e6 {
+		t.Fatalf("healthy: %+v", s)
+	}
+}

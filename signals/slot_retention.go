@@ -2,6 +2,7 @@ package signals
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -35,15 +36,19 @@ type slotRow struct {
 // slotSamples turns the slots into slot_retained_bytes (per slot, and the
 // largest as slot_retained_bytes_max, 0 with no slots: the signal a rule
 // reads), and slot_safe_wal_bytes where max_slot_wal_keep_size bounds it.
-// A slot whose WAL is lost reads as an error: it will never catch up.
+// A slot whose WAL is lost reads as an error, and so does the largest:
+// its restart_lsn is gone (so it would read 0), and it will never catch
+// up.
 func slotSamples(rows []slotRow, at time.Time) []Sample {
 	var out []Sample
+	var lost []string
 	largest := 0.0
 	for _, r := range rows {
 		labels := map[string]string{LabelSlot: r.name, LabelSlotType: r.kind, LabelWALStatus: r.walStatus}
 		s := Sample{Name: SlotRetainedBytes, Labels: labels, Value: r.retained, Raw: r.retained, Unit: UnitBytes, At: at}
 		if r.walStatus == "lost" {
-			s = failed(SlotRetainedBytes, labels, UnitBytes, at, fmt.Errorf("signals: slot %q has lost WAL it needs (wal_status lost): its consumer must be rebuilt", r.name))
+			s = failed(SlotRetainedBytes, labels, UnitBytes, at, lostSlot(r.name))
+			lost = append(lost, r.name)
 		}
 		out = append(out, s)
 		largest = max(largest, r.retained)
@@ -52,7 +57,14 @@ func slotSamples(rows []slotRow, at time.Time) []Sample {
 				Value: *r.safe, Raw: *r.safe, Unit: UnitBytes, At: at})
 		}
 	}
+	if len(lost) > 0 {
+		return append(out, failed(SlotRetainedBytesMax, nil, UnitBytes, at, lostSlot(strings.Join(lost, ", "))))
+	}
 	return append(out, Sample{Name: SlotRetainedBytesMax, Value: largest, Raw: largest, Unit: UnitBytes, At: at})
+}
+
+func lostSlot(names string) error {
+	return fmt.Errorf("signals: slot %s has lost WAL it needs (wal_status lost): its consumer must be rebuilt", names)
 }
 
 func slotsFailed(at time.Time, err error) []Sample {

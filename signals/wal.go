@@ -42,9 +42,12 @@ type walRate struct{ points []walPoint }
 
 // add records a reading at and returns the rate over the newest window of
 // at least WALRateWindow, or errWALWarmup before there is one. A position
-// that went back (a server restored, a promoted replica) starts over.
+// that went back (a server restored, a promoted replica) starts over, and
+// so does a gap of more than two windows without readings (a sampler that
+// stopped, a leader that stepped down): an average over the gap would
+// hide a burst now.
 func (w *walRate) add(at time.Time, lsn float64) (float64, error) {
-	if n := len(w.points); n > 0 && (lsn < w.points[n-1].lsn || !at.After(w.points[n-1].at)) {
+	if n := len(w.points); n > 0 && (lsn < w.points[n-1].lsn || !at.After(w.points[n-1].at) || at.Sub(w.points[n-1].at) > 2*WALRateWindow) {
 		w.points = w.points[:0]
 	}
 	w.points = append(w.points, walPoint{at, lsn})
@@ -72,6 +75,9 @@ func (r walRow) samples(rate *walRate, at time.Time) []Sample {
 		walS = failed(WALBytesPerSecond, nil, UnitBytesPerSecond, at, err)
 	}
 	pending := float64(r.pending)
+	if !r.archiveOn {
+		pending = 0 // leftovers from when it was on are nobody's backlog
+	}
 	failing := 0.0
 	if r.archiveOn && r.archiveFailed {
 		failing = 1

@@ -34,8 +34,13 @@ func TestWALRateIsMeasuredOverAWindow(t *testing.T) {
 	if n := len(w.points); n > 10 {
 		t.Fatalf("%d points kept; want about one window's", n)
 	}
+	// A gap of more than two windows (a sampler that stopped) starts over.
+	if _, err := w.add(t0.Add(400*step+5*time.Second), 400*250e3+4e6); !errors.Is(err, errWALWarmup) {
+		t.Fatalf("after a 5 s gap: %v; want the warm-up error", err)
+	}
 	// A position that goes back (a restored server) starts over.
-	if _, err := w.add(t0.Add(500*step), 10); !errors.Is(err, errWALWarmup) {
+	w.add(t0.Add(400*step+5*time.Second+step), 400*250e3+5e6) // within a window of the last
+	if _, err := w.add(t0.Add(400*step+5*time.Second+2*step), 10); !errors.Is(err, errWALWarmup) || len(w.points) != 1 {
 		t.Fatalf("after the position went back: %v; want the warm-up error", err)
 	}
 }

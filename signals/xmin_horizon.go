@@ -3,19 +3,26 @@ package signals
 import "time"
 
 // horizonSQL finds the oldest thing holding back vacuum's xmin horizon on
-// the primary: a session's snapshot (including one idle in transaction;
-// not throttled's own sessions, not walsenders, which count as standbys),
-// a replication slot's xmin or catalog_xmin, a prepared transaction, or a
-// standby's hot_standby_feedback (pg_stat_replication.backend_xmin). Its
-// age is in transaction IDs (age()) and, where the holder has a start
-// time (a transaction, a prepared one), in seconds. One row, or none when
-// nothing holds the horizon back beyond the current transaction.
+// the primary:
+//   - a session: its snapshot (backend_xmin) or, idle in transaction after
+//     a write under READ COMMITTED, its transaction ID (backend_xid, when
+//     it has no snapshot between statements). throttled's own sampler,
+//     canary, coordinator and CLI sessions and walsenders (counted as
+//     standbys) are left out; the jobs' sessions count;
+//   - a replication slot's xmin or catalog_xmin;
+//   - a prepared transaction;
+//   - a standby's hot_standby_feedback (pg_stat_replication.backend_xmin).
+//
+// Its age is in transaction IDs (age()) and, where the holder has a start
+// time (a transaction, a prepared one), in seconds. It always returns one
+// row: 0 and ” when nothing holds the horizon back.
 const horizonSQL = `WITH holders(kind, holder, xids, secs) AS (
-  SELECT 'session', pid::text || coalesce(':' || nullif(application_name, ''), ''), age(backend_xmin)::float8,
+  SELECT 'session', pid::text || coalesce(':' || nullif(application_name, ''), ''),
+         greatest(age(backend_xmin), age(backend_xid))::float8,
          extract(epoch FROM clock_timestamp() - xact_start)::float8
     FROM pg_stat_activity
-   WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid() AND backend_type <> 'walsender'
-     AND NOT starts_with(coalesce(application_name, ''), 'throttled')
+   WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) AND pid <> pg_backend_pid() AND backend_type <> 'walsender'
+     AND coalesce(application_name, '') NOT IN ('` + SamplerAppName + `', '` + CanaryAppName + `', 'throttled-coordinator', 'throttled-cli')
   UNION ALL
   SELECT 'slot', slot_name::text, greatest(age(xmin), age(catalog_xmin))::float8, NULL::float8
     FROM pg_replication_slots WHERE xmin IS NOT NULL OR catalog_xmin IS NOT NULL

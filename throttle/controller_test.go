@@ -481,6 +481,15 @@ func TestProperties(t *testing.T) {
 				if jd.Rate < 0 || (jd.Rate > 0 && (jd.Burst < 1 || jd.MaxInFlight < 1)) {
 					t.Fatalf("run %d tick %d: job %s allocation %+v", run, i, j, jd.Allocation)
 				}
+				// Every code fits its state, so a worker reading it back
+				// (CodeFor) keeps it; and a code that says go has a rate
+				// unless it is too slow.
+				if jd.Code == "" || CodeFor(jd.State, jd.Code) != jd.Code {
+					t.Fatalf("run %d tick %d: job %s state %s with code %q (%s)", run, i, j, jd.State, jd.Code, jd.Reason)
+				}
+				if !jd.Code.Go() && jd.Rate != 0 {
+					t.Fatalf("run %d tick %d: job %s code %s at rate %v", run, i, j, jd.Code, jd.Rate)
+				}
 				all = all && holds[j]
 				sum += jd.Rate
 			}

@@ -1,5 +1,7 @@
 package throttle
 
+import "slices"
+
 // Code says, as one of a closed set, why a job (or the whole budget) runs
 // as it does. It is for machines: the freno check's status code, the
 // metrics' why label, the confirm page, the API and the CLI derive from
@@ -86,6 +88,23 @@ func HeldReason(hs []Hold) string { return "paused: " + describeHolds(hs) }
 // package) is the caller's to mark CodeUnavailable.
 func Held(j Job, hs []Hold) JobStatus {
 	return JobStatus{Job: j, State: JobPaused, Code: CodeHeld, Reason: HeldReason(hs), Holds: hs}
+}
+
+// CodeFor is the code a status read from elsewhere (a coordinated
+// worker's lease) carries: c when it agrees with state s, else CodeOf(s).
+// A leader of an older version writes the state and the reason but not
+// the code, so a worker may hold a code from an earlier leader that no
+// longer fits; the state decides then.
+func CodeFor(s JobState, c Code) Code {
+	fits := map[JobState][]Code{
+		JobRunning:   {CodeRunning, CodeBinding, CodeSlowStart, CodeInherited, CodeMaxRate, CodeLowUtilization, CodeNotGrowing, CodeHolding},
+		JobThrottled: {CodeCut, CodeHolding, CodeNotGrowing, CodeTooSlow},
+		JobPaused:    {CodeHeld, CodeCritical, CodeStale, CodeUnavailable, CodeTooSlow},
+	}[s]
+	if slices.Contains(fits, c) {
+		return c
+	}
+	return CodeOf(s)
 }
 
 // CodeOf is the code a status without one is read as, by its state: a

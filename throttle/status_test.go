@@ -85,3 +85,25 @@ func TestRulesOnHorizonSlotsAndWraparoundBind(t *testing.T) {
 		}
 	}
 }
+
+// A code that does not fit the state it came with (an older leader wrote
+// the state only) gives way to the state's; one that fits stays.
+func TestCodeForKeepsOnlyACodeThatFitsTheState(t *testing.T) {
+	for _, tc := range []struct {
+		s    JobState
+		c    Code
+		want Code
+	}{
+		{JobRunning, CodeSlowStart, CodeSlowStart},
+		{JobThrottled, CodeCut, CodeCut},
+		{JobPaused, CodeStale, CodeStale},
+		{JobThrottled, CodeRunning, CodeHolding},  // a stale running code under a throttled state
+		{JobPaused, CodeRunning, CodeUnavailable}, // fails closed
+		{JobRunning, CodeCritical, CodeRunning},
+		{JobPaused, "", CodeUnavailable},
+	} {
+		if got := CodeFor(tc.s, tc.c); got != tc.want {
+			t.Errorf("CodeFor(%s, %q) = %s; want %s", tc.s, tc.c, got, tc.want)
+		}
+	}
+}

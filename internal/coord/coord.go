@@ -514,9 +514,7 @@ func (e *Engine) beat(ctx context.Context, w *worker) {
 		w.lapse("allocation lease expired: no leader renewed it")
 	default:
 		st := throttle.JobStatus{State: throttle.JobState(lease.State), Code: throttle.Code(lease.Code), Reason: lease.Reason, Binding: lease.Binding}
-		if st.Code == "" {
-			st.Code = throttle.CodeOf(st.State) // a row an older leader wrote
-		}
+		st.Code = throttle.CodeFor(st.State, st.Code) // a row an older leader wrote has none, or a stale one
 		w.lease(throttle.Allocation{Rate: lease.Rate, Burst: lease.Burst, MaxInFlight: lease.MaxInFlight}, lease.Remaining, st)
 	}
 }
