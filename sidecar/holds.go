@@ -21,14 +21,25 @@ func (s *Server) holds(w http.ResponseWriter, r *http.Request, _ config.Token) {
 	}
 	list := []api.Hold{}
 	for _, h := range active {
-		list = append(list, holdJSON(h))
+		list = append(list, HoldJSON(h))
 	}
 	writeJSON(w, http.StatusOK, list)
 }
 
-func holdJSON(h throttle.Hold) api.Hold {
+// HoldJSON shows a hold as the API does.
+func HoldJSON(h throttle.Hold) api.Hold {
 	return api.Hold{ID: h.ID, Scope: h.Scope.String(), Source: string(h.Source), Reason: h.Reason, Actor: h.Actor,
 		Created: h.Created.UTC(), Expires: h.Expires.UTC()}
+}
+
+// HoldFromJSON reads a hold as the API shows it; a scope it cannot parse
+// is an error.
+func HoldFromJSON(h api.Hold) (throttle.Hold, error) {
+	sc, err := throttle.ParseScope(h.Scope)
+	if err != nil {
+		return throttle.Hold{}, err
+	}
+	return throttle.Hold{ID: h.ID, Scope: sc, Source: throttle.Source(h.Source), Reason: h.Reason, Actor: h.Actor, Created: h.Created, Expires: h.Expires}, nil
 }
 
 func (s *Server) audit(w http.ResponseWriter, r *http.Request, _ config.Token) {
@@ -92,7 +103,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token)
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusCreated, holdJSON(h))
+	writeJSON(w, http.StatusCreated, HoldJSON(h))
 }
 
 // resumeLatched asks the leader to end the cluster's latched critical
@@ -128,6 +139,6 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok config.Token
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, err.Error())
 	default:
-		writeJSON(w, http.StatusOK, holdJSON(h))
+		writeJSON(w, http.StatusOK, HoldJSON(h))
 	}
 }

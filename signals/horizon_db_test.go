@@ -27,6 +27,22 @@ func holder(t *testing.T, p *Poller) (Sample, error) {
 	return Sample{}, fmt.Errorf("no %s sample", XminHorizonHolder)
 }
 
+// waitSessionHolder polls until session pid is the horizon's holder, at
+// least minXIDs old, or fails the test.
+func waitSessionHolder(t *testing.T, p *Poller, pid int, minXIDs float64) {
+	t.Helper()
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		h, err := holder(t, p)
+		if err != nil {
+			return err
+		}
+		if h.Labels[LabelHolderKind] != "session" || !strings.HasPrefix(h.Labels[LabelHolder], fmt.Sprint(pid)) || h.Value < minXIDs {
+			return fmt.Errorf("holder %v at %v xids; want session %d at %v or more", h.Labels, h.Value, pid, minXIDs)
+		}
+		return nil
+	})
+}
+
 // burnXIDs spends n transaction IDs on the primary, so ages grow.
 func burnXIDs(t *testing.T, conn *pgx.Conn, n int) {
 	t.Helper()
@@ -60,16 +76,7 @@ func TestSittingSnapshotHoldsTheXminHorizon(t *testing.T) {
 	writer := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
 	burnXIDs(t, writer, 50)
 
-	pgtest.Eventually(t, 15*time.Second, func() error {
-		h, err := holder(t, p)
-		if err != nil {
-			return err
-		}
-		if h.Labels[LabelHolderKind] != "session" || !strings.HasPrefix(h.Labels[LabelHolder], fmt.Sprint(pid)) || h.Value < 50 {
-			return fmt.Errorf("holder %v at %v xids; want session %d at 50 or more", h.Labels, h.Value, pid)
-		}
-		return nil
-	})
+	waitSessionHolder(t, p, pid, 50)
 	waitValue(t, p, 15*time.Second, XminHorizonAgeXIDs, "", false, ">=", 50)
 	waitValue(t, p, 15*time.Second, XminHorizonAgeSeconds, "", false, ">=", 1)
 
@@ -180,14 +187,5 @@ func TestIdleInTransactionWriterHoldsTheXminHorizon(t *testing.T) {
 	}
 	writer := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
 	burnXIDs(t, writer, 50)
-	pgtest.Eventually(t, 15*time.Second, func() error {
-		h, err := holder(t, p)
-		if err != nil {
-			return err
-		}
-		if h.Labels[LabelHolderKind] != "session" || !strings.HasPrefix(h.Labels[LabelHolder], fmt.Sprint(pid)) || h.Value < 50 {
-			return fmt.Errorf("holder %v at %v xids; want the idle writer %d at 50 or more", h.Labels, h.Value, pid)
-		}
-		return nil
-	})
+	waitSessionHolder(t, p, pid, 50)
 }

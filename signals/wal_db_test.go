@@ -2,6 +2,7 @@ package signals
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -35,6 +36,21 @@ func TestWALRateFollowsWrites(t *testing.T) {
 	waitValue(t, p, 20*time.Second, WALBytesPerSecond, "", false, "<=", 5e4)
 }
 
+// archiver reads archive_failing and archive_pending_segments from one
+// tick.
+func archiver(t *testing.T, p *Poller) (failing, pending float64, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p.Tick(ctx)
+	snap := p.Snapshot()
+	f, p2 := get(t, snap, ArchiveFailing, ""), get(t, snap, ArchivePendingSegments, "")
+	if err := errors.Join(f.Err, p2.Err); err != nil {
+		return 0, 0, err
+	}
+	return f.Value, p2.Value, nil
+}
+
 // With archive_mode on and an archive_command that fails, segments pile
 // up and the archiver reads as failing; once the command works, both
 // clear.
@@ -61,11 +77,7 @@ func TestArchiveFailuresAndBacklog(t *testing.T) {
 	switchWAL()
 	switchWAL()
 	pgtest.Eventually(t, 30*time.Second, func() error {
-		failing, err := value(t, p, ArchiveFailing, "", false)
-		if err != nil {
-			return err
-		}
-		pending, err := value(t, p, ArchivePendingSegments, "", false)
+		failing, pending, err := archiver(t, p)
 		if err != nil {
 			return err
 		}
@@ -83,11 +95,7 @@ func TestArchiveFailuresAndBacklog(t *testing.T) {
 	// The archiver retries within a minute at most; a new segment wakes it.
 	pgtest.Eventually(t, 70*time.Second, func() error {
 		switchWAL()
-		failing, err := value(t, p, ArchiveFailing, "", false)
-		if err != nil {
-			return err
-		}
-		pending, err := value(t, p, ArchivePendingSegments, "", false)
+		failing, pending, err := archiver(t, p)
 		if err != nil {
 			return err
 		}

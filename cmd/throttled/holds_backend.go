@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/throttle"
 )
@@ -98,7 +99,7 @@ func (a apiBackend) add(ctx context.Context, sc throttle.Scope, ttl time.Duratio
 		}
 		return throttle.Hold{}, err
 	}
-	return holdFromAPI(h)
+	return sidecar.HoldFromJSON(h)
 }
 
 func (a apiBackend) active(ctx context.Context) ([]throttle.Hold, error) {
@@ -108,7 +109,7 @@ func (a apiBackend) active(ctx context.Context) ([]throttle.Hold, error) {
 	}
 	out := make([]throttle.Hold, 0, len(list))
 	for _, x := range list {
-		h, err := holdFromAPI(x)
+		h, err := sidecar.HoldFromJSON(x)
 		if err != nil {
 			return nil, err
 		}
@@ -126,7 +127,7 @@ func (a apiBackend) release(ctx context.Context, id, reason string) (throttle.Ho
 	if err != nil {
 		return throttle.Hold{}, err
 	}
-	return holdFromAPI(h)
+	return sidecar.HoldFromJSON(h)
 }
 
 func (a apiBackend) audit(ctx context.Context, since time.Duration) ([]holds.Entry, error) {
@@ -152,17 +153,3 @@ func (a apiBackend) resumeLatched(ctx context.Context, reason string) error {
 }
 
 func (apiBackend) close() {}
-
-// holdFromAPI reads a hold as the sidecar's API shows it.
-func holdFromAPI(h api.Hold) (throttle.Hold, error) {
-	sc, err := throttle.ParseScope(h.Scope)
-	if err != nil {
-		return throttle.Hold{}, err
-	}
-	return throttle.Hold{ID: h.ID, Scope: sc, Source: throttle.Source(h.Source), Reason: h.Reason, Actor: h.Actor, Created: h.Created, Expires: h.Expires}, nil
-}
-
-// holdToAPI shows a hold as the sidecar's API does.
-func holdToAPI(h throttle.Hold) api.Hold {
-	return api.Hold{ID: h.ID, Scope: h.Scope.String(), Source: string(h.Source), Reason: h.Reason, Actor: h.Actor, Created: h.Created.UTC(), Expires: h.Expires.UTC()}
-}

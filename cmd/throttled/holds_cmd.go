@@ -19,6 +19,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/throttle"
 )
@@ -388,7 +389,7 @@ func runHolds(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if cf.json {
 		list := []api.Hold{}
 		for _, h := range active {
-			list = append(list, holdToAPI(h))
+			list = append(list, sidecar.HoldJSON(h))
 		}
 		if err := json.NewEncoder(out).Encode(list); err != nil {
 			return fail(errOut, "holds", err)

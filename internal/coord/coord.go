@@ -248,6 +248,7 @@ type Deps struct {
 type Engine struct {
 	log       hclog.Logger
 	pool      *pgxpool.Pool
+	store     *store.Store // every statement on the pool
 	holds     throttle.HoldSource
 	changed   func() <-chan struct{}
 	poller    Poller
@@ -283,7 +284,7 @@ type Engine struct {
 }
 
 // db is the coordination database's store of workers and the leader.
-func (e *Engine) db() *store.Store { return store.New(e.pool) }
+func (e *Engine) db() *store.Store { return e.store }
 
 // Poller is what an Engine needs of the sampler.
 type Poller interface {
@@ -300,7 +301,7 @@ func New(d Deps) *Engine {
 	if changed == nil {
 		changed = func() <-chan struct{} { return nil }
 	}
-	return &Engine{log: d.Log, pool: d.Pool, holds: d.Holds, changed: changed, poller: d.Poller, prepare: d.Prepare,
+	return &Engine{log: d.Log, pool: d.Pool, store: store.New(d.Pool), holds: d.Holds, changed: changed, poller: d.Poller, prepare: d.Prepare,
 		published: d.Published, tick: d.Tick, controller: d.Controller,
 		procID: fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b)),
 		lease:  leaseFor(d.Tick), workers: map[throttle.Job]*worker{}, seen: map[string][3]float64{}}
@@ -572,9 +573,8 @@ func (e *Engine) becomeLeader(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	last, recent, signal, since, latched, pauseBudget := prev.Budget, prev.Recent, prev.Signal, prev.Since, prev.Latched, prev.PauseBudget
-	value, threshold, quietSince := prev.Value, prev.Threshold, prev.QuietSince
-	if !recent {
+	last := prev.Budget
+	if !prev.Recent {
 		last = 0
 	}
 	// The controller starts at a quarter of it, but never below
@@ -583,18 +583,18 @@ func (e *Engine) becomeLeader(ctx context.Context) error {
 	// ratchet the cluster's budget down by a quarter each (see
 	// throttle.Config.PreviousBudget).
 	ccfg.PreviousBudget = last
-	if signal != "" && since != nil && (latched || recent) {
-		in := &throttle.CriticalState{Signal: signal, Since: *since, Latched: latched, Budget: pauseBudget}
-		if value != nil && threshold != nil {
-			in.Value, in.Threshold = *value, *threshold
+	if cs := prev.Critical; cs.Signal != "" && cs.Since != nil && (cs.Latched || prev.Recent) {
+		in := &throttle.CriticalState{Signal: cs.Signal, Since: *cs.Since, Latched: cs.Latched, Budget: cs.PauseBudget}
+		if cs.Value != nil && cs.Threshold != nil {
+			in.Value, in.Threshold = *cs.Value, *cs.Threshold
 		}
 		// The quiet the last leader saw counts on only if it published
 		// a moment ago: a gap nobody watched is not quiet.
-		if quietSince != nil && recent {
-			in.QuietSince = *quietSince
+		if cs.QuietSince != nil && prev.Recent {
+			in.QuietSince = *cs.QuietSince
 		}
 		ccfg.Inherited = in
-		e.log.Warn("taking over a critical pause", "signal", signal, "since", *since, "latched", latched)
+		e.log.Warn("taking over a critical pause", "signal", cs.Signal, "since", *cs.Since, "latched", cs.Latched)
 	}
 	if e.ctl, err = throttle.New(ccfg); err != nil {
 		return err

@@ -140,14 +140,9 @@ type Last struct {
 	// old.
 	Budget float64
 	Recent bool
-	// The critical pause it was in, if any (Signal "" when none).
-	Signal      string
-	Since       *time.Time
-	Latched     bool
-	PauseBudget float64
-	// Value and Threshold are the reading that began it, when known.
-	Value, Threshold *float64
-	QuietSince       *time.Time
+	// Critical is the critical pause it was in, if any (Signal "" when
+	// none).
+	Critical
 }
 
 // LastLeader reads the last leader's publication; the zero Last when no
@@ -187,7 +182,8 @@ func (s *Store) RequestResume(ctx context.Context, actor string) (bool, error) {
 	return tag.RowsAffected() > 0, nil
 }
 
-// Critical is the critical pause a leader is in, as published.
+// Critical is the critical pause a leader is in, as published and as a
+// new leader reads it back.
 type Critical struct {
 	Signal      string
 	Since       *time.Time
