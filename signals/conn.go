@@ -40,11 +40,17 @@ type serverKind int
 const (
 	kindPrimary serverKind = iota
 	kindReplica
+	// kindPgBouncer is PgBouncer's admin console (pgbouncer.go): no
+	// PostgreSQL checks, none of their session settings.
+	kindPgBouncer
 )
 
 func (k serverKind) String() string {
-	if k == kindPrimary {
+	switch k {
+	case kindPrimary:
 		return "primary"
+	case kindPgBouncer:
+		return "pgbouncer"
 	}
 	return "replica"
 }
@@ -81,6 +87,11 @@ func newServer(kind serverKind, dsn string, timeout time.Duration, allowSuperuse
 	}
 	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 	cfg.ConnectTimeout = timeout
+	if kind == kindPgBouncer {
+		pgbouncerParams(cfg)
+		return &server{kind: kind, cfg: cfg, addr: addr, timeout: timeout, role: cfg.User,
+			log: log.With("server", kind.String(), "addr", addr)}, nil
+	}
 	// The server cancels a statement at 3/4 of the timeout, keeping the
 	// connection; the client deadline at the full timeout catches a server
 	// that cannot even do that (hung), at the price of the connection.
@@ -151,6 +162,9 @@ func (s *server) connect(ctx context.Context, timeout time.Duration) (*pgx.Conn,
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
+		if s.kind == kindPgBouncer && pgbouncerRefused(err) {
+			return nil, s.pgbouncerAccessError(err)
+		}
 		return nil, fmt.Errorf("%w: connect to %s %s: %w", ErrUnreachable, s.kind, s.addr, classify(err, timeout))
 	}
 	if err := s.check(ctx, conn); err != nil {
@@ -161,6 +175,9 @@ func (s *server) connect(ctx context.Context, timeout time.Duration) (*pgx.Conn,
 }
 
 func (s *server) check(ctx context.Context, conn *pgx.Conn) error {
+	if s.kind == kindPgBouncer {
+		return s.checkPgBouncer(ctx, conn)
+	}
 	var role string
 	var super, readStats, inRecovery bool
 	err := conn.QueryRow(ctx, `SELECT current_user::text, r.rolsuper, `+seesSessionsSQL+`, pg_is_in_recovery()
@@ -299,6 +316,9 @@ func (s *server) close() {
 // classify marks deadline and statement-timeout failures with ErrTimeout.
 func classify(err error, timeout time.Duration) error {
 	var pgErr *pgconn.PgError
+	if errors.Is(err, ErrTimeout) {
+		return err // marked already, with the bound that applied
+	}
 	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) ||
 		(errors.As(err, &pgErr) && pgErr.Code == "57014") {
 		return fmt.Errorf("%w after %s: %w", ErrTimeout, timeout, err)

@@ -54,4 +54,20 @@
 //   - replica_replay_backlog_bytes, replica_replay_paused: per replica
 //     given by DSN, read on the replica itself (WAL received but not yet
 //     replayed; whether replay is paused).
+//   - xmin_horizon_age_xids, xmin_horizon_age_seconds, xmin_horizon_holder:
+//     the oldest thing holding back vacuum (a session, a slot, a prepared
+//     transaction, a standby's feedback), throttled's own sessions left out.
+//   - slot_retained_bytes (per slot), slot_retained_bytes_max,
+//     slot_safe_wal_bytes: the WAL replication slots keep.
+//   - wraparound_fraction: the oldest database's age over the age that
+//     forces an anti-wraparound vacuum.
+//   - wal_bytes_per_second, archive_pending_segments, archive_failing: the
+//     WAL rate over windows of at least 2 s, and the archiver's backlog.
+//   - vacuum_running (per table), vacuum_running_tables,
+//     antiwraparound_vacuums: vacuums in progress.
+//   - pgbouncer_*: opt-in (Config.PgBouncerDSN), PgBouncer's pools.
+//   - custom signals: opt-in (Config.Custom), the operator's own scalar
+//     queries, each in a READ ONLY transaction under its own timeout.
+//
+// docs/SIGNALS.md shows each signal's statement as the sampler runs it.
 package signals

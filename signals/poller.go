@@ -61,6 +61,16 @@ type Config struct {
 	// over it to teach the baseline; the first such window ends the
 	// warm-up. It must hold at least 4 probes. Defaults to 10s.
 	ForegroundLatencyWindow time.Duration
+	// Custom are the custom signals (see custom.go): scalar queries run
+	// on a connection of their own in READ ONLY transactions. None by
+	// default.
+	Custom []CustomSignal
+	// PgBouncerDSN is PgBouncer's admin console, such as
+	// "host=pgbouncer port=6432 dbname=pgbouncer user=throttled_monitor":
+	// its role must be in stats_users (admin_users also works, and can do
+	// more than a sampler should). Optional: empty, the PgBouncer signals
+	// are off and no connection is opened.
+	PgBouncerDSN string
 	// AllowSuperuser lets the sampler connect as a superuser. Off by
 	// default: a superuser sampler hides a missing grant in production and
 	// can take the reserved slots meant for a person fixing an outage.
@@ -136,6 +146,9 @@ type Poller struct {
 	primary  *primarySampler
 	replicas []*replicaSampler
 	canary   *canarySampler // nil unless Config.ForegroundLatency
+	custom   *customSampler // nil without Config.Custom
+	// bouncer reads PgBouncer's pools; nil without Config.PgBouncerDSN.
+	bouncer *pgbouncerSampler
 
 	mu     sync.Mutex
 	latest map[string][]Sample // by sampler id
@@ -145,8 +158,9 @@ type Poller struct {
 
 // ServerStats is how sampling one server has gone.
 type ServerStats struct {
-	// Server is "primary", "replica-N", or "canary" (the
-	// foreground-latency canary's own connection to the primary).
+	// Server is "primary", "replica-N", "canary" (the
+	// foreground-latency canary's own connection to the primary), or
+	// "pgbouncer" (PgBouncer's admin console).
 	Server string
 	// Ticks and Failures count sampling rounds, and those that failed.
 	Ticks, Failures int64
@@ -215,6 +229,16 @@ func New(cfg Config) (*Poller, error) {
 			return nil, fmt.Errorf("signals: PrimaryDSN: %w", err)
 		}
 	}
+	if len(cfg.Custom) > 0 {
+		if p.custom, err = newCustomSampler(cfg); err != nil {
+			return nil, fmt.Errorf("signals: %w", err)
+		}
+	}
+	if cfg.PgBouncerDSN != "" {
+		if p.bouncer, err = newPgBouncerSampler(cfg); err != nil {
+			return nil, fmt.Errorf("signals: PgBouncerDSN: %w", err)
+		}
+	}
 	return p, nil
 }
 
@@ -239,6 +263,13 @@ func (p *Poller) Connect(ctx context.Context) error {
 				p.learn(r.srv.replicaName)
 			}
 			if c, ok := s.(*canarySampler); ok {
+				if err := c.preflight(ctx); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+			if c, ok := s.(*customSampler); ok {
 				if err := c.preflight(ctx); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
@@ -370,6 +401,12 @@ func (p *Poller) samplers() []sampler {
 	if p.canary != nil {
 		out = append(out, p.canary)
 	}
+	if p.bouncer != nil {
+		out = append(out, p.bouncer)
+	}
+	if p.custom != nil {
+		out = append(out, p.custom)
+	}
 	return out
 }
 
@@ -396,7 +433,7 @@ func (s *primarySampler) server() *server { return s.srv }
 
 // QueriesPerTick is how many statements one primary sampling tick runs;
 // they go in a single round trip.
-const QueriesPerTick = 7
+const QueriesPerTick = 8
 
 func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sample {
 	var act activity
@@ -406,6 +443,7 @@ func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sam
 	var slots []slotRow
 	var wrap wraparound
 	var wal walRow
+	var vacs []vacuumRow
 	err := s.srv.do(ctx, now(), func(ctx context.Context, conn *pgx.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue(activitySQL).QueryRow(func(r pgx.Row) error {
@@ -439,6 +477,15 @@ func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sam
 		b.Queue(walSQL).QueryRow(func(r pgx.Row) error {
 			return r.Scan(&wal.lsn, &wal.archiveOn, &wal.pending, &wal.archiveFailed)
 		})
+		b.Queue(vacuumSQL).Query(func(r pgx.Rows) error {
+			var err error
+			vacs, err = pgx.CollectRows(r, func(row pgx.CollectableRow) (vacuumRow, error) {
+				var v vacuumRow
+				err := row.Scan(&v.table, &v.here, &v.wraparound)
+				return v, err
+			})
+			return err
+		})
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
 			// A privilege of pg_monitor refused (pg_ls_archive_statusdir
 			// needs it) is the same lost grant as the check below.
@@ -464,6 +511,7 @@ func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sam
 		out = append(out, slotsFailed(at, err)...)
 		out = append(out, wraparoundFailed(at, err)...)
 		out = append(out, walFailed(at, err)...)
+		out = append(out, vacuumFailed(at, err)...)
 		return append(out, replicaLagFailed(dedupe(known), at, err)...)
 	}
 	out := append(act.samples(s.smooth, s.cores, at), hr.samples(at)...)
@@ -471,6 +519,7 @@ func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sam
 	out = append(out, slotSamples(slots, at)...)
 	out = append(out, wrap.samples(at)...)
 	out = append(out, wal.samples(&s.wal, at)...)
+	out = append(out, vacuumSamples(vacs, at)...)
 	for _, l := range classifyReplicas(rows, known) {
 		s.seen[l.name] = true
 		out = append(out, l.samples(at)...)

@@ -46,6 +46,23 @@ const (
 	WALBytesPerSecond      Name = "wal_bytes_per_second"
 	ArchivePendingSegments Name = "archive_pending_segments"
 	ArchiveFailing         Name = "archive_failing"
+	// Vacuums in progress: per table of the primary's database (label
+	// table), how many tables have one, and how many autovacuum workers
+	// anywhere run to prevent wraparound.
+	VacuumRunning         Name = "vacuum_running"
+	VacuumRunningTables   Name = "vacuum_running_tables"
+	AntiWraparoundVacuums Name = "antiwraparound_vacuums"
+	// PgBouncer (opt-in, Config.PgBouncerDSN), per pool (label pool,
+	// "database/user"): the clients waiting for a server connection, how
+	// long the oldest of them has waited, and the share of the pool's
+	// server connections in use; each *_max is the largest over every
+	// pool, the one a rule reads (0 with no pool).
+	PgBouncerWaitingClients      Name = "pgbouncer_waiting_clients"
+	PgBouncerWaitingClientsMax   Name = "pgbouncer_waiting_clients_max"
+	PgBouncerMaxWaitSeconds      Name = "pgbouncer_max_wait_seconds"
+	PgBouncerMaxWaitSecondsMax   Name = "pgbouncer_max_wait_seconds_max"
+	PgBouncerPoolUsedFraction    Name = "pgbouncer_pool_used_fraction"
+	PgBouncerPoolUsedFractionMax Name = "pgbouncer_pool_used_fraction_max"
 )
 
 // Names lists every signal this package can produce, in display order.
@@ -59,23 +76,32 @@ var Names = []Name{
 	SlotRetainedBytes, SlotRetainedBytesMax, SlotSafeWALBytes,
 	WraparoundFraction,
 	WALBytesPerSecond, ArchivePendingSegments, ArchiveFailing,
+	VacuumRunning, VacuumRunningTables, AntiWraparoundVacuums,
+	PgBouncerWaitingClients, PgBouncerWaitingClientsMax,
+	PgBouncerMaxWaitSeconds, PgBouncerMaxWaitSecondsMax,
+	PgBouncerPoolUsedFraction, PgBouncerPoolUsedFractionMax,
 }
 
 // Known reports whether n is one of [Names].
 func Known(n Name) bool { return slices.Contains(Names, n) }
 
 // OptIn reports whether n is sampled only when configured: the
-// foreground-latency signals, with Config.ForegroundLatency. Every other
-// signal is always sampled (per replica, for the replica signals).
-func OptIn(n Name) bool { return n == ForegroundLatency || n == ForegroundLatencySeconds }
+// foreground-latency signals, with Config.ForegroundLatency, and the
+// PgBouncer signals, with Config.PgBouncerDSN. Every other signal is
+// always sampled (per replica, for the replica signals).
+func OptIn(n Name) bool {
+	return n == ForegroundLatency || n == ForegroundLatencySeconds || slices.Contains(pgbouncerNames, n)
+}
 
 // Conditional reports whether n has samples only while what it describes
 // exists: a slot (slot_retained_bytes), a slot bounded by
 // max_slot_wal_keep_size (slot_safe_wal_bytes), a holder of the xmin
-// horizon (xmin_horizon_holder). Rules read their always-present
-// summaries instead.
+// horizon (xmin_horizon_holder), a PgBouncer pool (the per-pool
+// pgbouncer_* signals). Rules read their always-present summaries
+// instead.
 func Conditional(n Name) bool {
-	return n == SlotRetainedBytes || n == SlotSafeWALBytes || n == XminHorizonHolder
+	return n == SlotRetainedBytes || n == SlotSafeWALBytes || n == XminHorizonHolder || n == VacuumRunning ||
+		slices.Contains(pgbouncerPoolNames, n)
 }
 
 // Unit is the unit of a sample's value.
@@ -93,6 +119,8 @@ const (
 	UnitXIDs           Unit = "transaction_ids"
 	UnitBytesPerSecond Unit = "bytes_per_second"
 	UnitSegments       Unit = "segments"
+	UnitVacuums        Unit = "vacuums"
+	UnitTables         Unit = "tables"
 )
 
 // LabelReplica is the label naming a replica: its physical slot name,
@@ -174,10 +202,16 @@ func sortSamples(samples []Sample) {
 	for i, n := range Names {
 		order[n] = i
 	}
+	rank := func(n Name) int {
+		if i, ok := order[n]; ok {
+			return i
+		}
+		return len(Names) // custom signals follow the built-in ones
+	}
 	sort.SliceStable(samples, func(i, j int) bool {
 		a, b := samples[i], samples[j]
-		if order[a.Name] != order[b.Name] {
-			return order[a.Name] < order[b.Name]
+		if rank(a.Name) != rank(b.Name) {
+			return rank(a.Name) < rank(b.Name)
 		}
 		return a.Key() < b.Key()
 	})
@@ -193,7 +227,7 @@ func failed(name Name, labels map[string]string, unit Unit, at time.Time, err er
 // Query is one statement the sampler runs each tick, and the signals it
 // yields.
 type Query struct {
-	// Server is "primary" or "replica".
+	// Server is "primary", "replica" or "pgbouncer" (its admin console).
 	Server  string
 	Signals []Name
 	SQL     string
@@ -211,7 +245,11 @@ func Queries() []Query {
 		{"primary", []Name{SlotRetainedBytes, SlotRetainedBytesMax, SlotSafeWALBytes}, slotsSQL},
 		{"primary", []Name{WraparoundFraction}, wraparoundSQL},
 		{"primary", []Name{WALBytesPerSecond, ArchivePendingSegments, ArchiveFailing}, walSQL},
+		{"primary", []Name{VacuumRunning, VacuumRunningTables, AntiWraparoundVacuums}, vacuumSQL},
 		{"primary", []Name{ForegroundLatency, ForegroundLatencySeconds}, canarySQL},
 		{"replica", []Name{ReplicaReplayBacklogBytes, ReplicaReplayPaused}, replaySQL},
+		{"pgbouncer", pgbouncerNames, pgbouncerPoolsSQL},
+		{"pgbouncer", []Name{PgBouncerPoolUsedFraction, PgBouncerPoolUsedFractionMax}, pgbouncerDatabasesSQL},
+		{"pgbouncer", []Name{PgBouncerPoolUsedFraction, PgBouncerPoolUsedFractionMax}, pgbouncerUsersSQL},
 	}
 }
