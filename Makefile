@@ -14,6 +14,8 @@ PLOTS    := out/plots
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := \
 	./signals:FuzzConninfoValue \
+	./signals:FuzzPgBouncerRows \
+	./throttle:FuzzParseWindow \
 	./cmd/throttled:FuzzParseSignalsFlags \
 	./cmd/throttled:FuzzParseExecFlags \
 	./config:FuzzParse \
@@ -33,6 +35,7 @@ help: ## list the targets
 .PHONY: deps
 deps: ## install PostgreSQL, Alertmanager, Prometheus (with promtool) and Chromium if missing; download Go modules
 	@scripts/ensure-postgres
+	@scripts/ensure-pgbouncer
 	@scripts/ensure-alertmanager
 	@scripts/ensure-promtool
 	@scripts/ensure-chromium

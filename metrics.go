@@ -48,6 +48,10 @@ var (
 	descSlotRetained = prometheus.NewDesc("throttled_signals_slot_retained_bytes", "WAL each replication slot retains.", []string{"slot", "type", "wal_status"}, nil)
 	descSlotSafe     = prometheus.NewDesc("throttled_signals_slot_safe_wal_bytes", "WAL a slot may still retain before max_slot_wal_keep_size invalidates it.", []string{"slot", "type"}, nil)
 	descHolder       = prometheus.NewDesc("throttled_signals_xmin_horizon_holder", "The oldest holder of the xmin horizon, by its age in transaction IDs.", []string{"kind", "holder"}, nil)
+	descPoolWaiting  = prometheus.NewDesc("throttled_signals_pgbouncer_waiting_clients", "Clients waiting for a server connection, per PgBouncer pool (database/user).", []string{"pool"}, nil)
+	descPoolWait     = prometheus.NewDesc("throttled_signals_pgbouncer_max_wait_seconds", "The longest a client of each PgBouncer pool has waited.", []string{"pool"}, nil)
+	descPoolUsed     = prometheus.NewDesc("throttled_signals_pgbouncer_pool_used_fraction", "Server connections in use over each PgBouncer pool's size.", []string{"pool"}, nil)
+	descVacuum       = prometheus.NewDesc("throttled_signals_vacuum_running", "Vacuums (autovacuum or manual) running on each table of the primary's database that has one.", []string{"table"}, nil)
 )
 
 // labelled are the samples exported under a metric of their own, with
@@ -57,9 +61,21 @@ var labelled = map[signals.Name]struct {
 	desc *prometheus.Desc
 	keys []string
 }{
-	signals.SlotRetainedBytes: {descSlotRetained, []string{signals.LabelSlot, signals.LabelSlotType, signals.LabelWALStatus}},
-	signals.SlotSafeWALBytes:  {descSlotSafe, []string{signals.LabelSlot, signals.LabelSlotType}},
-	signals.XminHorizonHolder: {descHolder, []string{signals.LabelHolderKind, signals.LabelHolder}},
+	signals.SlotRetainedBytes:         {descSlotRetained, []string{signals.LabelSlot, signals.LabelSlotType, signals.LabelWALStatus}},
+	signals.SlotSafeWALBytes:          {descSlotSafe, []string{signals.LabelSlot, signals.LabelSlotType}},
+	signals.XminHorizonHolder:         {descHolder, []string{signals.LabelHolderKind, signals.LabelHolder}},
+	signals.VacuumRunning:             {descVacuum, []string{signals.LabelTable}},
+	signals.PgBouncerWaitingClients:   {descPoolWaiting, []string{signals.LabelPool}},
+	signals.PgBouncerMaxWaitSeconds:   {descPoolWait, []string{signals.LabelPool}},
+	signals.PgBouncerPoolUsedFraction: {descPoolUsed, []string{signals.LabelPool}},
+}
+
+// byReplicaOnly reports whether a sample's labels are at most a replica's,
+// which throttled_signals_* carries; a sample labelled otherwise and not
+// in labelled has no metric (it would repeat its series).
+func byReplicaOnly(x signals.Sample) bool {
+	_, r := x.Labels[signals.LabelReplica]
+	return len(x.Labels) == 0 || len(x.Labels) == 1 && r
 }
 
 // DescribeMetrics sends every descriptor [Client.CollectMetrics] uses.
@@ -67,7 +83,7 @@ func DescribeMetrics(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descSignalValue, descSignalAge, descSignalFail, descMode, descBinding, descBudget,
 		descLatched, descSampleDur, descSamples, descSampleFail, descHolds, descHoldInfo, descJobRate, descJobPaused, descJobState,
 		descJobBatches, descJobRows, descJobErrors, descJobRetries, descJobSize, descJobLeft, descBuild,
-		descSlotRetained, descSlotSafe, descHolder} {
+		descSlotRetained, descSlotSafe, descHolder, descVacuum, descPoolWaiting, descPoolWait, descPoolUsed} {
 		ch <- d
 	}
 }
@@ -125,6 +141,9 @@ func (c *Client) CollectMetrics(ch chan<- prometheus.Metric, jobs []JobMetrics) 
 				}
 				continue
 			}
+			if !byReplicaOnly(x) {
+				continue
+			}
 			replica := x.Labels[signals.LabelReplica]
 			ch <- prometheus.MustNewConstMetric(descSignalAge, prometheus.GaugeValue, x.Age(snap.At).Seconds(), string(x.Name), replica)
 			ch <- prometheus.MustNewConstMetric(descSignalFail, prometheus.GaugeValue, boolf(x.Err != nil), string(x.Name), replica)
@@ -157,7 +176,7 @@ func (c *Client) CollectMetrics(ch chan<- prometheus.Metric, jobs []JobMetrics) 
 	} else {
 		hs = c.holds.Active(now)
 	}
-	bySource := map[throttle.Source]float64{throttle.SourceManual: 0, throttle.SourceAuto: 0, throttle.SourceGrafanaAlert: 0, throttle.SourceCLI: 0}
+	bySource := map[throttle.Source]float64{throttle.SourceManual: 0, throttle.SourceAuto: 0, throttle.SourceGrafanaAlert: 0, throttle.SourceCLI: 0, throttle.SourceWindow: 0}
 	for _, h := range hs {
 		bySource[h.Source]++
 		ch <- prometheus.MustNewConstMetric(descHoldInfo, prometheus.GaugeValue, 1, h.ID, h.Scope.String(), string(h.Source), h.Actor, cut(h.Reason, 80))

@@ -34,6 +34,7 @@ func TestWhyIsBounded(t *testing.T) {
 		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeStale, Reason: "stale: replica_lag_seconds (too old)", Binding: "replica_lag_seconds"}, "stale"},
 		{throttle.JobStatus{State: throttle.JobRunning, Code: throttle.CodeSlowStart, Reason: "running: slow start: budget 2/s, doubling back toward 8/s"}, "slow_start"},
 		{throttle.JobStatus{State: throttle.JobThrottled, Code: throttle.CodeTooSlow, Reason: "throttled: 0.05 batches/s, one batch every 20s"}, "too_slow"},
+		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeGated, Reason: `gated: vacuum_running{table="public.events"} at 1, over 0`}, "gated"},
 		{throttle.JobStatus{State: throttle.JobRunning}, "running"},
 	} {
 		if got := throttled.Why(tc.st); got != tc.want {

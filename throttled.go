@@ -325,12 +325,18 @@ func (c *Client) published(d throttle.Decision) {
 // returned function after it) or hand it to the River middleware. In
 // coordinated mode the job becomes a worker of the cluster's leader.
 func (c *Client) Pacer(cfg jobs.Config) (Pacer, error) {
-	name := throttle.Job(cfg.Name)
-	jc := throttle.JobConfig{Name: name, Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate}
+	jc := jobConfig(cfg)
 	if err := jc.Validate(); err != nil {
 		return nil, err
 	}
 	return c.mode.pacer(cfg, jc)
+}
+
+// jobConfig is what the controller registers of a job's configuration:
+// its name, share and limits, and the tables and job rules that gate it.
+func jobConfig(cfg jobs.Config) throttle.JobConfig {
+	tables, sigs := throttle.GateUnion([]jobs.Config{cfg}, func(c jobs.Config) ([]string, []string) { return c.Tables, c.Signals })
+	return throttle.JobConfig{Name: throttle.Job(cfg.Name), Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate, Tables: tables, Signals: sigs}
 }
 
 // Job registers a job with the controller and returns it, paced. db and
@@ -374,7 +380,7 @@ func (c *Client) Reconfigure(cfg throttle.Config) error {
 // UpdateJob changes a registered job's weight and rate limits
 // (coordinated mode).
 func (c *Client) UpdateJob(cfg jobs.Config) error {
-	jc := throttle.JobConfig{Name: throttle.Job(cfg.Name), Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate}
+	jc := jobConfig(cfg)
 	if err := jc.Validate(); err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/throttled/throttled/internal/jobname"
 	"github.com/throttled/throttled/page"
 	"github.com/throttled/throttled/signals"
@@ -43,6 +44,9 @@ type file struct {
 	Primary   *primaryBlock    `hcl:"primary,block"`
 	Replicas  []replicaBlock   `hcl:"replica,block"`
 	Signals   []signalBlock    `hcl:"signal,block"`
+	Customs   []customBlock    `hcl:"custom_signal,block"`
+	Maint     []maintBlock     `hcl:"maintenance,block"`
+	Bouncer   *bouncerBlock    `hcl:"pgbouncer,block"`
 	Jobs      []jobBlock       `hcl:"job,block"`
 	Holds     *holdsBlock      `hcl:"holds,block"`
 	Listen    *listenBlock     `hcl:"listen,block"`
@@ -95,8 +99,37 @@ type signalBlock struct {
 	Range    hcl.Range `hcl:",def_range"`
 }
 
+// customBlock is a custom signal: a scalar query (see signals.CustomSignal).
+type customBlock struct {
+	Name    string    `hcl:"name,label"`
+	Query   string    `hcl:"query"`
+	Unit    *string   `hcl:"unit,optional"`
+	Timeout *string   `hcl:"timeout,optional"`
+	Every   *string   `hcl:"every,optional"`
+	Range   hcl.Range `hcl:",def_range"`
+}
+
+// bouncerBlock is the PgBouncer in front of the primary: its admin
+// console, for the pool signals.
+type bouncerBlock struct {
+	DSN     *string   `hcl:"dsn,optional"`
+	DSNFile *string   `hcl:"dsn_file,optional"`
+	Range   hcl.Range `hcl:",def_range"`
+}
+
+// maintBlock is a named maintenance window that jobs may avoid.
+type maintBlock struct {
+	Name   string    `hcl:"name,label"`
+	Window string    `hcl:"window"`
+	Range  hcl.Range `hcl:",def_range"`
+}
+
 type jobBlock struct {
 	Name                string    `hcl:"name,label"`
+	RunWindows          []string  `hcl:"run_windows,optional"`
+	Avoid               []string  `hcl:"avoid,optional"`
+	Tables              []string  `hcl:"tables,optional"`
+	Signals             []string  `hcl:"signals,optional"`
 	Weight              *float64  `hcl:"weight,optional"`
 	MinRate             *float64  `hcl:"min_rate,optional"`
 	MaxRate             *float64  `hcl:"max_rate,optional"`
@@ -181,6 +214,9 @@ type Job struct {
 	// sends them with every token, and they replace the worker's own.
 	MinBatchSize, MaxBatchSize int
 	TargetBatchDuration        time.Duration
+	// Tables are the tables the job writes (schema.table); Signals the job
+	// rules that bind it, nil for every one.
+	Tables, Signals []string
 }
 
 // Config is a loaded, validated configuration.
@@ -191,14 +227,25 @@ type Config struct {
 	// Fields tagged restart take effect only when throttled restarts; a
 	// reload that changes one is refused, naming it (see [RestartOnly]).
 	// Every other field a reload applies.
-	PrimaryDSN      string  `restart:"primary dsn"`
-	CoordinationDSN string  `restart:"coordination_dsn"`
-	Cores           float64 `restart:"cores"`
+	PrimaryDSN      string `restart:"primary dsn"`
+	CoordinationDSN string `restart:"coordination_dsn"`
+	// PgBouncerDSN is the admin console of the PgBouncer in front of the
+	// primary (dbname=pgbouncer), for its pool signals; "" for none.
+	PgBouncerDSN string  `restart:"pgbouncer dsn"`
+	Cores        float64 `restart:"cores"`
 	// Replicas maps each configured replica to its policy.
 	Replicas map[string]throttle.ReplicaPolicy
 	// ReplicaDSNs are replicas to sample directly, by name.
 	ReplicaDSNs map[string]string `restart:"replica dsns"`
 	Rules       map[signals.Name]throttle.Rule
+	// JobRules are the rules that bind jobs one by one (gates): on
+	// vacuum_running, antiwraparound_vacuums and the custom signals.
+	JobRules map[signals.Name]throttle.Rule
+	// Windows are the jobs' run windows and the maintenance windows they
+	// avoid; `throttled run` writes them to the cluster.
+	Windows throttle.Windows
+	// Custom are the custom signals, each with its file:line as Source.
+	Custom      CustomSignals `restart:"custom_signal"`
 	Jobs        []Job
 	HoldDefault time.Duration `restart:"holds default_ttl/max_ttl"`
 	HoldMax     time.Duration `restart:"holds default_ttl/max_ttl"`
@@ -431,6 +478,8 @@ func (c *Config) build(doc *file, v *validator) {
 	c.buildCluster(doc, v)
 	c.buildPrimary(doc, v)
 	c.buildReplicas(doc, v)
+	c.buildBouncer(doc, v)
+	c.buildCustom(doc, v)
 	ruleBlocks := c.buildSignals(doc, v)
 	c.buildJobs(doc, v)
 	c.buildHolds(doc, v)
@@ -515,6 +564,8 @@ func (c *Config) buildReplicas(doc *file, v *validator) {
 
 // buildJobs reads the job blocks.
 func (c *Config) buildJobs(doc *file, v *validator) {
+	maint := c.buildMaintenance(doc, v)
+	c.Windows = throttle.Windows{}
 	for _, j := range doc.Jobs {
 		if p := jobname.Problem(j.Name); p != "" {
 			v.bad(j.Range, "job %q: name %s", j.Name, p)
@@ -546,7 +597,81 @@ func (c *Config) buildJobs(doc *file, v *validator) {
 		if job.MinBatchSize < 0 || job.MaxBatchSize < 0 || (job.MaxBatchSize > 0 && job.MinBatchSize > job.MaxBatchSize) {
 			v.bad(j.Range, "job %q: batch sizes min %d and max %d must be positive with min not above max", j.Name, job.MinBatchSize, job.MaxBatchSize)
 		}
+		for _, t := range j.Tables {
+			if strings.TrimSpace(t) == "" || strings.Count(signals.TableName(t), ".") != 1 && !strings.Contains(t, `"`) {
+				v.bad(j.Range, "job %q: tables: %q is not a table name; want schema.table or table (in public)", j.Name, t)
+				continue
+			}
+			job.Tables = append(job.Tables, signals.TableName(t))
+		}
+		if j.Signals != nil {
+			job.Signals = []string{}
+		}
+		for _, n := range j.Signals {
+			_, rule := c.JobRules[signals.Name(n)]
+			switch name := signals.Name(n); {
+			case rule:
+				job.Signals = append(job.Signals, n)
+			case signals.Known(name) && !c.jobRule(name):
+				v.bad(j.Range, "job %q: signals: %q is a cluster signal: it paces every job, whatever a job says; a job names job rules (vacuum_running, antiwraparound_vacuums, custom signals)", j.Name, n)
+			default:
+				v.bad(j.Range, "job %q: signals: %q has no signal block with a target; %s", j.Name, n, c.jobRuleNames())
+			}
+		}
+		c.buildWindows(j, maint, v)
+		if slices.Contains(job.Signals, string(signals.VacuumRunning)) && len(job.Tables) == 0 {
+			v.bad(j.Range, "job %q: signals names vacuum_running but tables is empty: it would never bind; list the tables the job writes", j.Name)
+		}
 		c.Jobs = append(c.Jobs, job)
+	}
+}
+
+// buildMaintenance reads the maintenance blocks: named windows.
+func (c *Config) buildMaintenance(doc *file, v *validator) map[string]throttle.Window {
+	out := map[string]throttle.Window{}
+	for _, m := range doc.Maint {
+		if !v.first(m.Range, "maintenance", m.Name) {
+			continue
+		}
+		if p := jobname.Problem(m.Name); p != "" {
+			v.bad(m.Range, "maintenance %q: name %s", m.Name, p)
+		}
+		w, err := throttle.ParseWindow(m.Window)
+		if err != nil {
+			v.bad(m.Range, "maintenance %q: %v", m.Name, err)
+			continue
+		}
+		out[m.Name] = w
+	}
+	return out
+}
+
+// buildWindows reads a job's run_windows and the maintenance windows it
+// avoids.
+func (c *Config) buildWindows(j jobBlock, maint map[string]throttle.Window, v *validator) {
+	var jw throttle.JobWindows
+	for _, spec := range j.RunWindows {
+		w, err := throttle.ParseWindow(spec)
+		if err != nil {
+			v.bad(j.Range, "job %q: run_windows: %v", j.Name, err)
+			continue
+		}
+		jw.Run = append(jw.Run, w)
+	}
+	for _, name := range j.Avoid {
+		w, ok := maint[name]
+		if !ok {
+			known := slices.Sorted(maps.Keys(maint))
+			v.bad(j.Range, "job %q: avoid: no maintenance block %q (maintenance blocks: %v)", j.Name, name, known)
+			continue
+		}
+		if jw.Avoid == nil {
+			jw.Avoid = map[string]throttle.Window{}
+		}
+		jw.Avoid[name] = w
+	}
+	if len(jw.Run) > 0 || len(jw.Avoid) > 0 {
+		c.Windows[throttle.Job(j.Name)] = jw
 	}
 }
 
@@ -707,14 +832,19 @@ func (c *Config) buildControl(doc *file, v *validator) {
 // returns where each block is, for the controller's errors.
 func (c *Config) buildSignals(doc *file, v *validator) map[signals.Name]hcl.Range {
 	c.Rules = throttle.DefaultRules()
+	c.JobRules = map[signals.Name]throttle.Rule{}
 	ruleBlocks := map[signals.Name]hcl.Range{}
 	for _, s := range doc.Signals {
 		name := signals.Name(s.Name)
-		if !signals.Known(name) {
-			v.bad(s.Range, "signal %q: unknown; signals are %v", s.Name, signals.Names)
+		if !signals.Known(name) && !c.custom(name) {
+			v.bad(s.Range, "signal %q: unknown; signals are %v and the custom_signal blocks", s.Name, signals.Names)
 			continue
 		}
 		if !v.first(s.Range, "signal", s.Name) {
+			continue
+		}
+		if c.jobRule(name) {
+			c.buildJobRule(s, v)
 			continue
 		}
 		ruleBlocks[name] = s.Range
@@ -735,6 +865,90 @@ func (c *Config) buildSignals(doc *file, v *validator) map[signals.Name]hcl.Rang
 		c.Rules[name] = r
 	}
 	return ruleBlocks
+}
+
+// jobRule reports whether a rule on name binds jobs one by one (a gate)
+// rather than the shared budget: a vacuum on the job's tables, an
+// anti-wraparound vacuum, a custom signal.
+func (c *Config) jobRule(name signals.Name) bool {
+	return name == signals.VacuumRunning || name == signals.AntiWraparoundVacuums || c.custom(name)
+}
+
+func (c *Config) custom(name signals.Name) bool {
+	return slices.ContainsFunc(c.Custom, func(x signals.CustomSignal) bool { return x.Name == name })
+}
+
+// jobRuleNames lists the job rules configured, for errors.
+func (c *Config) jobRuleNames() string {
+	if len(c.JobRules) == 0 {
+		return "none are configured"
+	}
+	var names []string
+	for _, n := range slices.Sorted(maps.Keys(c.JobRules)) {
+		names = append(names, string(n))
+	}
+	return "job rules are " + strings.Join(names, ", ")
+}
+
+// buildJobRule reads a signal block on a job-scoped signal: a gate, so a
+// target of 0 is allowed (vacuum_running: any vacuum), and neither a
+// critical level nor required = false is.
+func (c *Config) buildJobRule(s signalBlock, v *validator) {
+	name := signals.Name(s.Name)
+	r := throttle.Rule{Target: s.Target, MaxAge: v.duration(s.Range, "max_age", s.MaxAge, 0), Required: true}
+	if !(s.Target >= 0) || math.IsInf(s.Target, 0) {
+		v.bad(s.Range, "signal %q: target must be 0 or more, got %v", s.Name, s.Target)
+	}
+	if s.Critical != nil {
+		v.bad(s.Range, "signal %q: takes no critical level: it pauses only the jobs it binds (a job's signals, its tables); a level that should pause every job is a cluster signal's", s.Name)
+	}
+	if s.Required != nil && !*s.Required {
+		v.bad(s.Range, "signal %q: required = false: a job rule always fails closed (unknown or stale shuts the job)", s.Name)
+	}
+	if cs := slices.IndexFunc(c.Custom, func(x signals.CustomSignal) bool { return x.Name == name }); cs >= 0 && s.MaxAge != nil && r.MaxAge <= c.Custom[cs].Every {
+		v.bad(s.Range, "signal %q: max_age %s must exceed the custom signal's every %s, or every reading is stale before the next", s.Name, r.MaxAge, c.Custom[cs].Every)
+	}
+	if cs := slices.IndexFunc(c.Custom, func(x signals.CustomSignal) bool { return x.Name == name }); cs >= 0 && s.MaxAge == nil {
+		// A custom signal is read every `every`: by default it may be two
+		// readings and a timeout old.
+		r.MaxAge = 2*c.Custom[cs].Every + c.Custom[cs].Timeout
+	}
+	c.JobRules[name] = r
+}
+
+// buildBouncer reads the pgbouncer block.
+func (c *Config) buildBouncer(doc *file, v *validator) {
+	b := doc.Bouncer
+	if b == nil {
+		return
+	}
+	c.PgBouncerDSN = v.secret(b.Range, "dsn", b.DSN, b.DSNFile)
+	if b.DSN == nil && b.DSNFile == nil || strings.TrimSpace(c.PgBouncerDSN) == "" {
+		v.bad(b.Range, "pgbouncer: dsn (or dsn_file) is required and must not be empty: the admin console, such as postgres://throttled_monitor@pgbouncer:6432/pgbouncer")
+		return
+	}
+	if _, err := pgconn.ParseConfig(c.PgBouncerDSN); err != nil {
+		v.bad(b.Range, "pgbouncer: dsn: %v", err)
+	}
+}
+
+// buildCustom reads the custom_signal blocks.
+func (c *Config) buildCustom(doc *file, v *validator) {
+	for _, b := range doc.Customs {
+		if !v.first(b.Range, "custom_signal", b.Name) {
+			continue
+		}
+		cs := signals.CustomSignal{Name: signals.Name(b.Name), Query: b.Query, Source: c.at(b.Range),
+			Timeout: v.duration(b.Range, "timeout", b.Timeout, signals.DefaultCustomTimeout),
+			Every:   v.duration(b.Range, "every", b.Every, signals.DefaultCustomEvery)}
+		if b.Unit != nil {
+			cs.Unit = signals.Unit(*b.Unit)
+		}
+		for _, p := range cs.Problems() {
+			v.bad(b.Range, "custom_signal %q: %s", b.Name, p)
+		}
+		c.Custom = append(c.Custom, cs)
+	}
 }
 
 // checkController runs the controller's own validation, the one judge of
@@ -774,7 +988,7 @@ func (c *Config) checkController(doc *file, v *validator, ruleBlocks map[signals
 
 // ControllerConfig is the controller configuration this file describes.
 func (c *Config) ControllerConfig() throttle.Config {
-	return throttle.Config{Rules: c.Rules, Replicas: c.Replicas, MaxBudget: c.MaxBudget, QuietPeriod: c.QuietPeriod}
+	return throttle.Config{Rules: c.Rules, JobRules: c.JobRules, Replicas: c.Replicas, MaxBudget: c.MaxBudget, QuietPeriod: c.QuietPeriod}
 }
 
 // Token returns the token whose secret is secret, comparing in constant

@@ -151,6 +151,8 @@ func FuzzParse(f *testing.F) {
 	f.Add(smallest)
 	f.Add("primary { cores = 1 }\nsignal \"primary_load\" { target = 0.5 }")
 	f.Add(`job "a" { weight = -1 }`)
+	f.Add(gated)
+	f.Add(smallest + "maintenance \"m\" {\n  window = \"sun 02:00-04:00 UTC\"\n}\njob \"n\" {\n  run_windows = [\"01:00-06:00 UTC\"]\n  avoid = [\"m\"]\n}\npgbouncer {\n  dsn = \"host=b dbname=pgbouncer\"\n}\n")
 	f.Fuzz(func(t *testing.T, src string) {
 		c, err := Parse("fuzz.hcl", []byte(src), getenv)
 		if err != nil {

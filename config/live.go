@@ -77,6 +77,11 @@ func (c *Config) Live(ctx context.Context) error {
 				c.at(c.places.replicas[name]), name, known))
 		}
 	}
+	// Each custom signal runs once as the sampler will run it: its errors
+	// name the block's file:line.
+	if err := signals.CheckCustom(ctx, c.PrimaryDSN, c.Custom, false); err != nil {
+		errs = append(errs, fmt.Errorf("config: %w", err))
+	}
 	return errors.Join(append(errs, c.checkReplicaDSNs(ctx)...)...)
 }
 

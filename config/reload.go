@@ -3,6 +3,8 @@ package config
 import (
 	"reflect"
 	"slices"
+
+	"github.com/throttled/throttled/signals"
 )
 
 // RestartOnly names, as the file does, the settings that differ between
@@ -21,7 +23,7 @@ func diff(a, b reflect.Value, out *[]string) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if name, ok := f.Tag.Lookup("restart"); ok {
-			if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) && !slices.Contains(*out, name) {
+			if !reflect.DeepEqual(restartForm(a.Field(i).Interface()), restartForm(b.Field(i).Interface())) && !slices.Contains(*out, name) {
 				*out = append(*out, name)
 			}
 			continue
@@ -30,4 +32,26 @@ func diff(a, b reflect.Value, out *[]string) {
 			diff(a.Field(i), b.Field(i), out)
 		}
 	}
+}
+
+// restartForm is what of a restart-only value a reload compares: the
+// value, or what its restartForm method says (custom signals without the
+// lines they were defined at, so moving a block in the file is no change).
+func restartForm(v any) any {
+	if f, ok := v.(interface{ restartForm() any }); ok {
+		return f.restartForm()
+	}
+	return v
+}
+
+// CustomSignals are the custom signals of a file.
+type CustomSignals []signals.CustomSignal
+
+func (cs CustomSignals) restartForm() any {
+	out := make([]signals.CustomSignal, len(cs))
+	for i, c := range cs {
+		c.Source = ""
+		out[i] = c
+	}
+	return out
 }

@@ -22,7 +22,10 @@ func TestRestartOnlyIsDerivedFromTheTags(t *testing.T) {
 	reloadable.Replicas = map[string]throttle.ReplicaPolicy{"r1": throttle.ReplicaRequired}
 	reloadable.Tokens = []Token{{Name: "ops", Secret: "0123456789abcdef", Scopes: []Scope{ScopePause}}}
 	reloadable.Grafana.HoldTTL = 2 * time.Hour
-	if got := RestartOnly(&base, &reloadable); len(got) != 0 {
+	moved := base
+	moved.Custom = CustomSignals{{Name: "q", Query: "SELECT 1", Source: "a.hcl:3"}}
+	reloadable.Custom = CustomSignals{{Name: "q", Query: "SELECT 1", Source: "a.hcl:9"}}
+	if got := RestartOnly(&moved, &reloadable); len(got) != 0 {
 		t.Fatalf("reloadable changes named restart-only: %v", got)
 	}
 
@@ -48,6 +51,8 @@ func TestRestartOnlyIsDerivedFromTheTags(t *testing.T) {
 					field.SetInt(field.Int() + 1)
 				case reflect.Map:
 					field.Set(reflect.ValueOf(map[string]string{"r2": "host=r2"}))
+				case reflect.Slice:
+					field.Set(reflect.Append(field, reflect.New(field.Type().Elem()).Elem()))
 				default:
 					t.Fatalf("%s: kind %s not covered by the test", f.Name, field.Kind())
 				}

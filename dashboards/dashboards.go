@@ -253,6 +253,15 @@ func Overview() Dashboard {
 	wrap := panel(13, "timeseries", "Wraparound: oldest database's age over autovacuum_freeze_max_age", "percentunit", GridPos{H: 7, W: 8, X: 16, Y: 31},
 		[2]string{`max(throttled_signals_value{signal="wraparound_fraction",` + c + `})`, "fraction"})
 	wrap.Description = "At 100 % autovacuum must freeze the whole database, whatever else runs."
+	vacuums := panel(14, "timeseries", "Vacuums in progress", "short", GridPos{H: 7, W: 12, X: 0, Y: 38},
+		[2]string{`max(throttled_signals_value{signal="vacuum_running_tables",` + c + `})`, "tables being vacuumed"},
+		[2]string{`max(throttled_signals_value{signal="antiwraparound_vacuums",` + c + `})`, "anti-wraparound vacuums"})
+	vacuums.Description = "A job rule on vacuum_running pauses a job (state paused, why gated) while a vacuum runs on a table it writes; which tables are in throttled_signals_vacuum_running's table label, and the job's reason in GET /v1/status."
+	gatedJobs := panel(15, "timeseries", "Jobs gated, held by a window, or held", "short", GridPos{H: 7, W: 12, X: 12, Y: 38},
+		[2]string{`count(max by (throttled_job) (throttled_jobs_state{why="gated",` + c + `})) or vector(0)`, "gated by a job rule"},
+		[2]string{`max(throttled_holds_active{source="window",` + c + `})`, "held by a run or maintenance window"},
+		[2]string{`sum(throttled_holds_active{source!="window",` + c + `})`, "held by a person or an alert"})
+	gatedJobs.Description = "Gated: a job rule that binds the job (a vacuum on its tables, a custom signal) reads over its target or cannot be read; the other jobs run. Windows: outside a job's run window or inside a maintenance window it avoids; the regions show as hold annotations."
 	return Dashboard{
 		UID: "throttled-overview", Title: "throttled: background work and database health", Tags: []string{"throttled", "postgres"},
 		Timezone: "utc", SchemaVersion: 39, Refresh: "10s", Time: TimeRange{From: "now-1h", To: "now"}, Templating: variables(), Annotations: annotations(),
@@ -276,6 +285,7 @@ func Overview() Dashboard {
 				[2]string{`sum by (server) (rate(throttled_signals_sample_failures_total{` + c + `}[$__rate_interval]))`, "{{server}}"}),
 			binding,
 			horizon, slots, wrap,
+			vacuums, gatedJobs,
 		},
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -53,6 +55,7 @@ type Watcher struct {
 
 	mu        sync.Mutex
 	holds     []watched
+	windows   throttle.Windows
 	confirmed time.Time
 	lastErr   error
 	changed   chan struct{}
@@ -90,17 +93,21 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 		}
 	}
 	hs, at, err := w.read(ctx)
+	var ws throttle.Windows
+	if err == nil {
+		ws, err = readWindows(ctx, w.db)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
 		w.lastErr = err
 		return err
 	}
-	if !sameHolds(w.holds, hs) {
+	if !sameHolds(w.holds, hs) || !sameWindows(w.windows, ws) {
 		close(w.changed)
 		w.changed = make(chan struct{})
 	}
-	w.holds, w.confirmed, w.lastErr = hs, at, nil
+	w.holds, w.windows, w.confirmed, w.lastErr = hs, ws, at, nil
 	return nil
 }
 
@@ -137,6 +144,10 @@ func (w *Watcher) read(ctx context.Context) ([]watched, time.Time, error) {
 		out = append(out, watched{Hold: a.h, since: at.Add(-seconds(a.age)), until: at.Add(seconds(a.left))})
 	}
 	return out, at, nil
+}
+
+func sameWindows(a, b throttle.Windows) bool {
+	return slices.Equal(windowRows(a), windowRows(b))
 }
 
 func sameHolds(a, b []watched) bool {
@@ -195,7 +206,19 @@ func (w *Watcher) applying(now time.Time, j throttle.Job) []watched {
 			out = append(out, h)
 		}
 	}
+	// Windows are the cluster's, read with the holds; their edges are this
+	// process's wall clock in the window's zone.
+	for _, h := range w.windows.Applying(now, j) {
+		out = append(out, watched{Hold: h, since: h.Created, until: h.Expires})
+	}
 	return out
+}
+
+// Windows returns the cluster's windows as last read.
+func (w *Watcher) Windows() throttle.Windows {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.windows
 }
 
 // Active returns the last confirmed holds that have not ended, by their
@@ -210,6 +233,11 @@ func (w *Watcher) Active() []throttle.Hold {
 		if h.until.After(now) {
 			out = append(out, h.Hold)
 		}
+	}
+	// The windows' holds too, so the metrics, the API's hold list and the
+	// dashboards' annotations show them.
+	for _, j := range slices.Sorted(maps.Keys(w.windows)) {
+		out = append(out, w.windows.Applying(now, j)...)
 	}
 	return out
 }

@@ -120,6 +120,14 @@ type Config struct {
 	// bound its rate. The code that registers the job with the controller
 	// passes them on.
 	Weight, MinRate, MaxRate float64
+	// Tables are the tables the job writes, as schema.table (public when
+	// the schema is left out). A job rule on vacuum_running pauses the job
+	// while a vacuum runs on one of them, and on no other table.
+	Tables []string
+	// Signals, when not nil, names the job rules that bind the job (for
+	// example vacuum_running, or a custom signal); nil means every job
+	// rule. The cluster's rules bind every job whatever this says.
+	Signals []string
 	// TargetBatchDuration is the duration the batch size adapts toward.
 	// Defaults to 1s.
 	TargetBatchDuration time.Duration

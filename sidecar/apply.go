@@ -73,7 +73,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 
 // jobConfig is a configured job's pacing, as the client registers it.
 func jobConfig(j config.Job) jobs.Config {
-	return jobs.Config{Name: j.Name, Weight: j.Weight, MinRate: j.MinRate, MaxRate: j.MaxRate}
+	return jobs.Config{Name: j.Name, Weight: j.Weight, MinRate: j.MinRate, MaxRate: j.MaxRate, Tables: j.Tables, Signals: j.Signals}
 }
 
 func (s *Server) doReload(w http.ResponseWriter, r *http.Request, tok config.Token) {

@@ -72,7 +72,7 @@ func SlowReason(rate float64, why string) string {
 }
 
 // allocate shares budget between the jobs that no hold applies to.
-func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Code, reason string, holds map[Job][]Hold) map[Job]JobDecision {
+func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Code, reason string, holds map[Job][]Hold, gated map[Job][]gate) map[Job]JobDecision {
 	out := make(map[Job]JobDecision, len(c.order))
 	var free []Job
 	var claims []claim
@@ -84,6 +84,15 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 			}
 			st := Held(j, hs)
 			out[j] = JobDecision{State: st.State, Code: st.Code, Reason: st.Reason, Holds: st.Holds}
+			continue
+		}
+		if gs := gated[j]; len(gs) > 0 && code.Go() {
+			// A critical or stale pause names itself; a gate shuts a job
+			// that would otherwise run.
+			if !s.held {
+				s.held, s.heldRate = true, s.rate
+			}
+			out[j] = JobDecision{State: JobPaused, Code: CodeGated, Reason: gatedReason(gs)}
 			continue
 		}
 		if s.held {
@@ -130,10 +139,20 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 		}
 		out[j] = jd
 	}
-	for j := range holds {
-		if s, ok := c.jobs[j]; ok {
-			s.rate = 0
+	for _, m := range []map[Job]bool{keys(holds), keys(gated)} {
+		for j := range m {
+			if s, ok := c.jobs[j]; ok {
+				s.rate = 0
+			}
 		}
+	}
+	return out
+}
+
+func keys[V any](m map[Job]V) map[Job]bool {
+	out := make(map[Job]bool, len(m))
+	for j := range m {
+		out[j] = true
 	}
 	return out
 }

@@ -68,9 +68,10 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 		// A new breach: remember the budget it began at. A recent, lower
 		// breach budget is kept: the lowest bad rate is the one to trust.
 		if c.ceiling == 0 || now.Sub(c.ceilingAt) >= c.cfg.BreachMemory || c.budget < c.ceiling {
-			c.ceiling = c.budget
+			c.rememberBreach(c.budget, now)
+		} else {
+			c.ceilingAt = now
 		}
-		c.ceilingAt = now
 		c.ceilingLag = integrates(r.worst.name) && pSig > 1 || integrates(r.rawWorst.name) && c.rawOver >= 2
 	}
 	c.overTarget = over
@@ -176,6 +177,20 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 func (c *Controller) cut(now time.Time, factor, p, floor float64) {
 	c.budget = c.clamp(max(c.budget*factor, min(floor, c.budget)))
 	c.changedAt, c.cutAt, c.cutPressure, c.emergencyAt = now, now, p, 0
+}
+
+// rememberBreach records budget as the one a breach began at, which caps
+// growth for BreachMemory. A breach that began within one doubling of
+// MinBudget is forgotten instead: the least budget cannot have caused it
+// (the load is someone else's), and remembering it would hold the jobs
+// near the floor, probing by ProbeGrowth, for BreachMemory after the load
+// is gone.
+func (c *Controller) rememberBreach(budget float64, now time.Time) {
+	if budget <= 2*c.cfg.MinBudget {
+		c.ceiling, c.ceilingAt = 0, time.Time{}
+		return
+	}
+	c.ceiling, c.ceilingAt = budget, now
 }
 
 // Growth after a breach comes back at once to breachSafe of the budget the

@@ -71,6 +71,13 @@ type JobConfig struct {
 	MinRate float64
 	// MaxRate caps the job's rate (tokens per second); 0 means none.
 	MaxRate float64
+	// Tables are the tables the job writes, as signals.TableName names
+	// them (schema.table): a job rule on vacuum_running binds it on these.
+	Tables []string
+	// Signals, when not nil, are the job rules (Config.JobRules) that bind
+	// the job; nil means every one. The cluster rules bind it whatever
+	// this says.
+	Signals []signals.Name
 }
 
 // Config configures a [Controller]. The zero value of every field means
@@ -171,6 +178,17 @@ type Config struct {
 
 	// Holds, when set, is asked every tick which holds apply to each job.
 	Holds HoldSource
+
+	// JobRules are rules that bind jobs one at a time, as gates (see
+	// gates.go): a job whose gate signal reads over Target, or cannot be
+	// read or is older than MaxAge, is paused with CodeGated, and the
+	// other jobs share the budget. Target may be 0 (vacuum_running: any
+	// vacuum on the job's tables); Critical must be 0, and a gate always
+	// fails closed (Required is implied). None by default.
+	JobRules map[signals.Name]Rule
+	// GateHold is how long a gate stays shut after its signal last read
+	// over target. Defaults to DefaultGateHold.
+	GateHold time.Duration
 }
 
 // CriticalState is a critical pause as a leader publishes it, for the
@@ -218,6 +236,7 @@ var ruleSignals = []signals.Name{
 	signals.ReplicaReplayBacklogBytes,
 	signals.XminHorizonAgeSeconds, signals.XminHorizonAgeXIDs, signals.SlotRetainedBytesMax, signals.WraparoundFraction,
 	signals.WALBytesPerSecond, signals.ArchivePendingSegments, signals.ArchiveFailing,
+	signals.PgBouncerWaitingClientsMax, signals.PgBouncerMaxWaitSecondsMax, signals.PgBouncerPoolUsedFractionMax,
 }
 
 // lowerIsWorse reports whether a rule on name is on a level to stay over.
@@ -236,6 +255,12 @@ func (c *Config) fill() {
 		r.MaxAge = cmp.Or(r.MaxAge, signals.DefaultMaxAge)
 		c.Rules[n] = r
 	}
+	c.JobRules = maps.Clone(c.JobRules)
+	for n, r := range c.JobRules {
+		r.MaxAge, r.Required = cmp.Or(r.MaxAge, signals.DefaultMaxAge), true
+		c.JobRules[n] = r
+	}
+	c.GateHold = cmp.Or(c.GateHold, DefaultGateHold)
 	c.Tick = cmp.Or(c.Tick, time.Second)
 	c.MaxBudget = cmp.Or(c.MaxBudget, 100)
 	c.MinBudget = cmp.Or(c.MinBudget, c.MaxBudget/1000)
@@ -296,6 +321,28 @@ func (c *Config) validate() error {
 		if r.Resolution < 0 || !finite(r.Resolution) {
 			bad("Rules[%q].Resolution must be a step of the reading or 0, got %v", name, r.Resolution)
 		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.JobRules)) {
+		r := c.JobRules[name]
+		if why := gateSignal(name); why != "" {
+			bad("JobRules[%q]: %s", name, why)
+			continue
+		}
+		if _, ok := c.Rules[name]; ok {
+			bad("JobRules[%q]: also a cluster rule (Rules); a signal binds every job or jobs one by one, not both", name)
+		}
+		if !(r.Target >= 0) || !finite(r.Target) {
+			bad("JobRules[%q].Target must not be negative, got %v", name, r.Target)
+		}
+		if r.Critical != 0 {
+			bad("JobRules[%q].Critical must be 0: a job rule pauses its own jobs; a level that should pause every job belongs in Rules", name)
+		}
+		if r.MaxAge < 0 {
+			bad("JobRules[%q].MaxAge must not be negative, got %s", name, r.MaxAge)
+		}
+	}
+	if c.GateHold < 0 {
+		bad("GateHold must not be negative, got %s", c.GateHold)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Replicas)) {
 		switch p := c.Replicas[name]; p {
@@ -393,6 +440,16 @@ func (j JobConfig) validate() error {
 	}
 	for _, p := range jobname.LimitProblems(j.Weight, j.MinRate, j.MaxRate, jobname.LimitNames{Weight: "Weight", MinRate: "MinRate", MaxRate: "MaxRate"}) {
 		bad("%s", p)
+	}
+	for i, t := range j.Tables {
+		if t == "" || t != signals.TableName(t) {
+			bad("Tables[%d] %q: want schema.table as the catalog names it (%q)", i, t, signals.TableName(t))
+		}
+	}
+	for i, n := range j.Signals {
+		if why := gateSignal(n); why != "" {
+			bad("Signals[%d] %q: %s", i, n, why)
+		}
 	}
 	return errors.Join(errs...)
 }

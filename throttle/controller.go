@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -88,6 +89,9 @@ type jobState struct {
 	held     bool
 	heldRate float64 // rate when the hold began
 	rampCap  float64 // after a hold: the rate cap while ramping back; 0 for none
+	// gates maps a gate's key to the time it opens again, after its
+	// signal last read over target.
+	gates map[string]time.Time
 }
 
 type overCount struct {
@@ -159,6 +163,11 @@ func (c *Controller) Register(j JobConfig) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, n := range j.Signals {
+		if _, ok := c.cfg.JobRules[n]; !ok {
+			return fmt.Errorf("throttle: job %q: Signals names %q, which has no job rule (JobRules: %v)", j.Name, n, slices.Sorted(maps.Keys(c.cfg.JobRules)))
+		}
+	}
 	if s, ok := c.jobs[j.Name]; ok {
 		s.cfg = j
 		return nil
@@ -313,7 +322,13 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 	if d.Mode == ModeRunning || d.Mode == ModeThrottled {
 		d.Budget = c.budget
 	}
-	d.Jobs = c.allocate(now, d.Budget, d.Mode, d.Code, d.Reason, holds)
+	gated := map[Job][]gate{}
+	for _, j := range c.order {
+		if gs := c.gatesFor(now, snap, j, c.jobs[j]); len(gs) > 0 {
+			gated[j] = gs
+		}
+	}
+	d.Jobs = c.allocate(now, d.Budget, d.Mode, d.Code, d.Reason, holds, gated)
 	c.prev = d
 	c.prev.Events = nil
 	return d

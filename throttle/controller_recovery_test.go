@@ -247,3 +247,44 @@ func TestRepeatedTakeoversDoNotRatchetTheBudget(t *testing.T) {
 		t.Fatalf("took over at %v on a loaded primary from 0.1; want no more", d.Budget)
 	}
 }
+
+// A critical pause that began with the budget already cut to its floor
+// was not the jobs' doing: once the load is gone the budget doubles back
+// as after any pause, instead of probing by 2 % a step above the floor for
+// BreachMemory.
+func TestACriticalBegunAtTheFloorDoesNotCapRecovery(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, MinBudget: 0.1, QuietPeriod: 5 * time.Second})
+	var d Decision
+	for range 60 { // someone else's load, over target: cut to the floor
+		d = f.step(world{load: 0.95})
+	}
+	if d.Budget > 0.2 {
+		t.Fatalf("after a minute over target the budget is %v; want it at the floor", d.Budget)
+	}
+	for range 5 {
+		d = f.step(world{load: 1.2})
+	}
+	if d.Mode != ModeCritical {
+		t.Fatalf("mode %s; want critical", d.Mode)
+	}
+	for range 10 {
+		d = f.step(world{load: 0.05})
+	}
+	if d.Mode == ModeCritical {
+		t.Fatalf("still critical after the quiet period: %s", d.Reason)
+	}
+	// A job that uses every token it gets, a fraction of a batch a tick
+	// carried over.
+	owed := 0.0
+	for range 30 {
+		owed += d.Jobs["purge"].Rate
+		for ; owed >= 1; owed-- {
+			f.c.Report("purge", Feedback{Rows: 100, Duration: 50 * time.Millisecond})
+		}
+		f.tick++
+		d = f.c.Step(at(f.tick), snap(at(f.tick), world{load: 0.05}))
+	}
+	if d.Budget < 8 {
+		t.Errorf("30 s after the load went: budget %v (%s); want it grown back toward the 10/s it had before", d.Budget, d.Reason)
+	}
+}

@@ -289,9 +289,15 @@ func (c *Controller) leavePause(now time.Time, d *Decision) {
 		d.Events = append(d.Events, Event{Kind: EventUnpaused, At: now, Message: "holds released"})
 	}
 	// A critical pause is a breach at the budget it began at; a stale
-	// signal or a hold says nothing against the budget before it.
+	// signal or a hold says nothing against the budget before it. One that
+	// began with the budget cut to its floor was someone else's load: the
+	// jobs double back toward the budget the breach before it began at, as
+	// after any cut, not from the floor.
 	if c.pause.mode == ModeCritical {
-		c.ceiling, c.ceilingAt = before, now
+		if before <= 2*c.cfg.MinBudget && c.ceiling > before && now.Sub(c.ceilingAt) < c.cfg.BreachMemory {
+			before = c.ceiling
+		}
+		c.rememberBreach(before, now)
 	}
 	c.pause, c.inherited = nil, 0
 	c.budget = c.clamp(before * c.cfg.SlowStart)

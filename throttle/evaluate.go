@@ -52,6 +52,9 @@ func (c *Controller) evaluate(now time.Time, snap signals.Snapshot) []ruleEval {
 			sampleName = signals.ConnectionUsedFraction
 		}
 		s, ok := snap.Get(sampleName, nil)
+		if name == signals.ConnectionHeadroom {
+			s = withPool(s, snap)
+		}
 		e := ruleEval{key: string(name), name: name, rule: rule, required: rule.Required}
 		if !ok {
 			e.unknown = "not sampled"
@@ -123,6 +126,34 @@ func (c *Controller) read(now time.Time, e *ruleEval, s signals.Sample) {
 	e.pressure, e.rawPress = pressure(e.value, e.rule.Target, e.lowerWorse()), pressure(e.raw, e.rule.Target, e.lowerWorse())
 }
 
+// withPool is the server's used fraction of client slots, s, counting a
+// PgBouncer's pools too when one is sampled: the fuller of the two is the
+// headroom left, since a job's connection waits in a full pool as surely
+// as it is refused by a full server. A pool read that failed makes the
+// headroom unknown (fail closed); no PgBouncer sampled leaves s as it is.
+func withPool(s signals.Sample, snap signals.Snapshot) signals.Sample {
+	pool, ok := snap.Get(signals.PgBouncerPoolUsedFractionMax, nil)
+	switch {
+	case !ok || s.Err != nil:
+		return s
+	case pool.Err != nil:
+		s.Err = fmt.Errorf("PgBouncer's pools: %w", pool.Err)
+	case pool.Value > s.Value || pool.Raw > s.Raw:
+		s.Value, s.Raw = max(s.Value, pool.Value), max(s.Raw, pool.Raw)
+		s.At = minTime(s.At, pool.At)
+	default:
+		s.At = minTime(s.At, pool.At)
+	}
+	return s
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 func pressure(v, target float64, lowerWorse bool) float64 {
@@ -164,7 +195,9 @@ func (c *Controller) rising(e ruleEval) bool {
 }
 
 // integrates reports whether n accumulates the excess of the rate it is
-// paced on, so a cut shows in it only over time: replica lag.
+// paced on, so a cut shows in it only over time: replica lag, the
+// archiver's backlog, the WAL a slot retains.
 func integrates(n signals.Name) bool {
-	return n == signals.ReplicaLagBytes || n == signals.ReplicaLagSeconds || n == signals.ReplicaReplayBacklogBytes
+	return n == signals.ReplicaLagBytes || n == signals.ReplicaLagSeconds || n == signals.ReplicaReplayBacklogBytes ||
+		n == signals.ArchivePendingSegments || n == signals.SlotRetainedBytesMax
 }

@@ -39,6 +39,10 @@ const (
 	CodeTooSlow Code = "too_slow"
 	// CodeHeld: a hold applies to the job.
 	CodeHeld Code = "held"
+	// CodeGated: a job rule that binds this job (a vacuum on a table it
+	// writes, a custom signal it names) reads over its target or cannot be
+	// read; the other jobs run.
+	CodeGated Code = "gated"
 	// CodeCritical: a signal reached its critical level; every job is
 	// paused.
 	CodeCritical Code = "critical"
@@ -54,7 +58,7 @@ const (
 // rate): false for the codes that pause it.
 func (c Code) Go() bool {
 	switch c {
-	case CodeHeld, CodeCritical, CodeStale, CodeUnavailable:
+	case CodeHeld, CodeGated, CodeCritical, CodeStale, CodeUnavailable:
 		return false
 	}
 	return true
@@ -99,7 +103,7 @@ func CodeFor(s JobState, c Code) Code {
 	fits := map[JobState][]Code{
 		JobRunning:   {CodeRunning, CodeBinding, CodeSlowStart, CodeInherited, CodeMaxRate, CodeLowUtilization, CodeNotGrowing, CodeHolding},
 		JobThrottled: {CodeCut, CodeHolding, CodeNotGrowing, CodeTooSlow},
-		JobPaused:    {CodeHeld, CodeCritical, CodeStale, CodeUnavailable, CodeTooSlow},
+		JobPaused:    {CodeHeld, CodeGated, CodeCritical, CodeStale, CodeUnavailable, CodeTooSlow},
 	}[s]
 	if slices.Contains(fits, c) {
 		return c

@@ -39,6 +39,8 @@ type execOptions struct {
 	solo               bool
 	allowSuperuser     bool
 	foregroundLatency  float64
+	tables             listFlag
+	pauseOnVacuum      bool
 	log                logFlags
 }
 
@@ -65,6 +67,8 @@ func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer)
 	fs.BoolVar(&o.solo, "solo", false, "decide in this process alone instead of following the cluster's elected leader")
 	fs.BoolVar(&o.allowSuperuser, "allow-superuser", false, "allow sampling as a superuser (not recommended)")
 	fs.Float64Var(&o.foregroundLatency, "foreground-latency", 0, "also pace on foreground latency: keep a canary commit's latency under this multiple of its job-free baseline, such as 1.3 (needs `throttled migrate`; the job waits for the baseline; 0 means off)")
+	fs.Var(&o.tables, "table", "a table the statement writes, as schema.table (repeatable): job rules on vacuum_running bind the job on these")
+	fs.BoolVar(&o.pauseOnVacuum, "pause-on-vacuum", false, "pause while a vacuum (autovacuum or manual) runs on a --table, and resume after it")
 	o.log.register(fs)
 	if err := parse(fs, args, errOut); err != nil {
 		return o, err
@@ -82,6 +86,12 @@ func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer)
 		errs = append(errs, errors.New("--job is required"))
 	} else if err := throttle.Job(o.job).Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--job: %w", err))
+	}
+	if o.pauseOnVacuum && len(o.tables) == 0 {
+		errs = append(errs, errors.New("--pause-on-vacuum needs --table: the tables whose vacuums pause the job"))
+	}
+	for i, t := range o.tables {
+		o.tables[i] = signals.TableName(t)
 	}
 	switch {
 	case strings.TrimSpace(o.sql) == "":
@@ -131,6 +141,7 @@ func runExec(ctx context.Context, args []string, out, errOut io.Writer) int {
 	cfg := jobs.Config{
 		Name: o.job, InitialBatchSize: o.batch, MinBatchSize: o.minBatch, MaxBatchSize: o.maxBatch,
 		TargetBatchDuration: o.target, StatementTimeout: o.timeout, Checkpoint: !o.noCheck, MaxRate: o.maxRate,
+		Tables: o.tables,
 	}
 	if _, err := jobs.New(cfg, nil, noPacer{}, nil); err != nil {
 		return fail(errOut, "exec", fmt.Errorf("%w: %w", errUsage, err))
@@ -163,12 +174,16 @@ func runExec(ctx context.Context, args []string, out, errOut io.Writer) int {
 		// cannot commit, the job does not run.
 		rules = map[signals.Name]throttle.Rule{signals.ForegroundLatency: {Target: o.foregroundLatency, Required: true}}
 	}
+	var jobRules map[signals.Name]throttle.Rule
+	if o.pauseOnVacuum {
+		jobRules = map[signals.Name]throttle.Rule{signals.VacuumRunning: {Target: 0}}
+	}
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	client, err := throttled.Open(openCtx, throttled.Options{
 		PrimaryDSN: o.primaryDSN, ReplicaDSNs: o.replicaDSNs, Cores: o.cores,
 		Signals: signals.Config{Replicas: o.replicas, AllowSuperuser: o.allowSuperuser},
 		Controller: throttle.Config{Replicas: replicas, MaxBudget: o.maxRate, InitialBudget: o.initRate, QuietPeriod: o.quiet,
-			Rules: rules},
+			Rules: rules, JobRules: jobRules},
 		// Durable holds live beside the job's data: `throttled pause`
 		// stops this run within the second.
 		CoordinationDSN: o.jobDSN,

@@ -178,6 +178,12 @@ func setHoldCap(ctx context.Context, store *holds.Store, cfg *config.Config, pat
 	if old != cfg.HoldMax {
 		log.Info("cluster hold cap set", "max_ttl", cfg.HoldMax, "previous", old, "file", path)
 	}
+	// The windows live in the cluster too, so every process applies them,
+	// including while this one is down.
+	if err := store.SetWindows(ctx, cfg.Windows, "throttled", throttle.SourceAuto,
+		fmt.Sprintf("windows of %s (version %s)", path, cfg.Version)); err != nil {
+		return fmt.Errorf("%s: windows: %w", path, err)
+	}
 	return nil
 }
 

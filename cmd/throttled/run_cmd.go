@@ -61,7 +61,7 @@ func clientOptions(cfg *config.Config, log hclog.Logger) throttled.Options {
 	}
 	return throttled.Options{
 		PrimaryDSN: cfg.PrimaryDSN, ReplicaDSNs: replicaDSNs, Cores: cfg.Cores,
-		Signals:         signals.Config{Replicas: expected},
+		Signals:         signals.Config{Replicas: expected, Custom: cfg.Custom, PgBouncerDSN: cfg.PgBouncerDSN},
 		Controller:      cfg.ControllerConfig(),
 		CoordinationDSN: cfg.CoordinationDSN,
 		Coordinate:      true,
@@ -107,9 +107,11 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 	defer stopPager()
 	decisions := client.Decisions()
 	go pager.Run(pctx)
+	audit := &windowAudit{store: client.DurableHolds(), leading: client.Leader, log: slog}
 	go func() {
 		for d := range decisions {
 			pager.Decision(d)
+			audit.decision(pctx, d)
 		}
 	}()
 

@@ -40,7 +40,7 @@ type signalsOptions struct {
 // stays out of the process list.
 func parseSignalsFlags(args []string, getenv func(string) string, errOut io.Writer) (signalsOptions, error) {
 	var o signalsOptions
-	var replicaDSNs, replicas listFlag
+	var replicaDSNs, replicas, custom listFlag
 	fs := flag.NewFlagSet("signals", flag.ContinueOnError)
 	// The environment's DSN is not the flag's default, which -h would print
 	// with its password.
@@ -56,15 +56,29 @@ func parseSignalsFlags(args []string, getenv func(string) string, errOut io.Writ
 	fs.BoolVar(&o.cfg.ForegroundLatency, "foreground-latency", false, "also time a canary commit on throttled.canary (needs `throttled migrate`): foreground_latency and foreground_latency_seconds")
 	fs.BoolVar(&o.watch, "watch", false, "keep printing until interrupted")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per snapshot, one per line")
+	fs.Var(&custom, "custom", "a custom signal to read too, as NAME=QUERY: one row of one number, run READ ONLY every second (repeatable)")
 	o.log.register(fs)
 	if err := parse(fs, args, errOut); err != nil {
 		return o, err
 	}
 	o.cfg.ReplicaDSNs, o.cfg.Replicas = replicaDSNs, replicas
+	var errs []error
+	for _, c := range custom {
+		name, query, ok := strings.Cut(c, "=")
+		cs := signals.CustomSignal{Name: signals.Name(strings.TrimSpace(name)), Query: query, Every: time.Second, Source: "--custom " + strings.TrimSpace(name)}
+		if !ok {
+			errs = append(errs, fmt.Errorf("--custom %q: want NAME=QUERY", c))
+			continue
+		}
+		if ps := cs.Problems(); len(ps) > 0 {
+			errs = append(errs, fmt.Errorf("--custom %s: %s", name, strings.Join(ps, "; ")))
+			continue
+		}
+		o.cfg.Custom = append(o.cfg.Custom, cs)
+	}
 	if o.cfg.PrimaryDSN == "" {
 		o.cfg.PrimaryDSN = getenv("THROTTLED_PRIMARY_DSN")
 	}
-	var errs []error
 	if o.cfg.PrimaryDSN == "" {
 		errs = append(errs, errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN) is required"))
 	}

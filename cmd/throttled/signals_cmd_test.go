@@ -259,3 +259,16 @@ func TestSignalsWatchPrintsUntilInterrupted(t *testing.T) {
 		t.Fatal("--watch did not stop on interrupt")
 	}
 }
+
+func TestSignalsTakesCustomSignals(t *testing.T) {
+	base := []string{"--primary-dsn", "postgres://m@db/app", "--cores", "2"}
+	o, err := parseSignalsFlags(append(base, "--custom", "queue_depth=SELECT count(*) FROM q"), func(string) string { return "" }, io.Discard)
+	if err != nil || len(o.cfg.Custom) != 1 || o.cfg.Custom[0].Name != "queue_depth" || o.cfg.Custom[0].Query != "SELECT count(*) FROM q" {
+		t.Fatalf("parse: %+v, %v", o.cfg.Custom, err)
+	}
+	for _, bad := range []string{"no-equals", "Bad=SELECT 1", "x=SELECT 1; SELECT 2", "primary_load=SELECT 1"} {
+		if _, err := parseSignalsFlags(append(base, "--custom", bad), func(string) string { return "" }, io.Discard); err == nil || !strings.Contains(err.Error(), "--custom") {
+			t.Errorf("--custom %q: %v; want a usage error naming --custom", bad, err)
+		}
+	}
+}

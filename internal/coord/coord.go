@@ -366,8 +366,9 @@ func (e *Engine) upsert(ctx context.Context, w *worker) error {
 	defer cancel()
 	w.mu.Lock()
 	weight, minRate, maxRate := max(w.cfg.Weight, 0), w.cfg.MinRate, w.cfg.MaxRate
+	tables, sigs := w.cfg.Tables, w.cfg.Signals
 	w.mu.Unlock()
-	if err := e.db().Upsert(ctx, store.Worker{ID: w.id, Job: w.cfg.Name, Weight: weight, MinRate: minRate, MaxRate: maxRate}); err != nil {
+	if err := e.db().Upsert(ctx, store.Worker{ID: w.id, Job: w.cfg.Name, Weight: weight, MinRate: minRate, MaxRate: maxRate, Tables: tables, Signals: sigs}); err != nil {
 		return fmt.Errorf("throttled: register worker %s: %w", w.id, e.denied(err))
 	}
 	return nil
@@ -663,7 +664,8 @@ func (e *Engine) lead(ctx context.Context) {
 		for _, w := range ws {
 			weight, minRate, maxRate = max(weight, w.Weight), max(minRate, w.MinRate), max(maxRate, w.MaxRate)
 		}
-		if err := e.ctl.Register(throttle.JobConfig{Name: j, Weight: weight, MinRate: minRate, MaxRate: maxRate}); err != nil {
+		tables, sigs := throttle.GateUnion(ws, func(w store.Live) ([]string, []string) { return w.Tables, w.Signals })
+		if err := e.ctl.Register(throttle.JobConfig{Name: j, Weight: weight, MinRate: minRate, MaxRate: maxRate, Tables: tables, Signals: sigs}); err != nil {
 			e.log.Warn("cannot register job", "job", j, "error", err)
 		}
 	}

@@ -9,22 +9,26 @@ package sim
 import "math"
 
 // Plant constants: what one background batch costs the primary and the
-// replica, and the primary's connection limit.
+// replica, the primary's connection limit, and the WAL and transaction IDs
+// the foreground writes and spends.
 const (
-	cpuPerBatch  = 0.02           // core-seconds of CPU per batch
-	walPerBatch  = 64 << 10       // bytes of WAL per batch
-	baseDuration = 0.05           // seconds per batch on an idle primary
-	usableConns  = 100.0          // client slots
-	fgWALPerCore = 1 << 20        // bytes of WAL per second per core of foreground work
-	applyNormal  = 50 << 20       // bytes per second a healthy replica applies
-	target       = 0.7            // primary_load target of every scenario
-	critical     = 1.0            // primary_load critical level
-	lagTarget    = 2.0            // replica_lag_seconds target
-	maxBudget    = 400.0          // what the jobs could do unpaced, batches per second
-	initBudget   = maxBudget / 10 // every policy's starting rate
-	tickSeconds  = 1.0            // one decision per second
-	smoothingTau = 5.0            // seconds, as the sampler's EWMA
-	noiseSigma   = 0.03           // relative measurement noise of primary_load
+	cpuPerBatch   = 0.02           // core-seconds of CPU per batch
+	walPerBatch   = 64 << 10       // bytes of WAL per batch, unless the scenario sets WALPerRow
+	baseDuration  = 0.05           // seconds per batch on an idle primary
+	usableConns   = 100.0          // client slots
+	fgWALPerCore  = 1 << 20        // bytes of WAL per second per core of foreground work
+	applyNormal   = 50 << 20       // bytes per second a healthy replica applies
+	target        = 0.7            // primary_load target of every scenario
+	critical      = 1.0            // primary_load critical level
+	lagTarget     = 2.0            // replica_lag_seconds target
+	maxBudget     = 400.0          // what the jobs could do unpaced, batches per second
+	initBudget    = maxBudget / 10 // every policy's starting rate
+	tickSeconds   = 1.0            // one decision per second
+	smoothingTau  = 5.0            // seconds, as the sampler's EWMA
+	noiseSigma    = 0.03           // relative measurement noise of primary_load
+	rowsPerBatch  = 1000           // rows one batch cleans
+	segmentBytes  = 16 << 20       // bytes of one WAL segment
+	fgXIDsPerCore = 100            // transaction IDs per second per core of foreground work
 )
 
 // queue is the time-averaged number of sessions waiting for a CPU, per

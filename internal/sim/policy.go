@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -124,6 +125,7 @@ func (h simHolds) Applying(now time.Time, _ throttle.Job) []throttle.Hold {
 
 func newAdaptive(sc Scenario, held func(time.Time) bool) (*adaptive, error) {
 	rules := throttle.DefaultRules()
+	maps.Copy(rules, sc.Rules)
 	c, err := throttle.New(throttle.Config{
 		Rules:         rules,
 		Replicas:      map[string]throttle.ReplicaPolicy{"replica1": throttle.ReplicaRequired},

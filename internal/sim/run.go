@@ -22,6 +22,13 @@ type Point struct {
 	Done     float64 // background batches per second that succeeded
 	Oracle   float64 // the oracle's rate
 	Lag      float64 // true replica lag, seconds
+	// Pending is archive_pending_segments after the tick.
+	Pending float64
+	// Horizon is xmin_horizon_age_seconds after the tick.
+	Horizon float64
+	// DeadRows is the rows the jobs deleted that vacuum cannot remove
+	// yet: those deleted while a long transaction holds the horizon.
+	DeadRows float64
 	Mode     string
 }
 
@@ -52,7 +59,14 @@ type Result struct {
 	// FixedRate is the rate the fixed policy ran at (the best in
 	// hindsight); 0 for other policies.
 	FixedRate float64 `json:"fixed_rate,omitempty"`
-	Series    []Point `json:"-"`
+	// MaxArchivePending is the most WAL segments waiting for the
+	// archiver at any tick.
+	MaxArchivePending float64 `json:"max_archive_pending_segments"`
+	// UnreclaimableDeadRows is the most rows the jobs had deleted that
+	// vacuum could not remove, because a long transaction held the xmin
+	// horizon: bloat made instead of space freed.
+	UnreclaimableDeadRows float64 `json:"unreclaimable_dead_rows"`
+	Series                []Point `json:"-"`
 }
 
 // Run simulates policy on scenario with seed. The run is deterministic:
@@ -99,6 +113,77 @@ func bestFixedRate(sc Scenario, seed uint64) float64 {
 // state is the plant over one tick.
 type state struct {
 	load, used, lagBytes, lagSeconds, jobSessions float64
+	// wal is the WAL written over the tick, bytes per second; pending
+	// the segments waiting for the archiver after it.
+	wal, pending float64
+	// horizonSecs and horizonXIDs are the xmin horizon's age after the
+	// tick; held whether a long transaction holds it.
+	horizonSecs, horizonXIDs float64
+	held                     bool
+}
+
+// errWALWarmup is the WAL rate's error before two ticks of readings, as
+// the sampler's before its first window.
+var errWALWarmup = errors.New("sim: the WAL rate needs readings over 2 s")
+
+// archiver ships completed WAL segments at a fixed rate.
+type archiver struct {
+	written float64 // bytes of WAL written since the start
+	shipped float64 // segments archived
+	credit  float64 // segments' worth of shipping time not yet used
+}
+
+// step writes wal bytes and ships for one tick at rate segments per
+// second (none with archive_mode off, which keeps nothing pending). It
+// returns the segments left waiting: complete ones not yet shipped.
+func (a *archiver) step(wal float64, rate func(float64) float64, t float64) float64 {
+	a.written += wal
+	done := math.Floor(a.written / segmentBytes)
+	if rate == nil {
+		a.shipped = done
+		return 0
+	}
+	a.credit += rate(t) * tickSeconds
+	ready := done - a.shipped
+	ship := min(math.Floor(a.credit), ready)
+	a.shipped += ship
+	a.credit -= ship
+	if ready == ship {
+		a.credit = 0 // an idle archiver banks no time
+	}
+	return done - a.shipped
+}
+
+// observe is what the sampler reads at now from the plant's state seen:
+// primary_load as smoothed and raw, the other signals as they are. The
+// WAL rate is over seen and the tick before it, prev, and an error while
+// there is none. The horizon's holder is named while sc's long
+// transaction holds it.
+func observe(sc Scenario, seen state, prev *state, smoothed, raw float64, now time.Time) []signals.Sample {
+	walRate := signals.Sample{Name: signals.WALBytesPerSecond, Unit: signals.UnitBytesPerSecond, At: now, Err: errWALWarmup}
+	if prev != nil {
+		bps := (seen.wal + prev.wal) / 2
+		walRate.Value, walRate.Raw, walRate.Err = bps, bps, nil
+	}
+	replica := map[string]string{signals.LabelReplica: "replica1"}
+	out := []signals.Sample{
+		{Name: signals.PrimaryLoad, Value: smoothed, Raw: raw, Unit: signals.UnitPerCore, At: now},
+		{Name: signals.ConnectionUsedFraction, Value: seen.used, Raw: seen.used, Unit: signals.UnitRatio, At: now},
+		{Name: signals.PrimaryJobSessions, Value: seen.jobSessions, Raw: seen.jobSessions, Unit: signals.UnitSessions, At: now},
+		{Name: signals.ReplicaLagBytes, Labels: replica, Value: seen.lagBytes, Raw: seen.lagBytes, Unit: signals.UnitBytes, At: now},
+		{Name: signals.ReplicaLagSeconds, Labels: replica, Value: seen.lagSeconds, Raw: seen.lagSeconds, Unit: signals.UnitSeconds, At: now},
+		walRate,
+		{Name: signals.ArchivePendingSegments, Value: seen.pending, Raw: seen.pending, Unit: signals.UnitSegments, At: now},
+		{Name: signals.ArchiveFailing, Value: 0, Raw: 0, Unit: signals.UnitBool, At: now},
+		{Name: signals.XminHorizonAgeXIDs, Value: seen.horizonXIDs, Raw: seen.horizonXIDs, Unit: signals.UnitXIDs, At: now},
+		{Name: signals.XminHorizonAgeSeconds, Value: seen.horizonSecs, Raw: seen.horizonSecs, Unit: signals.UnitSeconds, At: now},
+	}
+	if seen.held {
+		out = append(out, signals.Sample{Name: signals.XminHorizonHolder,
+			Labels: map[string]string{signals.LabelHolderKind: sc.LongTx.Kind, signals.LabelHolder: sc.LongTx.Holder},
+			Value:  seen.horizonXIDs, Raw: seen.horizonXIDs, Unit: signals.UnitXIDs, At: now})
+	}
+	return out
 }
 
 func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result, error) {
@@ -119,7 +204,12 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 		carry    = map[throttle.Job]float64{} // fractional batches carried to the next tick
 		rates    []float64
 		cutFound bool
+		arch     archiver
+		xids     float64 // transaction IDs spent since the start
+		xidsAt   float64 // xids when the long transaction began
+		deadRows float64 // rows deleted that vacuum cannot remove yet
 	)
+	horizonRule, horizonRuled := sc.Rules[signals.XminHorizonAgeSeconds]
 	const maxAge = signals.DefaultMaxAge
 	for tick := 0; tick < sc.Duration; tick++ {
 		t := float64(tick) * tickSeconds
@@ -132,8 +222,12 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 		if !sc.Dropout(t) {
 			// Before the first tick the primary carried its foreground alone.
 			seen := state{load: load(sc.Foreground(0)/sc.Cores(0), sc.Cores(0)), used: 0.4}
+			var prev *state // the tick before seen, for the WAL rate
 			if k := tick - 1 - sc.Delay; k >= 0 {
 				seen = history[k]
+				if k >= 1 {
+					prev = &history[k-1]
+				}
 			}
 			raw := max(0, seen.load*(1+noiseSigma*rng.NormFloat64()))
 			if !smoothOK {
@@ -141,14 +235,7 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 			} else {
 				smoothed += (1 - math.Exp(-tickSeconds/smoothingTau)) * (raw - smoothed)
 			}
-			replica := map[string]string{signals.LabelReplica: "replica1"}
-			last = []signals.Sample{
-				{Name: signals.PrimaryLoad, Value: smoothed, Raw: raw, Unit: signals.UnitPerCore, At: now},
-				{Name: signals.ConnectionUsedFraction, Value: seen.used, Raw: seen.used, Unit: signals.UnitRatio, At: now},
-				{Name: signals.PrimaryJobSessions, Value: seen.jobSessions, Raw: seen.jobSessions, Unit: signals.UnitSessions, At: now},
-				{Name: signals.ReplicaLagBytes, Labels: replica, Value: seen.lagBytes, Raw: seen.lagBytes, Unit: signals.UnitBytes, At: now},
-				{Name: signals.ReplicaLagSeconds, Labels: replica, Value: seen.lagSeconds, Raw: seen.lagSeconds, Unit: signals.UnitSeconds, At: now},
-			}
+			last = observe(sc, seen, prev, smoothed, raw, now)
 			lastAt = now
 		}
 		snap := signals.Snapshot{At: now, MaxAge: maxAge, Samples: last}
@@ -189,14 +276,38 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 			done += r * (1 - errRate)
 		}
 		apply := sc.Apply(t)
-		wal := fg*fgWALPerCore + total*walPerBatch
+		wal := fg*fgWALPerCore + total*sc.walPerBatch()
 		lagBytes = max(0, lagBytes+(wal-apply)*tickSeconds)
+		pending := arch.step(wal*tickSeconds, sc.Archive, t)
+		// The horizon after the tick: a long transaction's age, in
+		// seconds and in the transaction IDs spent since it began (each
+		// batch spends one); the rows deleted meanwhile are dead rows
+		// vacuum cannot remove until it ends.
+		end := t + tickSeconds
+		xids += (fg*fgXIDsPerCore + total) * tickSeconds
+		var horizonSecs, horizonXIDs float64
+		txOpen := sc.LongTx.open(end)
+		if txOpen {
+			since := min(tickSeconds, end-sc.LongTx.Start) // of this tick
+			if !sc.LongTx.open(t) {
+				xidsAt = xids - (fg*fgXIDsPerCore+total)*since
+			}
+			deadRows += done * rowsPerBatch * since
+			horizonSecs, horizonXIDs = end-sc.LongTx.Start, xids-xidsAt
+		} else {
+			deadRows = 0 // vacuum may remove them now
+		}
 		st := state{
 			load:        l,
 			used:        min(1.5, (40+total*dur)/usableConns),
 			lagBytes:    lagBytes,
 			lagSeconds:  lagBytes / apply,
 			jobSessions: total * dur,
+			wal:         wal,
+			pending:     pending,
+			horizonSecs: horizonSecs,
+			horizonXIDs: horizonXIDs,
+			held:        txOpen,
 		}
 		history = append(history, st)
 
@@ -210,6 +321,16 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 				demand += j.Demand(t)
 			}
 			oracle = min(byLoad, byLag, demand) * (1 - errRate)
+			if sc.Archive != nil {
+				// The archiver's backlog must not grow either.
+				byArchive := max(0, (sc.Archive(t)*segmentBytes-fg*fgWALPerCore)/sc.walPerBatch())
+				oracle = min(oracle, byArchive*(1-errRate))
+			}
+			if horizonRuled && sc.LongTx.open(t) && t-sc.LongTx.Start > horizonRule.Target {
+				// Past its target age the horizon allows no work: every
+				// row deleted is bloat.
+				oracle = 0
+			}
 		}
 
 		if l > target {
@@ -230,8 +351,11 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 				res.FirstCut, cutFound = &first, true
 			}
 		}
+		res.MaxArchivePending = max(res.MaxArchivePending, pending)
+		res.UnreclaimableDeadRows = max(res.UnreclaimableDeadRows, deadRows)
 		rates = append(rates, total)
-		res.Series = append(res.Series, Point{T: t, Load: l, Measured: smoothed, Rate: total, Done: done, Oracle: oracle, Lag: st.lagSeconds, Mode: mode})
+		res.Series = append(res.Series, Point{T: t, Load: l, Measured: smoothed, Rate: total, Done: done, Oracle: oracle, Lag: st.lagSeconds,
+			Pending: pending, Horizon: horizonSecs, DeadRows: deadRows, Mode: mode})
 	}
 	if res.OracleWork > 0 {
 		res.Efficiency = res.Work / res.OracleWork

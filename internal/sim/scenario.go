@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 
+	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -31,6 +32,36 @@ type Scenario struct {
 	SpikeAt float64
 	// NoiseDelay is how many ticks late the samples are.
 	Delay int
+	// WALPerRow is the WAL one row the jobs clean writes, bytes; 0 means
+	// the plant's walPerBatch over rowsPerBatch.
+	WALPerRow float64
+	// Archive is how many WAL segments a second the archiver ships; nil
+	// means archive_mode off (archive_pending_segments reads 0).
+	Archive func(t float64) float64
+	// LongTx, when set, is a transaction that holds the xmin horizon.
+	LongTx *LongTx
+	// Rules are the rules adaptive adds to (or replaces among) the
+	// controller's defaults; the baselines ignore them.
+	Rules map[signals.Name]throttle.Rule
+}
+
+// LongTx is a transaction open from Start to End (seconds): while it is,
+// vacuum cannot remove a row deleted after Start.
+type LongTx struct {
+	Start, End float64
+	// Kind and Holder are the labels xmin_horizon_holder names it by.
+	Kind, Holder string
+}
+
+// open reports whether x holds the horizon at t.
+func (x *LongTx) open(t float64) bool { return x != nil && t >= x.Start && t < x.End }
+
+// walPerBatch is the WAL one batch writes, bytes.
+func (sc Scenario) walPerBatch() float64 {
+	if sc.WALPerRow == 0 {
+		return walPerBatch
+	}
+	return sc.WALPerRow * rowsPerBatch
 }
 
 // SimJob is one background job of a scenario.
@@ -63,6 +94,13 @@ func ramp(a, b, t0, t1 float64) func(float64) float64 {
 func oneJob() []SimJob {
 	return []SimJob{{Name: "purge", Weight: 1, Demand: constant(maxBudget)}}
 }
+
+// The rules of the scenarios that add one to the defaults.
+const (
+	archiveTarget   = 16.0 // archive_pending_segments: 256 MiB waiting
+	archiveCritical = 42.0 // where GitLab's batched migrations stop
+	horizonTarget   = 60.0 // xmin_horizon_age_seconds
+)
 
 // Scenarios returns every scenario, in a fixed order.
 func Scenarios() []Scenario {
@@ -160,6 +198,33 @@ func Scenarios() []Scenario {
 
 	s = base("manual-pause", "a person holds every job between 200 and 320 s", 600)
 	s.Held = between(200, 320)
+	out = append(out, s)
+
+	// The job's deletes write 256 B of WAL a row (the delete records, the
+	// full-page images after each checkpoint, the vacuum that follows):
+	// 250 KB a batch, so the archiver's 16 MiB/s, less the foreground's
+	// 3.2 MiB/s, takes about 52 batches/s, where load alone would allow
+	// about 98. The rule's critical level is GitLab's 42 pending
+	// segments; a reading moves in steps of one segment.
+	s = base("slow-archiver", "the archiver ships one 16 MiB WAL segment a second; the job's WAL (256 B a row) outruns it", 900)
+	s.WALPerRow = 256
+	s.Archive = constant(1)
+	s.Rules = map[signals.Name]throttle.Rule{
+		signals.ArchivePendingSegments: {Target: archiveTarget, Critical: archiveCritical, Resolution: 1},
+	}
+	out = append(out, s)
+
+	// A pg_dump's snapshot holds the horizon for six minutes: the rows
+	// the job deletes meanwhile stay as dead tuples vacuum cannot remove.
+	// The rule has a target only: the age does not answer the rate, so
+	// the cuts take the budget to its floor before any critical level
+	// would be reached, and a critical pause would then resume at a
+	// quarter of that floor.
+	s = base("long-transaction", "a pg_dump holds the xmin horizon from 200 to 560 s; rows deleted meanwhile cannot be vacuumed", 900)
+	s.LongTx = &LongTx{Start: 200, End: 560, Kind: "session", Holder: "4711:pg_dump"}
+	s.Rules = map[signals.Name]throttle.Rule{
+		signals.XminHorizonAgeSeconds: {Target: horizonTarget},
+	}
 	out = append(out, s)
 	return out
 }

@@ -58,12 +58,20 @@ func on(table string, err error) error {
 type Worker struct {
 	ID, Job                  string
 	Weight, MinRate, MaxRate float64
+	// Tables the job writes; Signals the job rules that bind it, nil for
+	// every one.
+	Tables, Signals []string
 }
 
 // Upsert registers w, or renews its heartbeat and limits.
 func (s *Store) Upsert(ctx context.Context, w Worker) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO throttled.workers (id, job, weight, min_rate, max_rate) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), weight = $3, min_rate = $4, max_rate = $5`, w.ID, w.Job, w.Weight, w.MinRate, w.MaxRate)
+	tables := w.Tables
+	if tables == nil {
+		tables = []string{}
+	}
+	_, err := s.db.Exec(ctx, `INSERT INTO throttled.workers (id, job, weight, min_rate, max_rate, tables, signals) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), weight = $3, min_rate = $4, max_rate = $5, tables = $6, signals = $7`,
+		w.ID, w.Job, w.Weight, w.MinRate, w.MaxRate, tables, w.Signals)
 	return on(WorkersTable, err)
 }
 
@@ -119,7 +127,7 @@ type Live struct {
 
 // LiveWorkers lists the workers that heartbeat within the last within.
 func (s *Store) LiveWorkers(ctx context.Context, within time.Duration) ([]Live, error) {
-	rows, err := s.db.Query(ctx, `SELECT id, job, weight, min_rate, max_rate, batches, errors, duration_ms
+	rows, err := s.db.Query(ctx, `SELECT id, job, weight, min_rate, max_rate, tables, signals, batches, errors, duration_ms
 		FROM throttled.workers WHERE heartbeat_at > now() - make_interval(secs => $1)`, within.Seconds())
 	if err != nil {
 		return nil, on(WorkersTable, err)
@@ -127,7 +135,7 @@ func (s *Store) LiveWorkers(ctx context.Context, within time.Duration) ([]Live, 
 	live, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Live, error) {
 		var w Live
 		var b, e int64
-		err := r.Scan(&w.ID, &w.Job, &w.Weight, &w.MinRate, &w.MaxRate, &b, &e, &w.DurationMs)
+		err := r.Scan(&w.ID, &w.Job, &w.Weight, &w.MinRate, &w.MaxRate, &w.Tables, &w.Signals, &b, &e, &w.DurationMs)
 		w.Batches, w.Errors = float64(b), float64(e)
 		return w, err
 	})

@@ -1,0 +1,127 @@
+package throttle
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func mustWindow(t *testing.T, s string) Window {
+	t.Helper()
+	w, err := ParseWindow(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestWindowsContainAndNext(t *testing.T) {
+	ist, _ := time.LoadLocation("Europe/Istanbul")                                               // UTC+3, no DST
+	at := func(day, hh, mm int) time.Time { return time.Date(2026, 12, day, hh, mm, 0, 0, ist) } // 2026-12-07 is a Monday
+	for _, tc := range []struct {
+		spec string
+		t    time.Time
+		in   bool
+		edge time.Time // the end when in, the next start when not
+	}{
+		{"01:00-06:00 Europe/Istanbul", at(7, 0, 59), false, at(7, 1, 0)},
+		{"01:00-06:00 Europe/Istanbul", at(7, 1, 0), true, at(7, 6, 0)},
+		{"01:00-06:00 Europe/Istanbul", at(7, 6, 0), false, at(8, 1, 0)},
+		{"22:00-04:00 Europe/Istanbul", at(8, 2, 0), true, at(8, 4, 0)},
+		{"22:00-04:00 Europe/Istanbul", at(8, 12, 0), false, at(8, 22, 0)},
+		{"mon-fri 22:00-04:00 Europe/Istanbul", at(12, 3, 0), true, at(12, 4, 0)},    // Friday night into Saturday
+		{"mon-fri 22:00-04:00 Europe/Istanbul", at(12, 23, 0), false, at(14, 22, 0)}, // Saturday 23:00: next Monday
+		{"sun 00:00-24:00 UTC", time.Date(2026, 12, 6, 23, 59, 0, 0, time.UTC), true, time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)},
+		{"sat,sun 02:00-04:00 Europe/Istanbul", at(7, 3, 0), false, at(12, 2, 0)},
+	} {
+		w := mustWindow(t, tc.spec)
+		in, end := w.Contains(tc.t)
+		edge := end
+		if !in {
+			edge = w.Next(tc.t)
+		}
+		if in != tc.in || !edge.Equal(tc.edge) {
+			t.Errorf("%s at %s: in %v, edge %s; want %v, %s", tc.spec, tc.t, in, edge, tc.in, tc.edge)
+		}
+		if back := mustWindow(t, w.String()); back.String() != w.String() {
+			t.Errorf("%s: String %q does not read back", tc.spec, w.String())
+		}
+	}
+}
+
+func TestParseWindowSaysWhatIsWrong(t *testing.T) {
+	for spec, want := range map[string]string{
+		"01:00-06:00":                 "want \"[days] HH:MM-HH:MM zone\"",
+		"01:00 Europe/Istanbul":       "want HH:MM-HH:MM",
+		"1:00-06:00 UTC":              "start",
+		"01:00-25:00 UTC":             "end",
+		"24:00-06:00 UTC":             "start",
+		"01:00-01:00 UTC":             "empty",
+		"mon-fry 01:00-06:00 UTC":     `day "fry"`,
+		"01:00-06:00 Mars/Olympus":    "zone",
+		"01:00-06:00 Local":           "name one",
+		"mon 01:00-06:00 UTC trailer": "want",
+	} {
+		_, err := ParseWindow(spec)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseWindow(%q) = %v; want an error saying %q", spec, err, want)
+		}
+	}
+}
+
+// Windows hold a job outside its run window and inside a maintenance
+// window it avoids, until the window's edge, under stable IDs.
+func TestWindowsAreHolds(t *testing.T) {
+	ws := Windows{"purge": {
+		Run:   []Window{mustWindow(t, "01:00-06:00 UTC")},
+		Avoid: map[string]Window{"weekly-vacuum": mustWindow(t, "mon 02:00-03:00 UTC")},
+	}}
+	mon := func(hh, mm int) time.Time { return time.Date(2026, 12, 7, hh, mm, 0, 0, time.UTC) }
+	hs := ws.Applying(mon(0, 30), "purge")
+	if len(hs) != 1 || hs[0].ID != "window:purge" || hs[0].Source != SourceWindow || !hs[0].Expires.Equal(mon(1, 0)) ||
+		!strings.Contains(hs[0].Reason, "outside its run window (01:00-06:00 UTC)") {
+		t.Errorf("00:30: %+v; want the run window's hold until 01:00", hs)
+	}
+	if hs := ws.Applying(mon(1, 30), "purge"); len(hs) != 0 {
+		t.Errorf("01:30: %+v; want none", hs)
+	}
+	hs = ws.Applying(mon(2, 15), "purge")
+	if len(hs) != 1 || hs[0].ID != "maintenance:weekly-vacuum" || !hs[0].Expires.Equal(mon(3, 0)) {
+		t.Errorf("02:15 Monday: %+v; want the maintenance hold until 03:00", hs)
+	}
+	if hs := ws.Applying(mon(2, 15), "other"); len(hs) != 0 {
+		t.Errorf("a job without windows: %+v", hs)
+	}
+	// Through the controller: held with the window's reason.
+	c, err := New(Config{Holds: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(JobConfig{Name: "purge"}); err != nil {
+		t.Fatal(err)
+	}
+	d := c.Step(mon(0, 30), snap(mon(0, 30), world{load: 0.1, used: 0.1}))
+	if jd := d.Jobs["purge"]; jd.Code != CodeHeld || len(jd.Holds) != 1 || jd.Holds[0].Source != SourceWindow {
+		t.Errorf("controller at 00:30: %+v; want held by the window", jd)
+	}
+}
+
+func FuzzParseWindow(f *testing.F) {
+	for _, s := range []string{"01:00-06:00 UTC", "mon-fri 22:00-04:00 Europe/Istanbul", "sat,sun 00:00-24:00 UTC", "x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		w, err := ParseWindow(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseWindow(w.String())
+		if err != nil || back.String() != w.String() {
+			t.Fatalf("%q → %q does not read back: %v", s, w.String(), err)
+		}
+		now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+		if in, end := w.Contains(now); in && !end.After(now) {
+			t.Fatalf("%q: inside at %s but ends at %s", s, now, end)
+		}
+	})
+}
