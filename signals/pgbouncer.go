@@ -223,20 +223,21 @@ func parsePools(rows []map[string]any) ([]poolRow, error) {
 }
 
 // Server connection states of SHOW POOLS that hold a place in the pool
-// but are not free for the next client: serving a client (sv_active);
-// waiting for server_check_query or running it, or server_reset_query
-// (sv_used, sv_tested); being opened (sv_login); and, from 1.18 on, a
-// cancel request in flight for them or through them (sv_being_canceled,
-// sv_active_cancel). PgBouncer counts all of these, and sv_idle, against
-// the pool's size before it opens another.
+// and are not free for the next client: serving a client (sv_active);
+// running server_reset_query or server_check_query (sv_tested); being
+// opened (sv_login); and, from 1.18 on, a cancel request in flight for
+// them or through them (sv_being_canceled, sv_active_cancel).
 //
-// sv_idle is left out: an idle server connection goes to the next client
-// at once, so it is room, not use. Counting it would read a pool that
-// grew during a burst (or is kept warm by min_pool_size) as full until
-// server_idle_timeout (10 minutes by default) closes its connections,
-// while no client waits.
+// sv_idle and sv_used are left out: both are idle server connections that
+// go to the next client at once (sv_used ones after a server_check_query,
+// having been idle past server_check_delay, 30 s by default). Counting
+// them would read a pool that grew during a burst, or is kept warm by
+// min_pool_size, as full until server_idle_timeout (10 minutes by
+// default) closes its connections, while no client waits. sv_used must
+// still be there: a row without it is not one this code knows.
 var (
-	inUseRequired = []string{"sv_active", "sv_used", "sv_tested", "sv_login"}
+	inUseRequired = []string{"sv_active", "sv_tested", "sv_login"}
+	idleRequired  = []string{"sv_idle", "sv_used"}
 	inUseOptional = []string{"sv_active_cancel", "sv_being_canceled"}
 )
 
@@ -271,6 +272,11 @@ func parsePool(m map[string]any) (poolRow, error) {
 			return p, err
 		}
 		p.inUse += float64(n)
+	}
+	for _, col := range idleRequired {
+		if _, err := required(m, col); err != nil {
+			return p, err
+		}
 	}
 	for _, col := range inUseOptional {
 		n, err := optional(m, col)

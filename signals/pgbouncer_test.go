@@ -43,7 +43,7 @@ func TestPgBouncerParsePoolsAcrossVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []poolRow{
-		{database: "app", user: "new", waiting: 0, maxWait: 0, inUse: 6},
+		{database: "app", user: "new", waiting: 0, maxWait: 0, inUse: 5}, // sv_used 1 is idle, checked before its next use
 		{database: "app", user: "old", waiting: 2, maxWait: 4, inUse: 3}, // sv_idle 9 is room, not use
 		{database: "app", user: "web", waiting: 5, maxWait: 1.25, inUse: 4},
 	}
