@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/holds"
@@ -80,6 +81,9 @@ func demoScenes(scale float64) []scene {
 			}
 			return func() { _ = c.StartReplica(context.Background()) }, nil
 		}},
+		{"vacuum on " + demoTable, d(8), func(ctx context.Context, c *pgcluster.Cluster) (func(), error) {
+			return slowVacuum(ctx, c, demoTable)
+		}},
 		{"held: throttled pause", d(8), func(ctx context.Context, c *pgcluster.Cluster) (func(), error) {
 			store, pool, err := openStore(ctx, c.Primary.DSN(pgcluster.RoleAdmin), holds.Config{})
 			if err != nil {
@@ -98,6 +102,40 @@ func demoScenes(scale float64) []scene {
 		}},
 		{"resumed by hand", d(10), nil},
 	}
+}
+
+// slowVacuum runs a VACUUM of table on the primary, slowed (cost delay
+// 100 ms per unit of cost) so that it lasts the scene, and cancels it when
+// stopped.
+func slowVacuum(ctx context.Context, c *pgcluster.Cluster, table string) (func(), error) {
+	conn, err := pgx.Connect(ctx, c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		return nil, err
+	}
+	var pid int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	for _, q := range []string{"SET vacuum_cost_delay = 100", "SET vacuum_cost_limit = 1"} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			conn.Close(context.Background())
+			return nil, err
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "VACUUM "+pgx.Identifier{table}.Sanitize())
+	}()
+	return func() {
+		if admin, err := pgx.Connect(context.Background(), c.Primary.DSN(pgcluster.RoleAdmin)); err == nil {
+			_, _ = admin.Exec(context.Background(), "SELECT pg_cancel_backend($1)", pid)
+			admin.Close(context.Background())
+		}
+		<-done
+		conn.Close(context.Background())
+	}, nil
 }
 
 func runDemo(ctx context.Context, args []string, out, errOut io.Writer) int {
@@ -164,6 +202,9 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, plotDir string, 
 			MinBudget:     0.2, // one batch in 5 s, at the least, while work is allowed
 			InitialBudget: 2,
 			QuietPeriod:   8 * time.Second,
+			// A vacuum on the table the job deletes from pauses it.
+			JobRules: map[signals.Name]throttle.Rule{signals.VacuumRunning: {Target: 0}},
+			GateHold: 2 * time.Second,
 		},
 		Logger: log,
 	})
@@ -180,7 +221,7 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, plotDir string, 
 	if err != nil {
 		return err
 	}
-	job, err := client.Job(jobs.Config{Name: demoJob, Checkpoint: true, InitialBatchSize: 100, MaxBatchSize: demoMaxBatch,
+	job, err := client.Job(jobs.Config{Name: demoJob, Tables: []string{demoTable}, Checkpoint: true, InitialBatchSize: 100, MaxBatchSize: demoMaxBatch,
 		TargetBatchDuration: 200 * time.Millisecond, Total: old}, pool, purge)
 	if err != nil {
 		return err
@@ -188,7 +229,7 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, plotDir string, 
 	fmt.Fprintf(out, "Sampling as %s (pg_monitor, not superuser); %d cores configured.\n", pgcluster.RoleMonitor, cores)
 	fmt.Fprintf(out, "Job %q deletes the %d rows of %s older than 30 days (of %d), at most %d batches/s of at most %d rows.\n",
 		demoJob, old, demoTable, demoRows, demoMaxRate, demoMaxBatch)
-	fmt.Fprintln(out, "Rules: primary_load target 0.7, critical 1.0 (3 samples), connection headroom 10%, replica1 required (lag target 2 s); quiet period shortened to 8 s for the demo.")
+	fmt.Fprintf(out, "Rules: primary_load target 0.7, critical 1.0 (3 samples), connection headroom 10%%, replica1 required (lag target 2 s); a vacuum on %s pauses the job (a job rule); quiet period shortened to 8 s for the demo.\n", demoTable)
 	fmt.Fprintln(out)
 
 	jctx, stopJob := context.WithCancel(ctx)
@@ -208,7 +249,7 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, plotDir string, 
 	pctx, stopPrinter := context.WithCancel(ctx)
 	var pwg sync.WaitGroup
 	pwg.Go(func() {
-		lastReason := ""
+		lastReason, lastJobCode := "", throttle.Code("")
 		fmt.Fprintln(out, demoHeader)
 		for {
 			var d throttle.Decision
@@ -235,6 +276,12 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, plotDir string, 
 				fmt.Fprintf(out, "         why: %s\n", d.Reason)
 			}
 			lastReason = d.Reason
+			// A job held back by what binds it alone (a gate) says so:
+			// the cluster's reason does not.
+			if jd := d.Jobs[demoJob]; jd.Code != lastJobCode && jd.Code == throttle.CodeGated {
+				fmt.Fprintf(out, "         job: %s\n", jd.Reason)
+			}
+			lastJobCode = d.Jobs[demoJob].Code
 		}
 	})
 	var sceneErr error
