@@ -40,6 +40,7 @@ type execOptions struct {
 	allowSuperuser     bool
 	foregroundLatency  float64
 	tables             listFlag
+	pgbouncerDSN       string
 	pauseOnVacuum      bool
 	log                logFlags
 }
@@ -67,6 +68,7 @@ func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer)
 	fs.BoolVar(&o.solo, "solo", false, "decide in this process alone instead of following the cluster's elected leader")
 	fs.BoolVar(&o.allowSuperuser, "allow-superuser", false, "allow sampling as a superuser (not recommended)")
 	fs.Float64Var(&o.foregroundLatency, "foreground-latency", 0, "also pace on foreground latency: keep a canary commit's latency under this multiple of its job-free baseline, such as 1.3 (needs `throttled migrate`; the job waits for the baseline; 0 means off)")
+	fs.StringVar(&o.pgbouncerDSN, "pgbouncer-dsn", "", "PgBouncer's admin console (dbname=pgbouncer): connection headroom then counts its pools (default $THROTTLED_PGBOUNCER_DSN)")
 	fs.Var(&o.tables, "table", "a table the statement writes, as schema.table (repeatable): job rules on vacuum_running bind the job on these")
 	fs.BoolVar(&o.pauseOnVacuum, "pause-on-vacuum", false, "pause while a vacuum (autovacuum or manual) runs on a --table, and resume after it")
 	o.log.register(fs)
@@ -75,6 +77,7 @@ func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer)
 	}
 	o.primaryDSN = firstNonEmpty(o.primaryDSN, getenv("THROTTLED_PRIMARY_DSN"))
 	o.jobDSN = firstNonEmpty(o.jobDSN, getenv("THROTTLED_JOB_DSN"), o.primaryDSN)
+	o.pgbouncerDSN = firstNonEmpty(o.pgbouncerDSN, getenv("THROTTLED_PGBOUNCER_DSN"))
 	var errs []error
 	if o.primaryDSN == "" {
 		errs = append(errs, errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN) is required"))
@@ -181,7 +184,7 @@ func runExec(ctx context.Context, args []string, out, errOut io.Writer) int {
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	client, err := throttled.Open(openCtx, throttled.Options{
 		PrimaryDSN: o.primaryDSN, ReplicaDSNs: o.replicaDSNs, Cores: o.cores,
-		Signals: signals.Config{Replicas: o.replicas, AllowSuperuser: o.allowSuperuser},
+		Signals: signals.Config{Replicas: o.replicas, AllowSuperuser: o.allowSuperuser, PgBouncerDSN: o.pgbouncerDSN},
 		Controller: throttle.Config{Replicas: replicas, MaxBudget: o.maxRate, InitialBudget: o.initRate, QuietPeriod: o.quiet,
 			Rules: rules, JobRules: jobRules},
 		// Durable holds live beside the job's data: `throttled pause`

@@ -56,6 +56,7 @@ func parseSignalsFlags(args []string, getenv func(string) string, errOut io.Writ
 	fs.BoolVar(&o.cfg.ForegroundLatency, "foreground-latency", false, "also time a canary commit on throttled.canary (needs `throttled migrate`): foreground_latency and foreground_latency_seconds")
 	fs.BoolVar(&o.watch, "watch", false, "keep printing until interrupted")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per snapshot, one per line")
+	fs.StringVar(&o.cfg.PgBouncerDSN, "pgbouncer-dsn", "", "PgBouncer's admin console (dbname=pgbouncer), as a role in its stats_users: the pool signals (default $THROTTLED_PGBOUNCER_DSN)")
 	fs.Var(&custom, "custom", "a custom signal to read too, as NAME=QUERY: one row of one number, run READ ONLY every second (repeatable)")
 	o.log.register(fs)
 	if err := parse(fs, args, errOut); err != nil {
@@ -78,6 +79,9 @@ func parseSignalsFlags(args []string, getenv func(string) string, errOut io.Writ
 	}
 	if o.cfg.PrimaryDSN == "" {
 		o.cfg.PrimaryDSN = getenv("THROTTLED_PRIMARY_DSN")
+	}
+	if o.cfg.PgBouncerDSN == "" {
+		o.cfg.PgBouncerDSN = getenv("THROTTLED_PGBOUNCER_DSN")
 	}
 	if o.cfg.PrimaryDSN == "" {
 		errs = append(errs, errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN) is required"))
