@@ -41,6 +41,7 @@ import (
 type file struct {
 	Cluster   *string          `hcl:"cluster,optional"`
 	Dashboard *string          `hcl:"dashboard_url,optional"`
+	Runbook   *string          `hcl:"runbook_url,optional"`
 	Primary   *primaryBlock    `hcl:"primary,block"`
 	Replicas  []replicaBlock   `hcl:"replica,block"`
 	Signals   []signalBlock    `hcl:"signal,block"`
@@ -266,6 +267,9 @@ type Config struct {
 	Cluster string `restart:"cluster"`
 	// Dashboard is the URL every page links to.
 	Dashboard string
+	// Runbook is the runbook every page links its section of; "" for the
+	// one shipped with throttled (page.DefaultRunbook).
+	Runbook string
 	// Grafana configures the Alerting webhook contact point.
 	Grafana Grafana
 
@@ -502,6 +506,12 @@ func (c *Config) buildCluster(doc *file, v *validator) {
 	}
 	if doc.Dashboard != nil {
 		c.Dashboard = *doc.Dashboard
+	}
+	if doc.Runbook != nil {
+		if u, err := url.Parse(*doc.Runbook); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" {
+			v.bad(doc.attr(c.Path, "runbook_url"), "runbook_url = %q: want an http(s) URL without a #fragment (each page adds its section's anchor, such as #throttledcritical)", *doc.Runbook)
+		}
+		c.Runbook = *doc.Runbook
 	}
 }
 

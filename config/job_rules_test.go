@@ -153,3 +153,15 @@ func TestPgBouncerBlock(t *testing.T) {
 		}
 	}
 }
+
+func TestRunbookURL(t *testing.T) {
+	c, err := Parse("throttled.hcl", []byte("runbook_url = \"https://wiki.example/db/throttled\"\n"+smallest), getenv)
+	if err != nil || c.Runbook != "https://wiki.example/db/throttled" {
+		t.Fatalf("%+v, %v", c.Runbook, err)
+	}
+	for _, bad := range []string{"wiki/throttled", "https://wiki.example/x#top", "ftp://wiki.example/x"} {
+		if _, err := Parse("throttled.hcl", []byte("runbook_url = \""+bad+"\"\n"+smallest), getenv); err == nil || !strings.Contains(err.Error(), "throttled.hcl:1") {
+			t.Errorf("runbook_url %q: %v; want an error at line 1", bad, err)
+		}
+	}
+}

@@ -41,11 +41,13 @@ type Alert struct {
 	Jobs      []throttle.JobRate `json:"jobs,omitempty"`
 	// Job is the one job a pause_not_honoured page is about: part of
 	// its identity wherever a receiver tells alerts apart by labels.
-	Job       string    `json:"job,omitempty"`
-	Dashboard string    `json:"dashboard,omitempty"`
-	Firing    bool      `json:"firing"`
-	StartsAt  time.Time `json:"starts_at"`
-	EndsAt    time.Time `json:"ends_at,omitzero"`
+	Job       string `json:"job,omitempty"`
+	Dashboard string `json:"dashboard,omitempty"`
+	// Runbook is the page's section of the runbook (docs/RUNBOOK.md).
+	Runbook  string    `json:"runbook"`
+	Firing   bool      `json:"firing"`
+	StartsAt time.Time `json:"starts_at"`
+	EndsAt   time.Time `json:"ends_at,omitzero"`
 }
 
 // Notifier delivers one alert.
@@ -60,6 +62,9 @@ type Config struct {
 	Cluster string
 	// Dashboard is linked from every page.
 	Dashboard string
+	// Runbook is the runbook every page links its section of (an anchor
+	// per alert name, as #throttledcritical). Defaults to DefaultRunbook.
+	Runbook string
 	// StaleAfter is how long signals may stay stale before a page.
 	// Defaults to 30s.
 	StaleAfter time.Duration
@@ -186,6 +191,7 @@ func (p *Pager) resolveKey(key string, at time.Time) {
 func (p *Pager) fire(a Alert) {
 	p.mu.Lock()
 	a.Cluster, a.Dashboard, a.Firing = p.cfg.Cluster, p.cfg.Dashboard, true
+	a.Runbook = RunbookFor(cmp.Or(p.cfg.Runbook, DefaultRunbook), a.Cause)
 	a.Key = a.Cluster + ":" + a.Key
 	if _, dup := p.active[a.Key]; dup {
 		p.mu.Unlock()
@@ -221,13 +227,13 @@ func (p *Pager) enqueue(a Alert) {
 	}
 }
 
-// SetNotifiers replaces the destinations and dashboard link (a reloaded
-// configuration). The cluster name keys every page, so it changes only on
-// restart.
-func (p *Pager) SetNotifiers(ns []Notifier, dashboard string) {
+// SetNotifiers replaces the destinations and the dashboard and runbook
+// links (a reloaded configuration). The cluster name keys every page, so
+// it changes only on restart.
+func (p *Pager) SetNotifiers(ns []Notifier, dashboard, runbook string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cfg.Notifiers, p.cfg.Dashboard = ns, dashboard
+	p.cfg.Notifiers, p.cfg.Dashboard, p.cfg.Runbook = ns, dashboard, runbook
 }
 
 func (p *Pager) notifiers() []Notifier {
@@ -416,6 +422,16 @@ func (w Webhook) Notify(ctx context.Context, a Alert) error {
 	return post(ctx, w.URL, body, map[string]string{"X-Throttled-Timestamp": ts, "X-Throttled-Signature": Sign(w.Secret, ts, body)})
 }
 
+// DefaultRunbook is the runbook pages link when the configuration names
+// none: the one shipped with throttled.
+const DefaultRunbook = "https://github.com/throttled/throttled/blob/main/docs/RUNBOOK.md"
+
+// RunbookFor is the link to cause's section of the runbook at base: its
+// alert name, lower-cased, as the anchor.
+func RunbookFor(base, cause string) string {
+	return base + "#" + strings.ToLower(alertNames[cause])
+}
+
 // alertNames are the Alertmanager alert names, one per cause; the shipped
 // alert rules use the same.
 var alertNames = map[string]string{
@@ -443,7 +459,8 @@ func (am Alertmanager) Notify(ctx context.Context, a Alert) error {
 	alert := map[string]any{
 		"labels": labels,
 		"annotations": map[string]string{"summary": a.Summary, "jobs": strings.Join(jobs, ", "), "dashboard": a.Dashboard,
-			"value": strconv.FormatFloat(a.Value, 'g', 4, 64), "threshold": strconv.FormatFloat(a.Threshold, 'g', 4, 64)},
+			"value": strconv.FormatFloat(a.Value, 'g', 4, 64), "threshold": strconv.FormatFloat(a.Threshold, 'g', 4, 64),
+			"runbook_url": a.Runbook},
 		"startsAt":     a.StartsAt.UTC().Format(time.RFC3339Nano),
 		"generatorURL": a.Dashboard,
 	}
@@ -468,9 +485,11 @@ func (pd PagerDuty) Notify(ctx context.Context, a Alert) error {
 	if a.Firing {
 		ev["payload"] = map[string]any{"summary": a.Summary, "source": a.Cluster, "severity": "critical", "component": a.Signal,
 			"custom_details": map[string]any{"signal": a.Signal, "value": a.Value, "threshold": a.Threshold, "jobs": a.Jobs}}
+		links := []map[string]string{{"href": a.Runbook, "text": "runbook"}}
 		if a.Dashboard != "" {
-			ev["links"] = []map[string]string{{"href": a.Dashboard, "text": "throttled dashboard"}}
+			links = append(links, map[string]string{"href": a.Dashboard, "text": "throttled dashboard"})
 		}
+		ev["links"] = links
 	}
 	body, _ := json.Marshal(ev)
 	return post(ctx, pd.URL, body, nil)

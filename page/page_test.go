@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -196,5 +197,27 @@ func TestUnhonouredResolvesExactlyTheJobThatRecovered(t *testing.T) {
 	got := p.Active()
 	if len(got) != 1 || !strings.Contains(got[0].Key, "purge_sessions") {
 		t.Fatalf("active pages %+v; want purge_sessions's alone", got)
+	}
+}
+
+// Every page links its section of the runbook, and the section exists.
+func TestEveryPageLinksItsRunbookSection(t *testing.T) {
+	runbook, err := os.ReadFile("../docs/RUNBOOK.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cause, name := range alertNames {
+		if !strings.Contains(string(runbook), "\n## "+name+"\n") {
+			t.Errorf("cause %s: docs/RUNBOOK.md has no section ## %s", cause, name)
+		}
+		if got, want := RunbookFor(DefaultRunbook, cause), DefaultRunbook+"#"+strings.ToLower(name); got != want {
+			t.Errorf("RunbookFor(%s) = %s, want %s", cause, got, want)
+		}
+	}
+	p := New(Config{Runbook: "https://wiki.example/runbook"})
+	p.fire(Alert{Key: "critical", Cause: "critical"})
+	a := <-p.queue
+	if a.Runbook != "https://wiki.example/runbook#throttledcritical" {
+		t.Errorf("page runbook %q; want the configured runbook's #throttledcritical", a.Runbook)
 	}
 }

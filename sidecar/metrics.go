@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 // jobs, build) are throttled.DescribeMetrics, under the same naming rules.
 var (
 	descViolations  = prometheus.NewDesc("throttled_enforce_violations", "Job sessions working under a hold at the last enforcement check.", nil, nil)
+	descViolByJob   = prometheus.NewDesc("throttled_enforce_violations_by_job", "Each job's sessions working under a hold at the last enforcement check (only jobs that had one).", []string{"throttled_job"}, nil)
 	descReloads     = prometheus.NewDesc("throttled_config_reloads_total", "Configuration reloads by result (applied or refused).", []string{"result"}, nil)
 	descGrants      = prometheus.NewDesc("throttled_api_grants_outstanding", "Tokens granted to remote workers and not yet reported.", nil, nil)
 	descPagesSent   = prometheus.NewDesc("throttled_notifications_sent_total", "Pages and resolves delivered, by notifier kind.", []string{"notifier"}, nil)
@@ -31,7 +33,7 @@ type collector struct {
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	throttled.DescribeMetrics(ch)
-	for _, d := range []*prometheus.Desc{descViolations, descReloads, descGrants, descShed, descPagesSent, descPagesFailed, descAnnotations} {
+	for _, d := range []*prometheus.Desc{descViolations, descViolByJob, descReloads, descGrants, descShed, descPagesSent, descPagesFailed, descAnnotations} {
 		ch <- d
 	}
 }
@@ -53,6 +55,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	s.client.CollectMetrics(ch, js)
 	ch <- prometheus.MustNewConstMetric(descViolations, prometheus.GaugeValue, float64(s.violations.Load()))
+	s.vmu.Lock()
+	for job, n := range s.violByJob {
+		ch <- prometheus.MustNewConstMetric(descViolByJob, prometheus.GaugeValue, float64(n), job)
+	}
+	s.vmu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descReloads, prometheus.CounterValue, float64(s.reloadsApplied.Load()), "applied")
 	ch <- prometheus.MustNewConstMetric(descReloads, prometheus.CounterValue, float64(s.reloadsRefused.Load()), "refused")
 	s.gmu.Lock()
@@ -95,8 +102,18 @@ func (s *Server) SetPager(p PageCounter) { s.pages = p }
 // SetAnnotations makes the annotation pusher's counts part of the metrics.
 func (s *Server) SetAnnotations(a *Annotations) { s.annotations = a }
 
-// SetViolations records the last enforcement check's violations.
-func (s *Server) SetViolations(n int) { s.violations.Store(int64(n)) }
+// SetViolations records the last enforcement check's violations: the
+// sessions working under a hold, by job.
+func (s *Server) SetViolations(byJob map[string]int) {
+	total := 0
+	for _, n := range byJob {
+		total += n
+	}
+	s.violations.Store(int64(total))
+	s.vmu.Lock()
+	s.violByJob = maps.Clone(byJob)
+	s.vmu.Unlock()
+}
 
 // MetricNames lists the names of every metric the server exports.
 func MetricNames() []string {

@@ -48,6 +48,8 @@ type Server struct {
 	grants map[string]*grant // tokens handed to remote workers, until reported
 
 	reloadsApplied, reloadsRefused, violations atomic.Int64
+	vmu                                        sync.Mutex
+	violByJob                                  map[string]int
 	pages                                      PageCounter
 	annotations                                *Annotations
 	wait                                       *prometheus.HistogramVec

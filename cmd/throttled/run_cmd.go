@@ -78,14 +78,18 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 	}
 	// Pages: only the leader decides, so only the leader pages.
 	var leading func() bool
-	pager := page.New(page.Config{Notifiers: notifiers(cfg), Cluster: cfg.Cluster, Dashboard: cfg.Dashboard, Logger: log.Named("page"),
+	pager := page.New(page.Config{Notifiers: notifiers(cfg), Cluster: cfg.Cluster, Dashboard: cfg.Dashboard, Runbook: cfg.Runbook, Logger: log.Named("page"),
 		Leading: func() bool { return leading != nil && leading() }})
 	opts := clientOptions(cfg, log)
 	var srv *sidecar.Server
 	var srvReady atomic.Bool
 	opts.OnEnforce = func(vs []holds.Violation) {
 		if srvReady.Load() {
-			srv.SetViolations(len(vs))
+			byJob := map[string]int{}
+			for _, v := range vs {
+				byJob[string(v.Job)]++
+			}
+			srv.SetViolations(byJob)
 		}
 		jobs := map[string]string{}
 		for _, v := range vs {
@@ -139,7 +143,7 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 			err = client.Reconfigure(next.ControllerConfig())
 		}
 		if err == nil {
-			pager.SetNotifiers(notifiers(next), next.Dashboard)
+			pager.SetNotifiers(notifiers(next), next.Dashboard, next.Runbook)
 		}
 		entry := holds.Entry{Event: holds.EventReload, Actor: "throttled", Source: string(throttle.SourceAuto)}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
