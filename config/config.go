@@ -151,6 +151,7 @@ type listenBlock struct {
 	TLSCert    *string   `hcl:"tls_cert,optional"`
 	TLSKey     *string   `hcl:"tls_key,optional"`
 	OpenReads  *bool     `hcl:"open_reads,optional"`
+	OpenChecks *bool     `hcl:"open_checks,optional"`
 	MaxRequest *int      `hcl:"max_concurrent_requests,optional"`
 	Range      hcl.Range `hcl:",def_range"`
 }
@@ -255,6 +256,10 @@ type Config struct {
 	TLSKey      string        `restart:"tls_cert/tls_key"`
 	// OpenReads leaves the read endpoints open without a token.
 	OpenReads bool
+	// OpenChecks leaves the freno check (/check/...) open without a
+	// token, and nothing else: for gh-ost's --throttle-http and freno
+	// clients, which send none.
+	OpenChecks bool
 	// MaxConcurrent is how many requests the API serves at once before
 	// shedding with 503.
 	MaxConcurrent int `restart:"max_concurrent_requests"`
@@ -710,6 +715,9 @@ func (c *Config) buildListen(doc *file, v *validator) {
 		}
 		if l.TLSCert != nil {
 			c.TLSCert, c.TLSKey = *l.TLSCert, *l.TLSKey
+		}
+		if l.OpenChecks != nil {
+			c.OpenChecks = *l.OpenChecks
 		}
 		if l.OpenReads != nil {
 			c.OpenReads = *l.OpenReads

@@ -62,6 +62,8 @@ var routes = []route{
 	{Route{"audit", "GET /v1/audit", config.ScopeRead}, (*Server).audit, nil, typ[[]api.AuditEntry](), "the audit log since ?since= (a duration, default 24h)"},
 	{Route{"check", "GET /check/{job}", config.ScopeRead}, (*Server).check, nil, typ[api.Check](), "freno's check, from memory: 200 go, 429 throttled, 417 paused, 404 unknown job, 500 stale or unavailable; Retry-After"},
 	{Route{"check", "HEAD /check/{job}", config.ScopeRead}, (*Server).check, nil, nil, "the check's status code alone"},
+	{Route{"check", "GET /check/{job}/{storeType}/{storeName}", config.ScopeRead}, (*Server).check, nil, typ[api.Check](), "freno's path, as its clients ask it: the app is the job, the store is ignored"},
+	{Route{"check", "HEAD /check/{job}/{storeType}/{storeName}", config.ScopeRead}, (*Server).check, nil, nil, "the same, the status code alone"},
 	{Route{"pause", "POST /v1/holds", config.ScopePause}, (*Server).pause, typ[api.PauseRequest](), typ[api.Hold](), "pause: a hold made by the token (201)"},
 	{Route{"resume", "DELETE /v1/holds/{id}", config.ScopePause}, (*Server).resume, nil, typ[api.Hold](), "release one hold (?reason= is audited); 404 when no such hold is active"},
 	{Route{"resume-latched", "POST /v1/resume", config.ScopePause}, (*Server).resumeLatched, typ[api.ResumeRequest](), typ[api.ResumeAnswer](), "end a latched critical pause; 409 when none is latched"},

@@ -3,6 +3,7 @@ package sidecar
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/throttled/throttled/config"
@@ -135,5 +136,24 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, _ config.Token) {
 		w.WriteHeader(code)
 		return
 	}
-	writeJSON(w, code, api.Check{Job: r.PathValue("job"), Message: msg, Rate: js.Rate, Status: code})
+	value, threshold := s.bindingReading(js.status.Binding)
+	writeJSON(w, code, api.Check{Job: r.PathValue("job"), Message: msg, Rate: js.Rate, Status: code,
+		StatusCode: code, Value: value, Threshold: threshold, FrenoMsg: msg})
+}
+
+// bindingReading is the binding signal's latest value and its rule's
+// target, as freno's Value and Threshold; 0 and 0 when nothing binds or
+// the signal has no reading.
+func (s *Server) bindingReading(binding string) (value, threshold float64) {
+	if binding == "" {
+		return 0, 0
+	}
+	name, _, _ := strings.Cut(binding, "{")
+	for _, x := range s.client.Snapshot().Samples {
+		if string(x.Name) == name && x.Err == nil && x.Key() == binding {
+			value = x.Value
+			break
+		}
+	}
+	return value, s.config().Rules[signals.Name(name)].Target
 }

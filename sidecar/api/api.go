@@ -104,6 +104,13 @@ type Check struct {
 	Message string  `json:"message"`
 	Rate    float64 `json:"rate"`
 	Status  int     `json:"status"`
+	// freno's own keys, for its clients: the status code again, the
+	// binding signal's reading and its target (0 and 0 when nothing
+	// binds), and the message.
+	StatusCode int     `json:"StatusCode"`
+	Value      float64 `json:"Value"`
+	Threshold  float64 `json:"Threshold"`
+	FrenoMsg   string  `json:"Message"`
 }
 
 // Hold is one active hold: GET /v1/holds lists them; POST /v1/holds and
