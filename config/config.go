@@ -344,7 +344,9 @@ func shownURL(raw string) string {
 	return u.Redacted()
 }
 
-// Load reads and validates the file at path, offline.
+// Load reads and validates the file at path, offline, with every secret
+// present (env() of a set variable, a *_file that can be read): what run
+// needs.
 func Load(path string) (*Config, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -353,9 +355,36 @@ func Load(path string) (*Config, error) {
 	return Parse(path, src, os.Getenv)
 }
 
+// LoadWithoutSecrets validates the file at path as Load does, but as a
+// linter in CI would, where the secrets are not: an env() of an unset
+// variable and a *_file that cannot be read stand for a secret that will
+// be there (see [Unset]), and the checks of a secret's content (a DSN
+// that parses, a token's length) skip them. Every other check runs.
+func LoadWithoutSecrets(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return parse(path, src, os.Getenv, true)
+}
+
+// unsetPrefix marks a secret LoadWithoutSecrets could not read.
+const unsetPrefix = "\x00unset: "
+
+// Unset reports whether s is a secret LoadWithoutSecrets could not read,
+// and what it stands for ("environment variable X", "file Y").
+func Unset(s string) (string, bool) { return strings.CutPrefix(s, unsetPrefix) }
+
+// InvalidError is a configuration refused by its own content (not by the
+// cluster it points at): each line names file:line and what is wrong.
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
 // evalContext offers env("NAME"), which fails when NAME is unset so a
 // missing secret is an error, never an empty password.
-func evalContext(getenv func(string) string) *hcl.EvalContext {
+func evalContext(getenv func(string) string, withoutSecrets bool) *hcl.EvalContext {
 	return &hcl.EvalContext{Functions: map[string]function.Function{
 		"env": function.New(&function.Spec{
 			Params: []function.Parameter{{Name: "name", Type: cty.String}},
@@ -363,6 +392,9 @@ func evalContext(getenv func(string) string) *hcl.EvalContext {
 			Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
 				name := args[0].AsString()
 				v := getenv(name)
+				if v == "" && withoutSecrets {
+					return cty.StringVal(unsetPrefix + "environment variable " + name), nil
+				}
 				if v == "" {
 					return cty.NilVal, fmt.Errorf("environment variable %s is not set", name)
 				}
@@ -375,23 +407,27 @@ func evalContext(getenv func(string) string) *hcl.EvalContext {
 // Parse parses src (named filename in errors) and validates it offline.
 // getenv resolves env() calls.
 func Parse(filename string, src []byte, getenv func(string) string) (*Config, error) {
+	return parse(filename, src, getenv, false)
+}
+
+func parse(filename string, src []byte, getenv func(string) string, withoutSecrets bool) (*Config, error) {
 	f, diags := hclsyntax.ParseConfig(src, filename, hcl.Pos{Line: 1, Column: 1})
 	if diags.HasErrors() {
-		return nil, diagError(diags)
+		return nil, &InvalidError{diagError(diags)}
 	}
 	var doc file
-	if diags := gohcl.DecodeBody(f.Body, evalContext(getenv), &doc); diags.HasErrors() {
-		return nil, diagError(diags)
+	if diags := gohcl.DecodeBody(f.Body, evalContext(getenv, withoutSecrets), &doc); diags.HasErrors() {
+		return nil, &InvalidError{diagError(diags)}
 	}
 	if body, ok := f.Body.(*hclsyntax.Body); ok {
 		doc.attrs = body.Attributes
 	}
 	sum := sha256.Sum256(src)
 	c := &Config{Path: filename, Version: hex.EncodeToString(sum[:6])}
-	v := &validator{}
+	v := &validator{withoutSecrets: withoutSecrets}
 	c.build(&doc, v)
 	if len(v.errs) > 0 {
-		return nil, errors.Join(v.errs...)
+		return nil, &InvalidError{errors.Join(v.errs...)}
 	}
 	return c, nil
 }
@@ -402,6 +438,11 @@ func diagError(diags hcl.Diagnostics) error {
 	var errs []error
 	for _, d := range diags {
 		if d.Severity != hcl.DiagError {
+			continue
+		}
+		// A failed env() also leaves its attribute unknown, which HCL
+		// reports once more in words that say nothing new.
+		if d.Summary == "Unsuitable value type" && strings.Contains(d.Detail, "value must be known") {
 			continue
 		}
 		msg := d.Summary
@@ -417,8 +458,11 @@ func diagError(diags hcl.Diagnostics) error {
 }
 
 type validator struct {
-	errs []error
-	seen map[string]hcl.Range // kind and label of each labelled block → its first place
+	// withoutSecrets: a secret that cannot be read stands for one that
+	// will be (LoadWithoutSecrets).
+	withoutSecrets bool
+	errs           []error
+	seen           map[string]hcl.Range // kind and label of each labelled block → its first place
 }
 
 func (v *validator) bad(r hcl.Range, format string, args ...any) {
@@ -462,12 +506,26 @@ func (v *validator) duration(r hcl.Range, field string, s *string, def time.Dura
 	return d
 }
 
+// dsn refuses a connection string pgx cannot parse, naming field (the
+// error never holds the password); a secret not read is not checked.
+func (v *validator) dsn(r hcl.Range, field, dsn string) {
+	if _, unset := Unset(dsn); unset || strings.TrimSpace(dsn) == "" {
+		return
+	}
+	if _, err := pgconn.ParseConfig(dsn); err != nil {
+		v.bad(r, "%s: %v", field, err)
+	}
+}
+
 func (v *validator) secret(r hcl.Range, field string, inline, path *string) string {
 	switch {
 	case inline != nil && path != nil:
 		v.bad(r, "give %s or %s_file, not both", field, field)
 	case path != nil:
 		b, err := os.ReadFile(*path)
+		if err != nil && v.withoutSecrets {
+			return unsetPrefix + "file " + *path
+		}
 		if err != nil {
 			v.bad(r, "%s_file: %v", field, err)
 			return ""
@@ -537,12 +595,14 @@ func (c *Config) buildPrimary(doc *file, v *validator) {
 	case strings.TrimSpace(c.PrimaryDSN) == "":
 		v.bad(p.Range, "primary: dsn is empty (an env() of an unset or empty variable?)")
 	}
+	v.dsn(p.Range, "primary: dsn", c.PrimaryDSN)
 	c.CoordinationDSN = c.PrimaryDSN
 	if p.CoordinationDSN != nil {
 		c.CoordinationDSN = *p.CoordinationDSN
 		if strings.TrimSpace(c.CoordinationDSN) == "" {
 			v.bad(p.Range, "primary: coordination_dsn is empty; leave it out to use dsn")
 		}
+		v.dsn(p.Range, "primary: coordination_dsn", c.CoordinationDSN)
 	}
 	if !(p.Cores > 0) || math.IsInf(p.Cores, 0) {
 		v.bad(p.Range, "primary: cores must be a positive number of CPU cores, got %v", p.Cores)
@@ -572,6 +632,7 @@ func (c *Config) buildReplicas(doc *file, v *validator) {
 			if strings.TrimSpace(*r.DSN) == "" {
 				v.bad(r.Range, "replica %q: dsn is empty; leave it out to sample the replica from the primary only", r.Name)
 			}
+			v.dsn(r.Range, fmt.Sprintf("replica %q: dsn", r.Name), *r.DSN)
 			c.ReplicaDSNs[r.Name] = *r.DSN
 		}
 	}
@@ -739,7 +800,7 @@ func (c *Config) buildTokens(doc *file, v *validator) {
 			continue
 		}
 		secret := v.secret(t.Range, "secret", t.Secret, t.SecretFile)
-		if len(secret) < 16 {
+		if _, unset := Unset(secret); !unset && len(secret) < 16 {
 			v.bad(t.Range, "token %q: the secret must be at least 16 characters (from env() or secret_file)", t.Name)
 		}
 		// One secret, one token: otherwise which scopes a request gets
@@ -785,7 +846,7 @@ func (c *Config) buildGrafana(doc *file, v *validator) {
 		ReplayWindow: 5 * time.Minute, HoldTTL: time.Hour}
 	if g := doc.Grafana; g != nil {
 		c.Grafana.WebhookSecret = v.secret(g.Range, "webhook_secret", g.WebhookSecret, g.WebhookSecretFile)
-		if c.Grafana.WebhookSecret != "" && len(c.Grafana.WebhookSecret) < 16 {
+		if _, unset := Unset(c.Grafana.WebhookSecret); !unset && c.Grafana.WebhookSecret != "" && len(c.Grafana.WebhookSecret) < 16 {
 			v.bad(g.Range, "grafana: webhook_secret must be at least 16 characters")
 		}
 		if g.SignatureHeader != nil {
@@ -945,9 +1006,7 @@ func (c *Config) buildBouncer(doc *file, v *validator) {
 		v.bad(b.Range, "pgbouncer: dsn (or dsn_file) is required and must not be empty: the admin console, such as postgres://throttled_monitor@pgbouncer:6432/pgbouncer")
 		return
 	}
-	if _, err := pgconn.ParseConfig(c.PgBouncerDSN); err != nil {
-		v.bad(b.Range, "pgbouncer: dsn: %v", err)
-	}
+	v.dsn(b.Range, "pgbouncer: dsn", c.PgBouncerDSN)
 }
 
 // buildCustom reads the custom_signal blocks.

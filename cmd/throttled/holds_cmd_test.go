@@ -223,7 +223,7 @@ func TestCheckConfig(t *testing.T) {
 		return p
 	}
 	good, retired := write("good.hcl", "replica1"), write("retired.hcl", "db-retired")
-	if out := cli(t, "check-config", "--config", good, "--live"); !strings.Contains(out, "valid (offline and against the cluster)") {
+	if out := cli(t, "check-config", "--config", good, "--live"); !strings.Contains(out, "valid (offline, with its secrets, and against the cluster)") {
 		t.Fatalf("output: %s", out)
 	}
 	cli(t, "check-config", "--config", retired) // offline it cannot know

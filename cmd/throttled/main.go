@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/throttled/throttled/config"
 )
 
 // Exit codes.
@@ -22,6 +23,7 @@ const (
 	exitError  = 1 // a runtime failure: unreachable server, missing grant
 	exitUsage  = 2 // bad flags or arguments
 	exitUnsafe = 3 // `signals` once: a signal failed or is stale
+	exitConfig = 4 // an invalid configuration file
 )
 
 // errUsage marks errors that are the caller's, answered with exit code 2.
@@ -138,5 +140,8 @@ func fail(errOut io.Writer, cmd string, err error) int {
 		return exitUsage
 	}
 	fmt.Fprintf(errOut, "throttled %s: %s\n", cmd, msg)
+	if invalid := (*config.InvalidError)(nil); errors.As(err, &invalid) {
+		return exitConfig
+	}
 	return exitError
 }
