@@ -164,6 +164,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 			Prepare: func(cfg throttle.Config) throttle.Config {
 				cfg = withResolution(cfg, opts.Cores)
 				cfg.Holds = c.durable
+				cfg.ScaleAtWorkers = true // each worker scales its own lease by the ratio holds it knows
 				return cfg
 			}})
 		c.mode = coordinated{c: c, e: e}

@@ -73,6 +73,9 @@ func (s *Store) Enforce(ctx context.Context, w *Watcher, cfg EnforcerConfig) ([]
 		// began before a fresh hold gets its grace. Its age is the
 		// database's, on this process's clock.
 		for _, h := range w.applying(now, v.Job) {
+			if !h.Pauses() {
+				continue // a ratio hold lets the job work, slower
+			}
 			if h.ID == UnconfirmedHoldID || now.Sub(h.since) >= cfg.Grace {
 				v.Holds = append(v.Holds, h.Hold)
 			}

@@ -216,14 +216,14 @@ func (s *Store) Add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold,
 	}
 	var h throttle.Hold
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		row := tx.QueryRow(ctx, `INSERT INTO throttled.holds (scope_kind, scope_value, source, reason, actor, expires_at)
-			VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6))
-			RETURNING `+holdColumns, string(r.Scope.Kind), r.Scope.Value, string(r.Source), r.Reason, r.Actor, ttl.Seconds())
+		row := tx.QueryRow(ctx, `INSERT INTO throttled.holds (scope_kind, scope_value, source, reason, actor, expires_at, ratio)
+			VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6), $7)
+			RETURNING `+holdColumns, string(r.Scope.Kind), r.Scope.Value, string(r.Source), r.Reason, r.Actor, ttl.Seconds(), r.Ratio)
 		if h, err = scanHold(row); err != nil {
 			return err
 		}
 		return audit(ctx, tx, Entry{Event: EventHoldCreated, Actor: r.Actor, Source: string(r.Source), Reason: r.Reason, HoldID: h.ID,
-			Detail: map[string]any{"scope": r.Scope.String(), "expires_at": h.Expires}})
+			Detail: holdDetail(h)})
 	})
 	if refused := s.tooLong(ctx, err, ttl); refused != nil {
 		return throttle.Hold{}, refused
@@ -314,13 +314,23 @@ func (s *Store) ExpireDue(ctx context.Context) ([]throttle.Hold, error) {
 	return expireDue(ctx, s.db)
 }
 
-const holdColumns = `id, scope_kind, scope_value, source, reason, actor, created_at, expires_at`
+const holdColumns = `id, scope_kind, scope_value, source, reason, actor, created_at, expires_at, ratio`
+
+// holdDetail is what the audit log keeps of a new hold beyond its reason:
+// its scope, its end and, for a live override, its ratio.
+func holdDetail(h throttle.Hold) map[string]any {
+	d := map[string]any{"scope": h.Scope.String(), "expires_at": h.Expires}
+	if !h.Pauses() {
+		d["ratio"] = h.Ratio
+	}
+	return d
+}
 
 func scanHold(row pgx.Row) (throttle.Hold, error) {
 	var h throttle.Hold
 	var id int64
 	var kind, source string
-	if err := row.Scan(&id, &kind, &h.Scope.Value, &source, &h.Reason, &h.Actor, &h.Created, &h.Expires); err != nil {
+	if err := row.Scan(&id, &kind, &h.Scope.Value, &source, &h.Reason, &h.Actor, &h.Created, &h.Expires, &h.Ratio); err != nil {
 		return h, err
 	}
 	h.ID, h.Scope.Kind, h.Source = "h"+strconv.FormatInt(id, 10), throttle.ScopeKind(kind), throttle.Source(source)

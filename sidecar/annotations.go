@@ -201,9 +201,12 @@ func (a *Annotations) create(ctx context.Context, h throttle.Hold) (int64, error
 	if actor == "" {
 		actor = "unknown"
 	}
-	body := annotation{Time: h.Created.UnixMilli(), TimeEnd: h.Expires.UnixMilli(),
-		Tags: []string{"throttled", "cluster:" + a.cluster, "hold:" + h.ID, "source:" + string(h.Source), "scope:" + h.Scope.String()},
-		Text: fmt.Sprintf("throttled: %s hold %s on %s by %s: %s", h.Source, h.ID, h.Scope, actor, h.Reason)}
+	does, tags := "hold", []string{"throttled", "cluster:" + a.cluster, "hold:" + h.ID, "source:" + string(h.Source), "scope:" + h.Scope.String()}
+	if !h.Pauses() {
+		does, tags = fmt.Sprintf("override to %.0f%%", 100*h.Ratio), append(tags, fmt.Sprintf("ratio:%g", h.Ratio))
+	}
+	body := annotation{Time: h.Created.UnixMilli(), TimeEnd: h.Expires.UnixMilli(), Tags: tags,
+		Text: fmt.Sprintf("throttled: %s %s %s on %s by %s: %s", h.Source, does, h.ID, h.Scope, actor, h.Reason)}
 	var out struct {
 		ID int64 `json:"id"`
 	}

@@ -7,27 +7,32 @@ import (
 	"time"
 )
 
-// holds asks the hold source which holds apply to each job, and whether
-// every job (or, with none registered, all jobs) is held.
-func (c *Controller) holds(now time.Time) (map[Job][]Hold, bool) {
-	out := map[Job][]Hold{}
+// holds asks the hold source which holds apply to each job: those that
+// pause it, and the ratio hold that scales it (the smallest ratio), and
+// whether every job (or, with none registered, all jobs) is paused.
+func (c *Controller) holds(now time.Time) (map[Job][]Hold, map[Job]Hold, bool) {
+	out, scaled := map[Job][]Hold{}, map[Job]Hold{}
 	if c.cfg.Holds == nil {
-		return out, false
+		return out, scaled, false
 	}
 	all := true
 	for _, j := range c.order {
-		if h := c.cfg.Holds.Applying(now, j); len(h) > 0 {
-			out[j] = h
-		} else {
-			all = false
+		hs := c.cfg.Holds.Applying(now, j)
+		if p := Pausing(hs); len(p) > 0 {
+			out[j] = p
+			continue
+		}
+		all = false
+		if _, by := Scale(hs); by != nil && !c.cfg.ScaleAtWorkers {
+			scaled[j] = *by
 		}
 	}
 	if len(c.order) == 0 {
-		h := c.cfg.Holds.Applying(now, "")
+		h := Pausing(c.cfg.Holds.Applying(now, ""))
 		out[""] = h
 		all = len(h) > 0
 	}
-	return out, all
+	return out, scaled, all
 }
 
 func (c *Controller) anyJob() Job {
@@ -72,7 +77,7 @@ func SlowReason(rate float64, why string) string {
 }
 
 // allocate shares budget between the jobs that no hold applies to.
-func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Code, reason string, holds map[Job][]Hold, gated map[Job][]gate) map[Job]JobDecision {
+func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Code, reason string, holds map[Job][]Hold, scaled map[Job]Hold, gated map[Job][]gate) map[Job]JobDecision {
 	out := make(map[Job]JobDecision, len(c.order))
 	var free []Job
 	var claims []claim
@@ -122,6 +127,10 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 				s.rampCap *= c.cfg.MaxGrowth
 			}
 		}
+		h, scale := scaled[j]
+		if scale {
+			r *= h.Ratio // a live override: the share is the job's, the rest unused
+		}
 		s.rate = r
 		jd := JobDecision{Allocation: allocation(r, s.avgDur, c.cfg.Tick), State: JobRunning, Code: code}
 		switch {
@@ -136,6 +145,13 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 			jd.State, jd.Reason = JobThrottled, reason
 		case r >= s.cfg.MaxRate:
 			jd.Code, jd.Reason = CodeMaxRate, fmt.Sprintf("running: at the job's max_rate %.3g/s", s.cfg.MaxRate)
+		}
+		if scale && r > 0 {
+			before := jd.Reason
+			if before == "" {
+				before = reason
+			}
+			jd.State, jd.Code, jd.Reason, jd.Holds = JobThrottled, CodeScaled, ScaledReason(h, before), []Hold{h}
 		}
 		out[j] = jd
 	}

@@ -177,7 +177,12 @@ type Config struct {
 	Inherited *CriticalState
 
 	// Holds, when set, is asked every tick which holds apply to each job.
+	// A hold with a Ratio scales the job instead of pausing it.
 	Holds HoldSource
+	// ScaleAtWorkers leaves ratio holds to the workers, which scale their
+	// own leases by every hold they know (a coordinated leader's
+	// allocations are unscaled, so no hold is applied twice).
+	ScaleAtWorkers bool
 
 	// JobRules are rules that bind jobs one at a time, as gates (see
 	// gates.go): a job whose gate signal reads over Target, or cannot be

@@ -273,7 +273,7 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		}
 	}
 	c.trackCritical(now, evals, &d)
-	holds, allHeld := c.holds(now)
+	holds, scaled, allHeld := c.holds(now)
 
 	switch {
 	case c.critical != nil:
@@ -328,7 +328,7 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 			gated[j] = gs
 		}
 	}
-	d.Jobs = c.allocate(now, d.Budget, d.Mode, d.Code, d.Reason, holds, gated)
+	d.Jobs = c.allocate(now, d.Budget, d.Mode, d.Code, d.Reason, holds, scaled, gated)
 	c.prev = d
 	c.prev.Events = nil
 	return d

@@ -160,10 +160,49 @@ type Hold struct {
 	Created time.Time
 	// Expires is when the hold stops applying. Every hold expires.
 	Expires time.Time
+	// Ratio, when above 0, makes the hold a live override instead of a
+	// pause: the jobs in its scope run at Ratio (at most 1) of the rate
+	// they would get. 0, the zero value, pauses them.
+	Ratio float64
 }
 
 // active reports whether h applies at now.
 func (h Hold) active(now time.Time) bool { return now.Before(h.Expires) }
+
+// Pauses reports whether h stops its jobs (a ratio of 0) rather than
+// scaling them.
+func (h Hold) Pauses() bool { return h.Ratio <= 0 }
+
+// Pausing returns the holds of hs that stop their jobs: while it is empty
+// a job may start work, at the scale Scale gives.
+func Pausing(hs []Hold) []Hold {
+	var out []Hold
+	for _, h := range hs {
+		if h.Pauses() {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Scale is the share of its rate a job runs at under hs's ratio holds:
+// the smallest ratio, 1 with none, and the hold that sets it.
+func Scale(hs []Hold) (float64, *Hold) {
+	scale, by := 1.0, (*Hold)(nil)
+	for i, h := range hs {
+		if !h.Pauses() && h.Ratio < scale {
+			scale, by = h.Ratio, &hs[i]
+		}
+	}
+	return scale, by
+}
+
+// ScaledReason is the reason of a job that a ratio hold scales, after the
+// reason it would have had.
+func ScaledReason(h Hold, before string) string {
+	return fmt.Sprintf("scaled to %.0f%% by hold %s on %s by %s (%s): %s, until %s; %s", 100*h.Ratio, h.ID, h.Scope, h.Actor, h.Source, h.Reason,
+		h.Expires.UTC().Format(time.RFC3339), before)
+}
 
 // HoldRequest asks [LocalHolds.Add] for a hold.
 type HoldRequest struct {
@@ -174,6 +213,9 @@ type HoldRequest struct {
 	// TTL is how long the hold lasts. 0 means LocalHoldsConfig.DefaultTTL; it
 	// may not be negative or exceed LocalHoldsConfig.MaxTTL.
 	TTL time.Duration
+	// Ratio, from 0 to 1, scales the jobs instead of pausing them (see
+	// Hold.Ratio); 0 pauses.
+	Ratio float64
 }
 
 // Check validates r as every hold is validated, in this process's set and
@@ -192,6 +234,9 @@ func (r HoldRequest) Check(defaultTTL, maxTTL time.Duration) (time.Duration, err
 	}
 	if strings.TrimSpace(r.Reason) == "" {
 		errs = append(errs, "a reason is required")
+	}
+	if !(r.Ratio >= 0 && r.Ratio <= 1) {
+		errs = append(errs, fmt.Sprintf("ratio %v: want a share from 0 (pause) to 1 of the job's rate", r.Ratio))
 	}
 	for _, f := range []struct{ name, v string }{{"reason", r.Reason}, {"actor", r.Actor}, {"scope", r.Scope.Value}} {
 		if err := Storable(f.v); err != nil {
@@ -326,6 +371,7 @@ func (h *LocalHolds) AddAt(now time.Time, req HoldRequest) (Hold, error) {
 		Actor:   req.Actor,
 		Created: now,
 		Expires: now.Add(ttl),
+		Ratio:   req.Ratio,
 	}
 	// Keep oldest first even if callers pass instants out of order; ties
 	// keep insertion order.

@@ -37,6 +37,9 @@ const (
 	// CodeTooSlow: the job's rate is under SlowRate: a batch starts only
 	// every few seconds.
 	CodeTooSlow Code = "too_slow"
+	// CodeScaled: a hold with a ratio (a live override) scales the job to
+	// a share of the rate it would get.
+	CodeScaled Code = "scaled"
 	// CodeHeld: a hold applies to the job.
 	CodeHeld Code = "held"
 	// CodeGated: a job rule that binds this job (a vacuum on a table it
@@ -94,6 +97,15 @@ func Held(j Job, hs []Hold) JobStatus {
 	return JobStatus{Job: j, State: JobPaused, Code: CodeHeld, Reason: HeldReason(hs), Holds: hs}
 }
 
+// Scaled is the status st becomes under a ratio hold h: throttled, at
+// h.Ratio of its rate, with h among its holds.
+func Scaled(st JobStatus, h Hold) JobStatus {
+	st.State, st.Code, st.Reason = JobThrottled, CodeScaled, ScaledReason(h, st.Reason)
+	st.Rate *= h.Ratio
+	st.Holds = append(slices.Clone(st.Holds), h)
+	return st
+}
+
 // CodeFor is the code a status read from elsewhere (a coordinated
 // worker's lease) carries: c when it agrees with state s, else CodeOf(s).
 // A leader of an older version writes the state and the reason but not
@@ -102,7 +114,7 @@ func Held(j Job, hs []Hold) JobStatus {
 func CodeFor(s JobState, c Code) Code {
 	fits := map[JobState][]Code{
 		JobRunning:   {CodeRunning, CodeBinding, CodeSlowStart, CodeInherited, CodeMaxRate, CodeLowUtilization, CodeNotGrowing, CodeHolding},
-		JobThrottled: {CodeCut, CodeHolding, CodeNotGrowing, CodeTooSlow},
+		JobThrottled: {CodeCut, CodeHolding, CodeNotGrowing, CodeTooSlow, CodeScaled},
 		JobPaused:    {CodeHeld, CodeGated, CodeCritical, CodeStale, CodeUnavailable, CodeTooSlow},
 	}[s]
 	if slices.Contains(fits, c) {

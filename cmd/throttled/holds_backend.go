@@ -22,7 +22,8 @@ import (
 // API, as its token (source manual). Either may release any hold;
 // automation's limits do not apply to a person.
 type holdsBackend interface {
-	add(ctx context.Context, sc throttle.Scope, ttl time.Duration, reason string) (throttle.Hold, error)
+	// add places a hold; a ratio above 0 makes it a live override.
+	add(ctx context.Context, sc throttle.Scope, ttl time.Duration, reason string, ratio float64) (throttle.Hold, error)
 	active(ctx context.Context) ([]throttle.Hold, error)
 	// release ends one hold, audited with reason; an error wrapping
 	// throttle.ErrUnknownHold when it is not active.
@@ -54,8 +55,8 @@ type storeBackend struct {
 
 // add makes the hold; the cluster's cap applies: the database refuses a
 // longer one.
-func (s storeBackend) add(ctx context.Context, sc throttle.Scope, ttl time.Duration, reason string) (throttle.Hold, error) {
-	return s.store.Add(ctx, throttle.HoldRequest{Scope: sc, Source: throttle.SourceCLI, Reason: reason, Actor: s.actor, TTL: ttl})
+func (s storeBackend) add(ctx context.Context, sc throttle.Scope, ttl time.Duration, reason string, ratio float64) (throttle.Hold, error) {
+	return s.store.Add(ctx, throttle.HoldRequest{Scope: sc, Source: throttle.SourceCLI, Reason: reason, Actor: s.actor, TTL: ttl, Ratio: ratio})
 }
 
 func (s storeBackend) active(ctx context.Context) ([]throttle.Hold, error) {
@@ -91,9 +92,9 @@ func (a apiBackend) call(ctx context.Context, method, path string, body, answer 
 	return nil
 }
 
-func (a apiBackend) add(ctx context.Context, sc throttle.Scope, ttl time.Duration, reason string) (throttle.Hold, error) {
+func (a apiBackend) add(ctx context.Context, sc throttle.Scope, ttl time.Duration, reason string, ratio float64) (throttle.Hold, error) {
 	var h api.Hold
-	if err := a.call(ctx, "POST", "/v1/holds", api.PauseRequest{Scope: sc.String(), TTL: ttl.String(), Reason: reason}, &h); err != nil {
+	if err := a.call(ctx, "POST", "/v1/holds", api.PauseRequest{Scope: sc.String(), TTL: ttl.String(), Reason: reason, Ratio: ratio}, &h); err != nil {
 		if e := (*apiError)(nil); errors.As(err, &e) && e.Status == http.StatusBadRequest {
 			return throttle.Hold{}, fmt.Errorf("%w: %w", throttle.ErrInvalidHold, err)
 		}

@@ -118,17 +118,33 @@ func (s *scopeFlags) scope() (throttle.Scope, error) {
 }
 
 func runPause(ctx context.Context, args []string, out, errOut io.Writer) int {
+	return placeHold(ctx, "pause", args, out, errOut)
+}
+
+// runThrottle places a live override: a hold that scales its jobs to
+// --ratio of their rate instead of pausing them.
+func runThrottle(ctx context.Context, args []string, out, errOut io.Writer) int {
+	return placeHold(ctx, "throttle", args, out, errOut)
+}
+
+// placeHold is pause (a hold that stops its jobs) and throttle (one that
+// scales them, --ratio): the same flags, the same checks, one audit line.
+func placeHold(ctx context.Context, cmd string, args []string, out, errOut io.Writer) int {
 	var cf coordFlags
 	var sf scopeFlags
 	var ttl time.Duration
 	var reason string
-	fs := flag.NewFlagSet("pause", flag.ContinueOnError)
+	var ratio float64
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	cf.register(fs, true)
-	sf.register(fs, "pause")
+	sf.register(fs, cmd)
 	fs.DurationVar(&ttl, "ttl", throttle.DefaultHoldTTL, "how long the hold lasts, at most the cluster's cap (holds.max_ttl of throttled run, 24h by default); every hold expires")
 	fs.StringVar(&reason, "reason", "", "why (required; shown to everyone and audited)")
+	if cmd == "throttle" {
+		fs.Float64Var(&ratio, "ratio", 0, "the share of their rate the jobs run at, above 0 and at most 1, such as 0.3 (required; throttled pause stops them)")
+	}
 	if err := parse(fs, args, errOut); err != nil {
-		return fail(errOut, "pause", err)
+		return fail(errOut, cmd, err)
 	}
 	sc, err := sf.scope()
 	var errs []error
@@ -141,25 +157,32 @@ func runPause(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if ttl <= 0 {
 		errs = append(errs, fmt.Errorf("--ttl must be positive, got %s", ttl))
 	}
+	if cmd == "throttle" && !(ratio > 0 && ratio <= 1) {
+		errs = append(errs, fmt.Errorf("--ratio must be above 0 and at most 1, got %v (to stop the jobs, throttled pause)", ratio))
+	}
 	if err := cf.resolve(os.Getenv); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return fail(errOut, "pause", fmt.Errorf("%w: %w", errUsage, errors.Join(errs...)))
+		return fail(errOut, cmd, fmt.Errorf("%w: %w", errUsage, errors.Join(errs...)))
 	}
 	b, err := cf.backend(ctx)
 	if err != nil {
-		return fail(errOut, "pause", err)
+		return fail(errOut, cmd, err)
 	}
 	defer b.close()
-	h, err := b.add(ctx, sc, ttl, reason)
+	h, err := b.add(ctx, sc, ttl, reason, ratio)
 	if errors.Is(err, throttle.ErrInvalidHold) {
-		return fail(errOut, "pause", fmt.Errorf("%w: %w", errUsage, err))
+		return fail(errOut, cmd, fmt.Errorf("%w: %w", errUsage, err))
 	}
 	if err != nil {
-		return fail(errOut, "pause", err)
+		return fail(errOut, cmd, err)
 	}
-	fmt.Fprintf(out, "hold %s on %s by %s until %s: %s\n", h.ID, h.Scope, h.Actor, h.Expires.UTC().Format(time.RFC3339), h.Reason)
+	what := ""
+	if !h.Pauses() {
+		what = fmt.Sprintf(" at %.0f%%", 100*h.Ratio)
+	}
+	fmt.Fprintf(out, "hold %s on %s%s by %s until %s: %s\n", h.ID, h.Scope, what, h.Actor, h.Expires.UTC().Format(time.RFC3339), h.Reason)
 	return exitOK
 }
 
@@ -407,9 +430,13 @@ func runHolds(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSCOPE\tSOURCE\tACTOR\tEXPIRES IN\tREASON")
+	fmt.Fprintln(tw, "ID\tSCOPE\tDOES\tSOURCE\tACTOR\tEXPIRES IN\tREASON")
 	for _, h := range active {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", h.ID, h.Scope, h.Source, h.Actor, time.Until(h.Expires).Round(time.Second), h.Reason)
+		does := "pause"
+		if !h.Pauses() {
+			does = fmt.Sprintf("%.0f%%", 100*h.Ratio)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.ID, h.Scope, does, h.Source, h.Actor, time.Until(h.Expires).Round(time.Second), h.Reason)
 	}
 	tw.Flush()
 	return exitOK

@@ -42,6 +42,7 @@ func commands() []command {
 		{"exec", "run an ad-hoc batch statement under the throttle until it affects no row", runExec},
 		{"migrate", "create or update throttled's tables (schema throttled)", runMigrate},
 		{"pause", "hold one job, a group or all jobs, in every process, until it expires or is released", runPause},
+		{"throttle", "a live override: run one job, a group or all jobs at a share of their rate (--ratio 0.3) until it expires or is released", runThrottle},
 		{"resume", "release holds (jobs restart slowly)", runResume},
 		{"holds", "list the active holds", runHolds},
 		{"status", "the cluster's leader, mode, budget and workers", runStatus},

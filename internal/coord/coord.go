@@ -140,7 +140,7 @@ func (w *worker) lease(a throttle.Allocation, remaining time.Duration, st thrott
 	w.expiry = time.AfterFunc(remaining, func() { w.lapse("allocation lease expired: no leader renewed it") })
 	st.Job, st.Rate = w.st.Job, a.Rate
 	w.st = st
-	if !w.granted && a.Rate > 0 && st.State == throttle.JobRunning {
+	if !w.granted && a.Rate > 0 && (st.State == throttle.JobRunning || st.Code == throttle.CodeScaled) {
 		// A new worker's bucket starts empty, so its first batch would
 		// wait 1/rate: minutes at a small share. Its first allocation
 		// takes effect as of one token ago, so the first batch starts at
@@ -487,7 +487,8 @@ func (e *Engine) beat(ctx context.Context, w *worker) {
 	case err == nil && e.beatDenied.CompareAndSwap(true, false):
 		e.log.Info("heartbeats accepted again")
 	}
-	if hs := e.holds.Applying(time.Now(), throttle.Job(w.cfg.Name)); len(hs) > 0 {
+	known := e.holds.Applying(time.Now(), throttle.Job(w.cfg.Name))
+	if hs := throttle.Pausing(known); len(hs) > 0 {
 		// Holds that cannot be confirmed say so first, whatever else
 		// applies: the state is unknown, not merely held.
 		if i := slices.IndexFunc(hs, func(h throttle.Hold) bool { return h.ID == holds.UnconfirmedHoldID }); i > 0 {
@@ -517,7 +518,15 @@ func (e *Engine) beat(ctx context.Context, w *worker) {
 	default:
 		st := throttle.JobStatus{State: throttle.JobState(lease.State), Code: throttle.Code(lease.Code), Reason: lease.Reason, Binding: lease.Binding}
 		st.Code = throttle.CodeFor(st.State, st.Code) // a row an older leader wrote has none, or a stale one
-		w.lease(throttle.Allocation{Rate: lease.Rate, Burst: lease.Burst, MaxInFlight: lease.MaxInFlight}, lease.Remaining, st)
+		a := throttle.Allocation{Rate: lease.Rate, Burst: lease.Burst, MaxInFlight: lease.MaxInFlight}
+		// Ratio holds scale this worker's lease here, whichever process
+		// placed them: the leader's allocations are unscaled.
+		if _, by := throttle.Scale(known); by != nil && a.Rate > 0 {
+			a.Rate *= by.Ratio
+			st.Rate = lease.Rate
+			st = throttle.Scaled(st, *by)
+		}
+		w.lease(a, lease.Remaining, st)
 	}
 }
 

@@ -125,6 +125,9 @@ type Hold struct {
 	Actor   string    `json:"actor"`
 	Created time.Time `json:"created"`
 	Expires time.Time `json:"expires"`
+	// Ratio is a live override's share of the rate; 0 (left out) for a
+	// pause.
+	Ratio float64 `json:"ratio,omitempty"`
 }
 
 // AuditEntry is one entry of the audit log: GET /v1/audit?since=1h lists
@@ -151,6 +154,10 @@ type PauseRequest struct {
 	TTL string `json:"ttl"`
 	// Reason is required, and audited.
 	Reason string `json:"reason"`
+	// Ratio, from 0 to 1, makes the hold a live override: the jobs run at
+	// that share of their rate instead of pausing. Leave it out (or 0) to
+	// pause.
+	Ratio float64 `json:"ratio,omitempty"`
 }
 
 // ResumeRequest is the body of POST /v1/resume, which ends a latched

@@ -1,0 +1,67 @@
+package throttled_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/throttle"
+)
+
+// A live override in the cluster (a durable hold with a ratio, as
+// `throttled throttle --job x --ratio 0.25` places) reaches a running
+// worker of a coordinated cluster, as `throttled exec` is: it runs at a
+// quarter of its allocation, says why, is not a violation of a pause, and
+// is back at its whole allocation when the hold is released.
+func TestARatioHoldScalesARunningWorker(t *testing.T) {
+	c := pgtest.Cluster(t)
+	ctx := context.Background()
+	tc, p := runningJob(t, coordinated(t, c, 8), "ratio-job")
+	pool, err := pgxpool.New(ctx, c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := holds.NewStore(ctx, pool, holds.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := func() float64 { _, _, _, r := p.Explain(); return r }
+	pgtest.Eventually(t, 20*time.Second, func() error {
+		if r := rate(); r < 7 {
+			return fmt.Errorf("rate %v; want the whole budget, 8", r)
+		}
+		return nil
+	})
+	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("ratio-job"), Source: throttle.SourceCLI, Reason: "slow it during the deploy", Actor: "alice", TTL: time.Hour, Ratio: 0.25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Release(context.Background(), h.ID, "alice", throttle.SourceCLI, "test over") })
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		st, reason, _, r := p.Explain()
+		if st != string(throttle.JobThrottled) || math.Abs(r-2) > 0.5 || !strings.Contains(reason, "scaled to 25% by hold "+h.ID) {
+			return fmt.Errorf("%s at %v (%s); want throttled at a quarter of 8, naming the hold", st, r, reason)
+		}
+		return nil
+	})
+	if vs, err := store.Enforce(ctx, tc.HoldWatcher(), holds.EnforcerConfig{Grace: time.Millisecond}); err != nil || len(vs) != 0 {
+		t.Errorf("Enforce under a ratio hold: %v, %v; want no violation: the job may work", vs, err)
+	}
+	if _, err := store.Release(ctx, h.ID, "alice", throttle.SourceCLI, "deploy done"); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 20*time.Second, func() error {
+		if st, _, _, r := p.Explain(); st != string(throttle.JobRunning) || r < 7 {
+			return fmt.Errorf("%s at %v; want running at the whole budget again", st, r)
+		}
+		return nil
+	})
+}
