@@ -80,7 +80,9 @@ func TestCheckConfigAndRunNeverDisagree(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"run", "--config", path, "--log-level", "off"}, &bytes.Buffer{}, &bytes.Buffer{}) }()
+	go func() {
+		done <- run(ctx, []string{"run", "--config", path, "--log-level", "off"}, &bytes.Buffer{}, &bytes.Buffer{})
+	}()
 	waitReady(t, "http://"+addr, 30*time.Second)
 	cancel()
 	if rc := <-done; rc != exitOK {
