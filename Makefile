@@ -36,14 +36,21 @@ help: ## list the targets
 deps: ## install PostgreSQL, Alertmanager, Prometheus (with promtool) and Chromium if missing; download Go modules
 	@scripts/ensure-postgres
 	@scripts/ensure-pgbouncer
+	@scripts/ensure-podman
 	@scripts/ensure-alertmanager
 	@scripts/ensure-promtool
 	@scripts/ensure-chromium
 	@$(GO) mod download
+	@cd deploy && $(GO) mod download
 
 .PHONY: build
 build: ## build bin/throttled
 	$(GO) build -o $(BIN) ./cmd/throttled
+
+.PHONY: image
+image: ## build the container image throttled:dev (Containerfile: a static binary FROM scratch, non-root) with buildah or podman
+	@scripts/ensure-podman
+	scripts/build-image throttled:dev
 
 .PHONY: demo
 demo: deps build ## run the main job live against a throwaway primary and replica (about a minute); plot in out/plots
@@ -53,6 +60,7 @@ demo: deps build ## run the main job live against a throwaway primary and replic
 test: deps ## vet, all tests under -race against a real primary and replica, a short fuzz run
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	mkdir -p $(PLOTS)
 	THROTTLED_PLOTS=$(CURDIR)/$(PLOTS) $(GO) test -race -count=1 -timeout 20m ./...
 	promtool check rules deploy/alerts.yml

@@ -3,6 +3,10 @@
 package main
 
 import (
+	// The IANA time zone database, for run windows in named zones on a
+	// machine (or an image FROM scratch) without /usr/share/zoneinfo.
+	_ "time/tzdata"
+
 	"context"
 	"errors"
 	"flag"

@@ -119,12 +119,19 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		}
 	}()
 
+	notify := func(state string) {
+		if err := sdNotify(state); err != nil {
+			slog.Warn("cannot tell systemd", "error", err)
+		}
+	}
 	var reloadMu sync.Mutex
 	// reload loads and validates the file, offline and live, and applies
 	// it only whole: a refused file changes nothing.
 	reload := func(ctx context.Context) (*config.Config, error) {
 		reloadMu.Lock()
 		defer reloadMu.Unlock()
+		notify(reloading())
+		defer notify("READY=1\nSTATUS=serving")
 		next, err := loadToRun(ctx, path)
 		if err == nil {
 			err = restartOnly(cfg, next)
@@ -192,6 +199,7 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		}
 	}()
 	fmt.Fprintf(out, "throttled: serving on %s (config %s, version %s)\n", ln.Addr(), path, version)
+	notify(fmt.Sprintf("READY=1\nSTATUS=serving on %s (config version %s)", ln.Addr(), version))
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -202,6 +210,7 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		case err := <-errc:
 			return err
 		case <-ctx.Done():
+			notify("STOPPING=1")
 			// In order: stop taking requests and finish those in flight,
 			// then (deferred) release leadership.
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

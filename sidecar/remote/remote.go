@@ -22,6 +22,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,14 @@ type Config struct {
 	HTTPClient *http.Client
 
 	sleep func(context.Context, time.Duration) error // tests replace it
+}
+
+// ConfigFromEnv is the configuration a worker beside a sidecar reads from
+// its environment, as the shipped Kubernetes manifest sets it:
+// THROTTLED_ADDR (the sidecar's URL) and THROTTLED_TOKEN (a token with the
+// work scope).
+func ConfigFromEnv() Config {
+	return Config{BaseURL: os.Getenv("THROTTLED_ADDR"), Token: os.Getenv("THROTTLED_TOKEN")}
 }
 
 // ErrGaveUp reports a Wait that failed MaxAttempts times in a row.

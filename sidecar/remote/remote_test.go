@@ -103,3 +103,11 @@ func TestNewValidates(t *testing.T) {
 		t.Fatal("missing token accepted")
 	}
 }
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Setenv("THROTTLED_ADDR", "http://127.0.0.1:18087")
+	t.Setenv("THROTTLED_TOKEN", "worker-token")
+	if c := ConfigFromEnv(); c.BaseURL != "http://127.0.0.1:18087" || c.Token != "worker-token" {
+		t.Errorf("ConfigFromEnv() = %+v", c)
+	}
+}
