@@ -43,7 +43,9 @@ func TestRunTellsSystemdItsState(t *testing.T) {
 	writeConfig(t, path, c, addr, "replica1", "")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"run", "--config", path, "--log-level", "off"}, &bytes.Buffer{}, &bytes.Buffer{}) }()
+	go func() {
+		done <- run(ctx, []string{"run", "--config", path, "--log-level", "off"}, &bytes.Buffer{}, &bytes.Buffer{})
+	}()
 	defer func() { cancel(); <-done }()
 	if m := next(); !strings.HasPrefix(m, "READY=1\n") || !strings.Contains(m, "STATUS=serving on") {
 		t.Fatalf("first notification %q; want READY=1 with a status", m)
