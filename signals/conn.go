@@ -99,6 +99,9 @@ func newServer(kind serverKind, dsn string, timeout time.Duration, allowSuperuse
 	cfg.RuntimeParams["lock_timeout"] = cfg.RuntimeParams["statement_timeout"]
 	cfg.RuntimeParams["application_name"] = SamplerAppName
 	cfg.RuntimeParams["default_transaction_read_only"] = "on"
+	if err := checkRoleNotReadOnly(&cfg.Config, dsn, kind); err != nil {
+		return nil, err
+	}
 	return &server{
 		kind: kind, cfg: cfg, addr: addr, timeout: timeout, allowSuperuser: allowSuperuser,
 		log: log.With("server", kind.String(), "addr", addr),
