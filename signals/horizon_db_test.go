@@ -189,3 +189,91 @@ func TestIdleInTransactionWriterHoldsTheXminHorizon(t *testing.T) {
 	burnXIDs(t, writer, 50)
 	waitSessionHolder(t, p, pid, 50)
 }
+
+// waitHolder polls until the horizon's holder is of kind and its name
+// starts with name, at least minXIDs old, while writer spends transaction
+// IDs, or fails the test.
+func waitHolder(t *testing.T, p *Poller, writer *pgx.Conn, kind, name string, minXIDs float64) {
+	t.Helper()
+	pgtest.Eventually(t, 20*time.Second, func() error {
+		burnXIDs(t, writer, 5)
+		h, err := holder(t, p)
+		if err != nil {
+			return err
+		}
+		if h.Labels[LabelHolderKind] != kind || !strings.HasPrefix(h.Labels[LabelHolder], name) || h.Value < minXIDs {
+			return fmt.Errorf("holder %v at %v xids; want %s %s at %v or more", h.Labels, h.Value, kind, name, minXIDs)
+		}
+		return nil
+	})
+}
+
+// A prepared transaction nobody commits holds the horizon, named by its
+// gid, until it is rolled back.
+func TestPreparedTransactionHoldsTheXminHorizon(t *testing.T) {
+	c := pgtest.Cluster(t)
+	p := newPoller(t, c, nil)
+	ctx := context.Background()
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	for _, q := range []string{"CREATE TABLE IF NOT EXISTS prepared_writer (x int)", "BEGIN", "INSERT INTO prepared_writer VALUES (1)", "PREPARE TRANSACTION 'forgotten_2pc'"} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() { admin.Exec(context.Background(), "ROLLBACK PREPARED 'forgotten_2pc'") })
+	writer := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	waitHolder(t, p, writer, "prepared", "forgotten_2pc", 20)
+	if _, err := admin.Exec(ctx, "ROLLBACK PREPARED 'forgotten_2pc'"); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		h, err := holder(t, p)
+		if err != nil {
+			return err
+		}
+		if h.Labels[LabelHolderKind] == "prepared" {
+			return fmt.Errorf("the rolled-back prepared transaction still holds: %v", h.Labels)
+		}
+		return nil
+	})
+}
+
+// A snapshot held on the replica reaches the primary through
+// hot_standby_feedback: the replica's physical slot (the primary keeps a
+// slot's feedback in the slot's xmin; a standby without one shows as kind
+// standby, from pg_stat_replication.backend_xmin) holds the horizon,
+// named replica1, until the snapshot ends.
+func TestStandbyFeedbackHoldsTheXminHorizon(t *testing.T) {
+	c := pgtest.Cluster(t)
+	p := newPoller(t, c, nil)
+	ctx := context.Background()
+	reader := pgtest.Connect(t, c.Replica, pgcluster.RoleAdmin)
+	tx, err := reader.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT count(*) FROM pg_class"); err != nil { // takes the snapshot on the replica
+		t.Fatal(err)
+	}
+	writer := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	// The feedback comes every second (wal_receiver_status_interval) and
+	// the writer spends about 100 IDs a second, so even a standby with no
+	// snapshot trails by up to a couple of hundred: the snapshot's hold is
+	// told from that by its size.
+	waitHolder(t, p, writer, "slot", pgcluster.ReplicaName, 600)
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 20*time.Second, func() error {
+		burnXIDs(t, writer, 5)
+		h, err := holder(t, p)
+		if err != nil {
+			return err
+		}
+		if h.Labels[LabelHolder] == pgcluster.ReplicaName && h.Value >= 300 {
+			return fmt.Errorf("the standby still holds %v xids back after its snapshot ended: %v", h.Value, h.Labels)
+		}
+		return nil
+	})
+}

@@ -104,4 +104,38 @@ func TestArchiveFailuresAndBacklog(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A slow archiver that succeeds: segments wait, nothing fails.
+	reconfigure := func(cmd string) {
+		t.Helper()
+		if _, err := admin.Exec(ctx, "ALTER SYSTEM SET archive_command = '"+cmd+"'"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconfigure("sleep 3")
+	pgtest.Eventually(t, 30*time.Second, func() error {
+		switchWAL()
+		failing, pending, err := archiver(t, p)
+		if err != nil {
+			return err
+		}
+		if failing != 0 || pending < 2 {
+			return fmt.Errorf("a slow archiver: archive_failing %v, archive_pending_segments %v; want 0 and a backlog of 2 or more", failing, pending)
+		}
+		return nil
+	})
+	reconfigure("true")
+	pgtest.Eventually(t, 70*time.Second, func() error {
+		failing, pending, err := archiver(t, p)
+		if err != nil {
+			return err
+		}
+		if failing != 0 || pending != 0 {
+			return fmt.Errorf("archive_failing %v, archive_pending_segments %v once the archiver is fast again; want 0 and 0", failing, pending)
+		}
+		return nil
+	})
 }

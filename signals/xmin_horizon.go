@@ -13,29 +13,34 @@ import "time"
 //   - a prepared transaction;
 //   - a standby's hot_standby_feedback (pg_stat_replication.backend_xmin).
 //
+// A standby's feedback (its physical slot's xmin, or its backend_xmin)
+// echoes the primary's own oldest holder whenever the standby has nothing
+// older: a tie of ages names the primary's holder (a session, a prepared
+// transaction, a logical slot), the one to act on.
+//
 // Its age is in transaction IDs (age()) and, where the holder has a start
 // time (a transaction, a prepared one), in seconds. It always returns one
 // row: 0 and ” when nothing holds the horizon back.
-const horizonSQL = `WITH holders(kind, holder, xids, secs) AS (
+const horizonSQL = `WITH holders(kind, holder, xids, secs, echo) AS (
   SELECT 'session', pid::text || coalesce(':' || nullif(application_name, ''), ''),
          greatest(age(backend_xmin), age(backend_xid))::float8,
-         extract(epoch FROM clock_timestamp() - xact_start)::float8
+         extract(epoch FROM clock_timestamp() - xact_start)::float8, false
     FROM pg_stat_activity
    WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) AND pid <> pg_backend_pid() AND backend_type <> 'walsender'
      AND coalesce(application_name, '') NOT IN ('` + SamplerAppName + `', '` + CanaryAppName + `', 'throttled-coordinator', 'throttled-cli')
   UNION ALL
-  SELECT 'slot', slot_name::text, greatest(age(xmin), age(catalog_xmin))::float8, NULL::float8
+  SELECT 'slot', slot_name::text, greatest(age(xmin), age(catalog_xmin))::float8, NULL::float8, slot_type = 'physical'
     FROM pg_replication_slots WHERE xmin IS NOT NULL OR catalog_xmin IS NOT NULL
   UNION ALL
-  SELECT 'prepared', gid, age(transaction)::float8, extract(epoch FROM clock_timestamp() - prepared)::float8
+  SELECT 'prepared', gid, age(transaction)::float8, extract(epoch FROM clock_timestamp() - prepared)::float8, false
     FROM pg_prepared_xacts
   UNION ALL
-  SELECT 'standby', coalesce(nullif(application_name, ''), pid::text), age(backend_xmin)::float8, NULL::float8
+  SELECT 'standby', coalesce(nullif(application_name, ''), pid::text), age(backend_xmin)::float8, NULL::float8, true
     FROM pg_stat_replication WHERE backend_xmin IS NOT NULL
 )
 SELECT coalesce(max(xids), 0), coalesce(max(secs), 0),
-       coalesce((SELECT kind FROM holders ORDER BY xids DESC NULLS LAST LIMIT 1), ''),
-       coalesce((SELECT holder FROM holders ORDER BY xids DESC NULLS LAST LIMIT 1), '')
+       coalesce((SELECT kind FROM holders ORDER BY xids DESC NULLS LAST, echo LIMIT 1), ''),
+       coalesce((SELECT holder FROM holders ORDER BY xids DESC NULLS LAST, echo LIMIT 1), '')
   FROM holders`
 
 // Labels of xmin_horizon_holder.

@@ -221,9 +221,7 @@ func runResume(ctx context.Context, args []string, out, errOut io.Writer) int {
 	return resume(ctx, args, console{in: os.Stdin, terminal: isatty.IsTerminal(os.Stdin.Fd())}, out, errOut)
 }
 
-const resumeUsage = `Usage: throttled resume (--hold ID | --job NAME | --prefix PREFIX | --scope SCOPE | --all [--yes] | --latched) [flags]
-
-Release holds; jobs restart slowly. Exactly one of:
+const resumeUsage = `Release holds; jobs restart slowly. Exactly one of:
   --hold ID        that one hold (an ID from throttled holds)
   --job NAME       the holds on exactly job:NAME
   --prefix PREFIX  the holds on exactly group:PREFIX
@@ -231,10 +229,7 @@ Release holds; jobs restart slowly. Exactly one of:
                    (--scope all releases the hold on all jobs alone)
   --all            every active hold of every scope, after a confirmation listing them;
                    --yes skips it, and is required when stdin is not a terminal
-  --latched        end the cluster's latched critical pause instead
-
-Flags:
-`
+  --latched        end the cluster's latched critical pause instead`
 
 func resume(ctx context.Context, args []string, con console, out, errOut io.Writer) int {
 	var cf coordFlags
@@ -250,10 +245,6 @@ func resume(ctx context.Context, args []string, con console, out, errOut io.Writ
 	fs.BoolVar(&yes, "yes", false, "with --all: release without asking (required when stdin is not a terminal)")
 	fs.BoolVar(&latched, "latched", false, "end the cluster's latched critical pause (the leader acts within a tick)")
 	fs.StringVar(&reason, "reason", "", "why (audited)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), resumeUsage)
-		fs.PrintDefaults()
-	}
 	if err := parse(fs, args, errOut); err != nil {
 		return fail(errOut, "resume", err)
 	}

@@ -54,6 +54,7 @@ func commands() []command {
 		{"check-config", "validate a configuration file, offline or (--live) against the cluster", runCheckConfig},
 		{"sim", "compare pacing policies on simulated scenarios", runSim},
 		{"bench", "replay: foreground latency and cleanup throughput per pacing policy on a throwaway pair", runBench},
+		{"version", "the build: version, commit and Go (--json for an object)", runVersion},
 	}
 }
 
@@ -65,7 +66,13 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, out, errOut io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	switch {
+	case len(args) == 2 && args[0] == "help":
+		// help <command>: the command's own -h, on standard output.
+		return run(ctx, []string{args[1], "-h"}, out, out)
+	case len(args) == 1 && (args[0] == "--version" || args[0] == "-version"):
+		return runVersion(ctx, nil, out, errOut)
+	case len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help":
 		usage(out)
 		if len(args) == 0 {
 			return exitUsage
@@ -87,7 +94,8 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun `throttled <command> -h` for a command's flags.")
+	fmt.Fprintln(w, "\nRun `throttled help <command>` (or `throttled <command> -h`) for what a command does, its flags,\nenvironment and examples; `throttled --version` for the build.")
+	fmt.Fprintln(w, exitCodesHelp)
 }
 
 // logFlags are the logging flags every command takes.
@@ -124,6 +132,7 @@ func (l *logFlags) logger(w io.Writer) (hclog.Logger, error) {
 // parse parses args into fs, reporting errors (and -h) on errOut.
 func parse(fs *flag.FlagSet, args []string, errOut io.Writer) error {
 	fs.SetOutput(errOut)
+	setUsage(fs)
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}

@@ -240,6 +240,7 @@ func (c *Cluster) initPrimary(ctx context.Context) error {
 		"wal_receiver_timeout = 10s",
 		"hot_standby = on",
 		"hot_standby_feedback = on",
+		"max_prepared_transactions = 4", // a prepared transaction holding the xmin horizon, in the signals' tests
 		"fsync = off",
 		"full_page_writes = off",
 		"synchronous_commit = off",

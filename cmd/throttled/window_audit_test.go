@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/throttle"
+)
+
+// The leader writes each window hold's start and end to the audit log,
+// once; what already holds at its first decision is no change; a process
+// that does not lead writes nothing.
+func TestWindowHoldsAreAuditedAtTheirEdges(t *testing.T) {
+	c := pgtest.Cluster(t)
+	ctx := context.Background()
+	store, pool, err := openStore(ctx, c.Primary.DSN(pgcluster.RoleAdmin), holds.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var since time.Time
+	if err := pool.QueryRow(ctx, "SELECT now()").Scan(&since); err != nil {
+		t.Fatal(err)
+	}
+	leading := true
+	a := &windowAudit{store: store, leading: func() bool { return leading }, log: hclog.NewNullLogger()}
+	window := throttle.Hold{ID: "window:purge", Scope: throttle.OneJob("purge"), Source: throttle.SourceWindow, Reason: "outside its run window (01:00-06:00 UTC)"}
+	held := throttle.Decision{Jobs: map[throttle.Job]throttle.JobDecision{"purge": {State: throttle.JobPaused, Code: throttle.CodeHeld, Holds: []throttle.Hold{window}}}}
+	free := throttle.Decision{Jobs: map[throttle.Job]throttle.JobDecision{"purge": {State: throttle.JobRunning, Code: throttle.CodeRunning}}}
+	for _, d := range []throttle.Decision{free, held, held, free, free} {
+		a.decision(ctx, d)
+	}
+	leading = false
+	a.decision(ctx, held) // not the leader: nothing
+	es, err := store.AuditSince(ctx, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range es {
+		if e.Source == string(throttle.SourceWindow) {
+			got = append(got, e.Event+" "+e.Detail["job"].(string))
+		}
+	}
+	if want := []string{"window_hold purge", "window_release purge"}; !slices.Equal(got, want) {
+		t.Errorf("audit %v; want %v", got, want)
+	}
+}
