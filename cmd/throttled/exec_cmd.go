@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +43,7 @@ type execOptions struct {
 	foregroundLatency  float64
 	tables             listFlag
 	pgbouncerDSN       string
+	json               bool
 	pauseOnVacuum      bool
 	log                logFlags
 }
@@ -69,6 +72,7 @@ func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer)
 	fs.BoolVar(&o.allowSuperuser, "allow-superuser", false, "allow sampling as a superuser (not recommended)")
 	fs.Float64Var(&o.foregroundLatency, "foreground-latency", 0, "also pace on foreground latency: keep a canary commit's latency under this multiple of its job-free baseline, such as 1.3 (needs `throttled migrate`; the job waits for the baseline; 0 means off)")
 	fs.StringVar(&o.pgbouncerDSN, "pgbouncer-dsn", "", "PgBouncer's admin console (dbname=pgbouncer): connection headroom then counts its pools (default $THROTTLED_PGBOUNCER_DSN)")
+	fs.BoolVar(&o.json, "json", false, "print progress as one JSON object a second, and a summary object at the end (rows, batches, retries, errors, duration, time paused and why)")
 	fs.Var(&o.tables, "table", "a table the statement writes, as schema.table (repeatable): job rules on vacuum_running bind the job on these")
 	fs.BoolVar(&o.pauseOnVacuum, "pause-on-vacuum", false, "pause while a vacuum (autovacuum or manual) runs on a --table, and resume after it")
 	o.log.register(fs)
@@ -207,22 +211,85 @@ func runExec(ctx context.Context, args []string, out, errOut io.Writer) int {
 	// place on a terminal.
 	pctx, stopProgress := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { progress(pctx, out, job) })
+	var paused pausedTime
+	started := time.Now()
+	wg.Go(func() { progress(pctx, out, job, o.json, &paused) })
 	err = job.Run(ctx)
 	stopProgress()
 	wg.Wait()
 	st := job.Status()
-	summary := fmt.Sprintf("%d rows in %d batches (%d retries, %d errors)", st.Rows, st.Batches, st.Retries, st.Errors)
+	result, code := "done", exitOK
 	switch {
 	case err == nil:
+	case errors.Is(err, context.Canceled):
+		result, code = "interrupted", exitInterrupted
+	default:
+		result, code = "failed", exitError
+	}
+	if o.json {
+		sum := execSummary{Summary: true, Result: result, Rows: st.Rows, Batches: st.Batches, Retries: st.Retries, Errors: st.Errors,
+			DurationS: time.Since(started).Seconds(), PausedS: paused.seconds, PausedWhy: append([]string{}, paused.why...)}
+		if err != nil && code == exitError {
+			sum.Error = err.Error()
+		}
+		_ = json.NewEncoder(out).Encode(sum)
+		if result == "failed" {
+			return fail(errOut, "exec", err) // and on standard error, for a person
+		}
+		return code
+	}
+	summary := fmt.Sprintf("%d rows in %d batches (%d retries, %d errors)", st.Rows, st.Batches, st.Retries, st.Errors)
+	switch result {
+	case "done":
 		fmt.Fprintf(out, "done: %s\n", summary)
 		return exitOK
-	case errors.Is(err, context.Canceled):
+	case "interrupted":
 		fmt.Fprintf(out, "interrupted between batches, nothing half-applied: %s\n", summary)
 		return exitInterrupted
 	}
 	fmt.Fprintf(out, "failed after %s\n", summary)
 	return fail(errOut, "exec", err)
+}
+
+// execProgress is one line of exec --json's progress.
+type execProgress struct {
+	At         time.Time `json:"at"`
+	Rows       int64     `json:"rows"`
+	RowsPerSec int64     `json:"rows_per_second"`
+	Batches    int64     `json:"batches"`
+	BatchSize  int       `json:"batch_size"`
+	Rate       float64   `json:"rate"`
+	State      string    `json:"state"`
+	Binding    string    `json:"binding,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+}
+
+// execSummary is exec --json's last line.
+type execSummary struct {
+	Summary   bool     `json:"summary"`
+	Result    string   `json:"result"` // done, interrupted or failed
+	Rows      int64    `json:"rows"`
+	Batches   int64    `json:"batches"`
+	Retries   int64    `json:"retries"`
+	Errors    int64    `json:"errors"`
+	DurationS float64  `json:"duration_seconds"`
+	PausedS   float64  `json:"paused_seconds"`
+	PausedWhy []string `json:"paused_why"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// pausedTime is how long the job was seen paused, sampled once a second
+// by progress, and the distinct reasons (the first 10).
+type pausedTime struct {
+	seconds float64
+	why     []string
+}
+
+func (p *pausedTime) add(reason string) {
+	p.seconds++
+	if !slices.Contains(p.why, reason) && len(p.why) < 10 {
+		p.why = append(p.why, reason)
+	}
 }
 
 // noPacer lets jobs.New validate a Config before anything connects.
@@ -232,9 +299,9 @@ func (noPacer) Wait(context.Context) (func(int64, time.Duration, error), error) 
 	return nil, errors.New("no pacer")
 }
 
-func progress(ctx context.Context, out io.Writer, job *jobs.Job) {
+func progress(ctx context.Context, out io.Writer, job *jobs.Job, asJSON bool, paused *pausedTime) {
 	f, isFile := out.(*os.File)
-	tty := isFile && isTerminal(f)
+	tty := isFile && isTerminal(f) && !asJSON
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	var lastRows int64
@@ -248,6 +315,15 @@ func progress(ctx context.Context, out io.Writer, job *jobs.Job) {
 		case <-t.C:
 		}
 		st := job.Status()
+		if st.State == jobs.StatePaused {
+			paused.add(st.Reason)
+		}
+		if asJSON {
+			_ = json.NewEncoder(out).Encode(execProgress{At: time.Now().UTC(), Rows: st.Rows, RowsPerSec: st.Rows - lastRows, Batches: st.Batches,
+				BatchSize: st.BatchSize, Rate: st.Rate, State: string(st.State), Binding: st.Binding, Reason: st.Reason})
+			lastRows = st.Rows
+			continue
+		}
 		line := fmt.Sprintf("%s  rows %d (+%d/s)  batches %d  size %d  rate %.3g/s  %s  binding %s",
 			time.Now().Format("15:04:05"), st.Rows, st.Rows-lastRows, st.Batches, st.BatchSize, st.Rate, st.State, firstNonEmpty(st.Binding, "-"))
 		if st.State != jobs.StateRunning && st.Reason != "" {

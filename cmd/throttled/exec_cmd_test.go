@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -308,5 +309,34 @@ func TestMigrateCommand(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"migrate"}, &out, &errOut); code != exitUsage {
 		t.Fatalf("migrate without a DSN: exit %d", code)
+	}
+}
+
+// exec --json prints one JSON object a second and a summary object last:
+// every line parses, and the summary has the rows the table lost.
+func TestExecJSONLinesAndSummary(t *testing.T) {
+	c := pgtest.Cluster(t)
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	old := oldNew(t, admin, "exec_json", 40_000)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), execArgs(c, "exec-json", "exec_json", "--json", "--max-rate", "4", "--initial-rate", "4",
+		"--batch-size", "2000", "--max-batch-size", "2000"), &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("want progress lines and a summary, got:\n%s", out.String())
+	}
+	for _, l := range lines[:len(lines)-1] {
+		var p execProgress
+		if err := json.Unmarshal([]byte(l), &p); err != nil || p.State == "" || p.At.IsZero() {
+			t.Errorf("progress line %q: %+v, %v", l, p, err)
+		}
+	}
+	var s execSummary
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil || !s.Summary || s.Result != "done" || s.Rows != old || s.Batches == 0 ||
+		s.DurationS <= 0 || s.PausedWhy == nil {
+		t.Errorf("summary %q: %+v, %v; want done with %d rows", lines[len(lines)-1], s, err, old)
 	}
 }
