@@ -33,7 +33,7 @@ var helps = map[string]commandHelp{
 		env:      append(dsnEnv, "THROTTLED_PGBOUNCER_DSN  PgBouncer's admin console, when --pgbouncer-dsn is not given"),
 		examples: []string{"throttled signals --cores 8", "throttled signals --cores 8 --watch --custom 'queue_depth=SELECT count(*) FROM jobs_queue'"}},
 	"exec": {about: "Runs one batch statement (with $1 for the batch size) under the throttle until it affects no row, with checkpoints, bounded retries and the cluster's holds.",
-		env:      append(dsnEnv, "THROTTLED_JOB_DSN  the connection string the statement runs on (default: the primary's)", "THROTTLED_PGBOUNCER_DSN  PgBouncer's admin console"),
+		env: append(dsnEnv, "THROTTLED_JOB_DSN  the connection string the statement runs on (default: the primary's)", "THROTTLED_PGBOUNCER_DSN  PgBouncer's admin console"),
 		examples: []string{`throttled exec --cores 8 --job purge_sessions --sql "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions WHERE expires_at < now() - interval '30 days' LIMIT $1)"`,
 			`throttled exec --cores 8 --job purge_sessions --table public.sessions --pause-on-vacuum --json --sql "..."`}},
 	"pause": {about: "Places a hold: the jobs in its scope stop, in every process, including ones started later, until it expires or is released. Audited.",
