@@ -262,14 +262,9 @@ func (p *Poller) Connect(ctx context.Context) error {
 			if r, ok := s.(*replicaSampler); ok {
 				p.learn(r.srv.replicaName)
 			}
-			if c, ok := s.(*canarySampler); ok {
-				if err := c.preflight(ctx); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-			if c, ok := s.(*customSampler); ok {
+			// The canary and the custom signals also run once, so a
+			// missing table or a bad query fails here.
+			if c, ok := s.(interface{ preflight(context.Context) error }); ok {
 				if err := c.preflight(ctx); err != nil {
 					mu.Lock()
 					errs = append(errs, err)

@@ -89,6 +89,7 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 			}
 			st := Held(j, hs)
 			out[j] = JobDecision{State: st.State, Code: st.Code, Reason: st.Reason, Holds: st.Holds}
+			s.rate = 0
 			continue
 		}
 		if gs := gated[j]; len(gs) > 0 && code.Go() {
@@ -98,6 +99,7 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 				s.held, s.heldRate = true, s.rate
 			}
 			out[j] = JobDecision{State: JobPaused, Code: CodeGated, Reason: gatedReason(gs)}
+			s.rate = 0
 			continue
 		}
 		if s.held {
@@ -154,21 +156,6 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 			jd.State, jd.Code, jd.Reason, jd.Holds = JobThrottled, CodeScaled, ScaledReason(h, before), []Hold{h}
 		}
 		out[j] = jd
-	}
-	for _, m := range []map[Job]bool{keys(holds), keys(gated)} {
-		for j := range m {
-			if s, ok := c.jobs[j]; ok {
-				s.rate = 0
-			}
-		}
-	}
-	return out
-}
-
-func keys[V any](m map[Job]V) map[Job]bool {
-	out := make(map[Job]bool, len(m))
-	for j := range m {
-		out[j] = true
 	}
 	return out
 }

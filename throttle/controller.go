@@ -322,9 +322,12 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 	if d.Mode == ModeRunning || d.Mode == ModeThrottled {
 		d.Budget = c.budget
 	}
-	gated := map[Job][]gate{}
+	var gated map[Job][]gate
 	for _, j := range c.order {
 		if gs := c.gatesFor(now, snap, j, c.jobs[j]); len(gs) > 0 {
+			if gated == nil {
+				gated = map[Job][]gate{}
+			}
 			gated[j] = gs
 		}
 	}

@@ -59,15 +59,15 @@ type gate struct {
 func (c *Controller) gatesFor(now time.Time, snap signals.Snapshot, j Job, s *jobState) []gate {
 	var shut []gate
 	for _, name := range c.gateNames(s.cfg) {
+		if s.gates == nil {
+			s.gates = map[string]time.Time{}
+		}
 		rule, ok := c.cfg.JobRules[name]
 		if !ok {
 			shut = append(shut, gate{key: string(name), unknown: "no job rule of that name"})
 			continue
 		}
 		for _, g := range c.readGates(now, snap, name, rule, s.cfg.Tables) {
-			if s.gates == nil {
-				s.gates = map[string]time.Time{}
-			}
 			switch {
 			case g.unknown != "":
 				shut = append(shut, g)
@@ -86,7 +86,7 @@ func (c *Controller) gatesFor(now time.Time, snap signals.Snapshot, j Job, s *jo
 // gateNames are the job rules that bind a job: the ones it names, else
 // every one.
 func (c *Controller) gateNames(j JobConfig) []signals.Name {
-	if j.Signals != nil {
+	if j.Signals != nil || len(c.cfg.JobRules) == 0 {
 		return j.Signals
 	}
 	return slices.Sorted(maps.Keys(c.cfg.JobRules))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 	"runtime/debug"
+	"slices"
 )
 
 // commandHelp is what `throttled <command> -h` (and `throttled help
@@ -25,6 +26,10 @@ type commandHelp struct {
 // dsnEnv is the environment the commands that reach the database read.
 var dsnEnv = []string{"THROTTLED_PRIMARY_DSN  the primary's connection string, when --primary-dsn is not given (keeps the password out of the process list)"}
 
+// holdsEnv is the environment of the commands that act on holds, directly
+// or through a sidecar.
+var holdsEnv = append(slices.Clip(dsnEnv), "THROTTLED_TOKEN  the token for --addr")
+
 var helps = map[string]commandHelp{
 	"run": {about: "The sidecar: samples the primary (while it leads the cluster), paces the configured jobs and the remote workers, and serves the HTTP API. The file is checked offline and against the cluster first; SIGHUP or POST /v1/reload reloads it, whole or not at all.",
 		env:      []string{"the variables the file's env() calls name", "NOTIFY_SOCKET  systemd's, for READY, RELOADING and STOPPING"},
@@ -37,14 +42,14 @@ var helps = map[string]commandHelp{
 		examples: []string{`throttled exec --cores 8 --job purge_sessions --sql "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions WHERE expires_at < now() - interval '30 days' LIMIT $1)"`,
 			`throttled exec --cores 8 --job purge_sessions --table public.sessions --pause-on-vacuum --json --sql "..."`}},
 	"pause": {about: "Places a hold: the jobs in its scope stop, in every process, including ones started later, until it expires or is released. Audited.",
-		env: append(dsnEnv, "THROTTLED_TOKEN  the token for --addr"), examples: []string{`throttled pause --job purge_sessions --ttl 30m --reason "replica rebuild"`}},
+		env: holdsEnv, examples: []string{`throttled pause --job purge_sessions --ttl 30m --reason "replica rebuild"`}},
 	"throttle": {about: "Places a live override: a hold that runs the jobs in its scope at --ratio of their rate instead of stopping them. Audited; a running exec follows it at its next heartbeat.",
-		env: append(dsnEnv, "THROTTLED_TOKEN  the token for --addr"), examples: []string{`throttled throttle --job purge_sessions --ratio 0.3 --ttl 2h --reason "deploy"`}},
+		env: holdsEnv, examples: []string{`throttled throttle --job purge_sessions --ratio 0.3 --ttl 2h --reason "deploy"`}},
 	"resume": {synopsis: "(--hold ID | --job NAME | --prefix PREFIX | --scope SCOPE | --all [--yes] | --latched) [flags]", about: resumeUsage,
-		env: append(dsnEnv, "THROTTLED_TOKEN  the token for --addr"), examples: []string{"throttled resume --job purge_sessions", `throttled resume --latched --reason "load gone, checked"`}},
-	"holds":        {about: "Lists the active holds: scope, what each does (pause or a ratio), source, actor, time left and reason.", env: append(dsnEnv, "THROTTLED_TOKEN  the token for --addr"), examples: []string{"throttled holds --json"}},
+		env: holdsEnv, examples: []string{"throttled resume --job purge_sessions", `throttled resume --latched --reason "load gone, checked"`}},
+	"holds":        {about: "Lists the active holds: scope, what each does (pause or a ratio), source, actor, time left and reason.", env: holdsEnv, examples: []string{"throttled holds --json"}},
 	"status":       {about: "The cluster's leader, mode, budget and every worker, with each job's state and reason code.", env: dsnEnv, examples: []string{"throttled status"}},
-	"audit":        {about: "The audit log: holds, releases, resumes, mode changes, settings, windows and pauses not honoured, with who and why.", env: append(dsnEnv, "THROTTLED_TOKEN  the token for --addr"), examples: []string{"throttled audit --since 24h"}},
+	"audit":        {about: "The audit log: holds, releases, resumes, mode changes, settings, windows and pauses not honoured, with who and why.", env: holdsEnv, examples: []string{"throttled audit --since 24h"}},
 	"check-config": {about: "Validates a configuration file with exactly the checks run makes before it connects: without --secrets it needs none (a lint for CI); --live also checks the cluster. Exits 4 for an invalid file.", env: []string{"the variables the file's env() calls name (with --secrets or --live)"}, examples: []string{"throttled check-config --config throttled.hcl", "throttled check-config --config throttled.hcl --live"}},
 	"migrate":      {about: "Creates or updates throttled's tables (schema throttled), under an advisory lock; run it once per database, as a role that may create the schema.", examples: []string{"throttled migrate --dsn postgres://admin@db/app"}},
 	"demo":         {about: "Starts a throwaway primary and replica and runs a real cleanup job against them while faults come and go (about 80 s).", examples: []string{"throttled demo --plots out/plots"}},

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,21 +21,22 @@ type windowAudit struct {
 	store   *holds.Store
 	leading func() bool
 	log     hclog.Logger
-	// active maps "job hold-id" to the reason it was held for.
-	active map[string]string
+	// active maps each job and window hold in force to its reason; nil
+	// before the first decision.
+	active map[windowHold]string
 }
+
+type windowHold struct{ job, id string }
 
 func (a *windowAudit) decision(ctx context.Context, d throttle.Decision) {
 	if a.store == nil || !a.leading() {
 		return
 	}
-	now := map[string]string{}
-	jobOf := map[string]string{}
+	now := map[windowHold]string{}
 	for j, jd := range d.Jobs {
 		for _, h := range jd.Holds {
 			if h.Source == throttle.SourceWindow {
-				k := string(j) + " " + h.ID
-				now[k], jobOf[k] = h.Reason, string(j)
+				now[windowHold{string(j), h.ID}] = h.Reason
 			}
 		}
 	}
@@ -41,26 +44,23 @@ func (a *windowAudit) decision(ctx context.Context, d throttle.Decision) {
 		a.active = now
 		return
 	}
-	for _, k := range slices.Sorted(maps.Keys(now)) {
+	for _, k := range sortedHolds(now) {
 		if _, was := a.active[k]; !was {
-			a.write(ctx, "window_hold", now[k], jobOf[k])
+			a.write(ctx, "window_hold", now[k], k.job)
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(a.active)) {
+	for _, k := range sortedHolds(a.active) {
 		if _, is := now[k]; !is {
-			a.write(ctx, "window_release", "the window's hold ended: "+a.active[k], k[:indexSpace(k)])
+			a.write(ctx, "window_release", "the window's hold ended: "+a.active[k], k.job)
 		}
 	}
 	a.active = now
 }
 
-func indexSpace(s string) int {
-	for i := range s {
-		if s[i] == ' ' {
-			return i
-		}
-	}
-	return len(s)
+func sortedHolds(m map[windowHold]string) []windowHold {
+	return slices.SortedFunc(maps.Keys(m), func(a, b windowHold) int {
+		return cmp.Or(strings.Compare(a.job, b.job), strings.Compare(a.id, b.id))
+	})
 }
 
 func (a *windowAudit) write(ctx context.Context, event, reason, job string) {
