@@ -114,6 +114,8 @@ func Why(st throttle.JobStatus) string {
 		return "hold " + st.Holds[0].ID
 	case st.Code == throttle.CodeHeld:
 		return "hold"
+	case st.Code == throttle.CodeExempt:
+		return "exempt" // past a pause the exemption's signal causes, not bound by it
 	case st.Binding != "" && st.Code.Go():
 		return "binding " + st.Binding
 	case st.Code == "":

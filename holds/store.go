@@ -216,9 +216,9 @@ func (s *Store) Add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold,
 	}
 	var h throttle.Hold
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		row := tx.QueryRow(ctx, `INSERT INTO throttled.holds (scope_kind, scope_value, source, reason, actor, expires_at, ratio)
-			VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6), $7)
-			RETURNING `+holdColumns, string(r.Scope.Kind), r.Scope.Value, string(r.Source), r.Reason, r.Actor, ttl.Seconds(), r.Ratio)
+		row := tx.QueryRow(ctx, `INSERT INTO throttled.holds (scope_kind, scope_value, source, reason, actor, expires_at, ratio, exempt)
+			VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6), $7, $8)
+			RETURNING `+holdColumns, string(r.Scope.Kind), r.Scope.Value, string(r.Source), r.Reason, r.Actor, ttl.Seconds(), r.Ratio, r.Exempt)
 		if h, err = scanHold(row); err != nil {
 			return err
 		}
@@ -314,13 +314,17 @@ func (s *Store) ExpireDue(ctx context.Context) ([]throttle.Hold, error) {
 	return expireDue(ctx, s.db)
 }
 
-const holdColumns = `id, scope_kind, scope_value, source, reason, actor, created_at, expires_at, ratio`
+const holdColumns = `id, scope_kind, scope_value, source, reason, actor, created_at, expires_at, ratio, exempt`
 
 // holdDetail is what the audit log keeps of a new hold beyond its reason:
-// its scope, its end and, for a live override, its ratio.
+// its scope, its end and, for a live override, its ratio, or for an
+// exemption, its signal.
 func holdDetail(h throttle.Hold) map[string]any {
 	d := map[string]any{"scope": h.Scope.String(), "expires_at": h.Expires}
-	if !h.Pauses() {
+	switch {
+	case h.Exempt != "":
+		d["exempt"] = h.Exempt
+	case !h.Pauses():
 		d["ratio"] = h.Ratio
 	}
 	return d
@@ -330,7 +334,7 @@ func scanHold(row pgx.Row) (throttle.Hold, error) {
 	var h throttle.Hold
 	var id int64
 	var kind, source string
-	if err := row.Scan(&id, &kind, &h.Scope.Value, &source, &h.Reason, &h.Actor, &h.Created, &h.Expires, &h.Ratio); err != nil {
+	if err := row.Scan(&id, &kind, &h.Scope.Value, &source, &h.Reason, &h.Actor, &h.Created, &h.Expires, &h.Ratio, &h.Exempt); err != nil {
 		return h, err
 	}
 	h.ID, h.Scope.Kind, h.Source = "h"+strconv.FormatInt(id, 10), throttle.ScopeKind(kind), throttle.Source(source)

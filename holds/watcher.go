@@ -131,7 +131,7 @@ func (w *Watcher) read(ctx context.Context) ([]watched, time.Time, error) {
 		var a aged
 		var id int64
 		var kind, source string
-		err := r.Scan(&id, &kind, &a.h.Scope.Value, &source, &a.h.Reason, &a.h.Actor, &a.h.Created, &a.h.Expires, &a.h.Ratio, &a.age, &a.left)
+		err := r.Scan(&id, &kind, &a.h.Scope.Value, &source, &a.h.Reason, &a.h.Actor, &a.h.Created, &a.h.Expires, &a.h.Ratio, &a.h.Exempt, &a.age, &a.left)
 		a.h.ID, a.h.Scope.Kind, a.h.Source = "h"+strconv.FormatInt(id, 10), throttle.ScopeKind(kind), throttle.Source(source)
 		return a, err
 	})
@@ -155,7 +155,7 @@ func sameHolds(a, b []watched) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].ID != b[i].ID || !a[i].Expires.Equal(b[i].Expires) || a[i].Ratio != b[i].Ratio {
+		if a[i].ID != b[i].ID || !a[i].Expires.Equal(b[i].Expires) || a[i].Ratio != b[i].Ratio || a[i].Exempt != b[i].Exempt {
 			return false
 		}
 	}

@@ -31,7 +31,7 @@ import (
 type Alert struct {
 	// Key deduplicates: one page per cluster and cause.
 	Key   string `json:"key"`
-	Cause string `json:"cause"` // critical, latched, stale or pause_not_honoured
+	Cause string `json:"cause"` // critical, latched, stale, pause_not_honoured or exempt_critical
 	// Cluster names the database cluster.
 	Cluster   string             `json:"cluster"`
 	Summary   string             `json:"summary"`
@@ -120,9 +120,15 @@ func (p *Pager) Decision(d throttle.Decision) {
 		case throttle.EventLatched:
 			p.fire(Alert{Key: "latched", Cause: "latched", Summary: e.Message, Signal: e.Signal, Value: e.Value, Threshold: e.Threshold,
 				Jobs: e.Jobs, StartsAt: e.At})
+		case throttle.EventExemptCritical:
+			for _, j := range e.Jobs {
+				p.fire(Alert{Key: "exempt_critical:" + string(j.Job), Cause: "exempt_critical", Job: string(j.Job), Summary: e.Message,
+					Signal: e.Signal, Jobs: e.Jobs, StartsAt: e.At})
+			}
 		case throttle.EventRecovered:
 			p.resolvePrefix("critical:", e.At)
 			p.resolvePrefix("latched", e.At)
+			p.resolvePrefix("exempt_critical:", e.At)
 		case throttle.EventResumed:
 			p.resolvePrefix("latched", e.At)
 		}
@@ -436,7 +442,7 @@ func RunbookFor(base, cause string) string {
 // alert rules use the same.
 var alertNames = map[string]string{
 	"critical": "ThrottledCritical", "latched": "ThrottledLatched", "stale": "ThrottledStale",
-	"pause_not_honoured": "ThrottledPauseNotHonoured",
+	"pause_not_honoured": "ThrottledPauseNotHonoured", "exempt_critical": "ThrottledExemptWhileCritical",
 }
 
 // Alertmanager posts to Prometheus Alertmanager's API v2 (URL is its

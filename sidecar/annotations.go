@@ -202,7 +202,10 @@ func (a *Annotations) create(ctx context.Context, h throttle.Hold) (int64, error
 		actor = "unknown"
 	}
 	does, tags := "hold", []string{"throttled", "cluster:" + a.cluster, "hold:" + h.ID, "source:" + string(h.Source), "scope:" + h.Scope.String()}
-	if !h.Pauses() {
+	switch {
+	case h.Exempt != "":
+		does, tags = "exemption from "+h.Exempt, append(tags, "exempt:"+h.Exempt)
+	case !h.Pauses():
 		does, tags = fmt.Sprintf("override to %.0f%%", 100*h.Ratio), append(tags, fmt.Sprintf("ratio:%g", h.Ratio))
 	}
 	body := annotation{Time: h.Created.UnixMilli(), TimeEnd: h.Expires.UnixMilli(), Tags: tags,

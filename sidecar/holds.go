@@ -29,7 +29,7 @@ func (s *Server) holds(w http.ResponseWriter, r *http.Request, _ config.Token) {
 // HoldJSON shows a hold as the API does.
 func HoldJSON(h throttle.Hold) api.Hold {
 	return api.Hold{ID: h.ID, Scope: h.Scope.String(), Source: string(h.Source), Reason: h.Reason, Actor: h.Actor,
-		Created: h.Created.UTC(), Expires: h.Expires.UTC(), Ratio: h.Ratio}
+		Created: h.Created.UTC(), Expires: h.Expires.UTC(), Ratio: h.Ratio, Exempt: h.Exempt}
 }
 
 // HoldFromJSON reads a hold as the API shows it; a scope it cannot parse
@@ -39,7 +39,7 @@ func HoldFromJSON(h api.Hold) (throttle.Hold, error) {
 	if err != nil {
 		return throttle.Hold{}, err
 	}
-	return throttle.Hold{ID: h.ID, Scope: sc, Source: throttle.Source(h.Source), Reason: h.Reason, Actor: h.Actor, Created: h.Created, Expires: h.Expires, Ratio: h.Ratio}, nil
+	return throttle.Hold{ID: h.ID, Scope: sc, Source: throttle.Source(h.Source), Reason: h.Reason, Actor: h.Actor, Created: h.Created, Expires: h.Expires, Ratio: h.Ratio, Exempt: h.Exempt}, nil
 }
 
 func (s *Server) audit(w http.ResponseWriter, r *http.Request, _ config.Token) {
@@ -94,7 +94,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token)
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	h, err := s.store.Add(r.Context(), throttle.HoldRequest{Scope: sc, Source: throttle.SourceManual, Reason: req.Reason, Actor: "token:" + tok.Name, TTL: ttl, Ratio: req.Ratio})
+	h, err := s.store.Add(r.Context(), throttle.HoldRequest{Scope: sc, Source: throttle.SourceManual, Reason: req.Reason, Actor: "token:" + tok.Name, TTL: ttl, Ratio: req.Ratio, Exempt: req.Exempt})
 	if errors.Is(err, throttle.ErrInvalidHold) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return

@@ -8,12 +8,13 @@ import (
 )
 
 // holds asks the hold source which holds apply to each job: those that
-// pause it, and the ratio hold that scales it (the smallest ratio), and
-// whether every job (or, with none registered, all jobs) is paused.
-func (c *Controller) holds(now time.Time) (map[Job][]Hold, map[Job]Hold, bool) {
-	out, scaled := map[Job][]Hold{}, map[Job]Hold{}
+// pause it, the ratio hold that scales it (the smallest ratio), the
+// exemptions it has, and whether every job (or, with none registered, all
+// jobs) is paused.
+func (c *Controller) holds(now time.Time) (map[Job][]Hold, map[Job]Hold, map[Job][]Hold, bool) {
+	out, scaled, exempt := map[Job][]Hold{}, map[Job]Hold{}, map[Job][]Hold{}
 	if c.cfg.Holds == nil {
-		return out, scaled, false
+		return out, scaled, exempt, false
 	}
 	all := true
 	for _, j := range c.order {
@@ -26,13 +27,55 @@ func (c *Controller) holds(now time.Time) (map[Job][]Hold, map[Job]Hold, bool) {
 		if _, by := Scale(hs); by != nil && !c.cfg.ScaleAtWorkers {
 			scaled[j] = *by
 		}
+		for _, h := range hs {
+			if h.Exempt != "" {
+				exempt[j] = append(exempt[j], h)
+			}
+		}
 	}
 	if len(c.order) == 0 {
 		h := Pausing(c.cfg.Holds.Applying(now, ""))
 		out[""] = h
 		all = len(h) > 0
 	}
-	return out, scaled, all
+	return out, scaled, exempt, all
+}
+
+// exemptions are the jobs' exemption holds, and the signals behind the
+// critical or stale pause they may let a job run through (none while no
+// such pause is in force).
+type exemptions struct {
+	holds map[Job][]Hold
+	from  []string
+}
+
+// covers returns the hold that exempts j from the pause: one of j's
+// exemptions names each signal behind it.
+func (e exemptions) covers(j Job) (Hold, bool) {
+	hs := e.holds[j]
+	if len(e.from) == 0 || len(hs) == 0 {
+		return Hold{}, false
+	}
+	for _, name := range e.from {
+		if !Exempts(hs, name) {
+			return Hold{}, false
+		}
+	}
+	for _, h := range hs {
+		if h.Exempt == e.from[0] {
+			return h, true
+		}
+	}
+	return Hold{}, false
+}
+
+// keyName is the signal name of a sample's key: replica_lag for
+// replica_lag{replica="r1"}.
+func keyName(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		return key[:i]
+	}
+	return key
 }
 
 func (c *Controller) anyJob() Job {
@@ -77,7 +120,7 @@ func SlowReason(rate float64, why string) string {
 }
 
 // allocate shares budget between the jobs that no hold applies to.
-func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Code, reason string, holds map[Job][]Hold, scaled map[Job]Hold, gated map[Job][]gate) map[Job]JobDecision {
+func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Code, reason string, holds map[Job][]Hold, scaled map[Job]Hold, gated map[Job][]gate, ex exemptions) map[Job]JobDecision {
 	out := make(map[Job]JobDecision, len(c.order))
 	var free []Job
 	var claims []claim
@@ -90,6 +133,15 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 			st := Held(j, hs)
 			out[j] = JobDecision{State: st.State, Code: st.Code, Reason: st.Reason, Holds: st.Holds}
 			s.rate = 0
+			continue
+		}
+		if h, ok := ex.covers(j); ok {
+			// Exempt from what pauses every job: on at the rate it had,
+			// never growing (the budget that would grow it is paused).
+			r := min(s.cfg.MaxRate, max(s.goRate, s.cfg.MinRate, c.cfg.MinBudget))
+			s.rate = r
+			out[j] = JobDecision{Allocation: allocation(r, s.avgDur, c.cfg.Tick), State: JobThrottled, Code: CodeExempt,
+				Reason: ExemptReason(h, reason), Holds: []Hold{h}}
 			continue
 		}
 		if gs := gated[j]; len(gs) > 0 && code.Go() {
@@ -134,6 +186,9 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 			r *= h.Ratio // a live override: the share is the job's, the rest unused
 		}
 		s.rate = r
+		if r > 0 && (mode == ModeRunning || mode == ModeThrottled) {
+			s.goRate = r
+		}
 		jd := JobDecision{Allocation: allocation(r, s.avgDur, c.cfg.Tick), State: JobRunning, Code: code}
 		switch {
 		case r == 0:

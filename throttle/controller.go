@@ -89,6 +89,10 @@ type jobState struct {
 	held     bool
 	heldRate float64 // rate when the hold began
 	rampCap  float64 // after a hold: the rate cap while ramping back; 0 for none
+	goRate   float64 // the last rate a running or throttled budget gave it
+	// exemptPaged: the page that the job runs through this critical pause
+	// under an exemption was sent.
+	exemptPaged bool
 	// gates maps a gate's key to the time it opens again, after its
 	// signal last read over target.
 	gates map[string]time.Time
@@ -273,7 +277,8 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		}
 	}
 	c.trackCritical(now, evals, &d)
-	holds, scaled, allHeld := c.holds(now)
+	holds, scaled, exempt, allHeld := c.holds(now)
+	var pausedBy []string // the signals behind a critical or stale pause
 
 	switch {
 	case c.critical != nil:
@@ -281,6 +286,9 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		d.Mode, d.Latched = ModeCritical, c.critical.latched
 		d.Binding = c.critical.signal
 		d.Code, d.Reason = CodeCritical, c.criticalReason(now)
+		for k := range c.critical.members {
+			pausedBy = append(pausedBy, keyName(k))
+		}
 	case len(staleReq) > 0:
 		if c.enterPause(ModeStale) {
 			d.Events = append(d.Events, Event{Kind: EventStale, At: now, Signal: staleReq[0].key, Jobs: c.runningJobs(),
@@ -292,6 +300,9 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 			parts = append(parts, fmt.Sprintf("%s (%s)", e.key, e.unknown))
 		}
 		d.Code, d.Reason = CodeStale, "stale: "+strings.Join(parts, ", ")
+		for _, e := range staleReq {
+			pausedBy = append(pausedBy, keyName(e.key))
+		}
 	case allHeld:
 		if c.enterPause(ModePaused) {
 			d.Events = append(d.Events, Event{Kind: EventPaused, At: now, Jobs: c.runningJobs(), Message: "every job is held"})
@@ -324,14 +335,28 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 	}
 	var gated map[Job][]gate
 	for _, j := range c.order {
-		if gs := c.gatesFor(now, snap, j, c.jobs[j]); len(gs) > 0 {
+		gs := c.gatesFor(now, snap, j, c.jobs[j])
+		gs = slices.DeleteFunc(gs, func(g gate) bool { return Exempts(exempt[j], keyName(g.key)) })
+		if len(gs) > 0 {
 			if gated == nil {
 				gated = map[Job][]gate{}
 			}
 			gated[j] = gs
 		}
 	}
-	d.Jobs = c.allocate(now, d.Budget, d.Mode, d.Code, d.Reason, holds, scaled, gated)
+	d.Jobs = c.allocate(now, d.Budget, d.Mode, d.Code, d.Reason, holds, scaled, gated, exemptions{holds: exempt, from: pausedBy})
+	for _, j := range c.order {
+		s, jd := c.jobs[j], d.Jobs[j]
+		switch {
+		case jd.Code != CodeExempt:
+			s.exemptPaged = false
+		case d.Mode == ModeCritical && !s.exemptPaged:
+			s.exemptPaged = true
+			h := jd.Holds[0]
+			d.Events = append(d.Events, Event{Kind: EventExemptCritical, At: now, Signal: d.Binding, Jobs: []JobRate{{Job: j, Rate: jd.Rate}},
+				Message: fmt.Sprintf("job %s runs while critical, at %.3g batches/s: exempt from %s by hold %s by %s: %s", j, jd.Rate, h.Exempt, h.ID, h.Actor, h.Reason)})
+		}
+	}
 	c.prev = d
 	c.prev.Events = nil
 	return d

@@ -82,8 +82,8 @@ type Decision struct {
 // EventKind names an event.
 type EventKind string
 
-// Event kinds. EventCritical and EventLatched are pages; EventRecovered
-// resolves them.
+// Event kinds. EventCritical, EventLatched and EventExemptCritical are
+// pages; EventRecovered resolves them.
 const (
 	EventCritical  EventKind = "critical"
 	EventLatched   EventKind = "latched"
@@ -93,6 +93,9 @@ const (
 	EventFresh     EventKind = "fresh"
 	EventPaused    EventKind = "paused"
 	EventUnpaused  EventKind = "unpaused"
+	// EventExemptCritical: a job an exemption hold covers runs while the
+	// cluster is critical. It pages: someone chose to run through it.
+	EventExemptCritical EventKind = "exempt_critical"
 )
 
 // Event is something a person or the audit log should hear about.
@@ -112,7 +115,9 @@ type Event struct {
 }
 
 // Page reports whether the event should page a person.
-func (e Event) Page() bool { return e.Kind == EventCritical || e.Kind == EventLatched }
+func (e Event) Page() bool {
+	return e.Kind == EventCritical || e.Kind == EventLatched || e.Kind == EventExemptCritical
+}
 
 // JobRate is a job and its rate.
 type JobRate struct {

@@ -164,6 +164,13 @@ type Hold struct {
 	// pause: the jobs in its scope run at Ratio (at most 1) of the rate
 	// they would get. 0, the zero value, pauses them.
 	Ratio float64
+	// Exempt, when set, makes the hold an exemption instead of a pause:
+	// the jobs in its scope ignore the named signal (a rule's name, such
+	// as replica_lag or vacuum_running) until the hold expires. A job rule
+	// on it no longer gates them, and a critical or stale pause that only
+	// it causes lets them go on at the rate they had (it pages: they run
+	// while the cluster is critical). Every other signal still binds.
+	Exempt string
 }
 
 // active reports whether h applies at now.
@@ -171,7 +178,24 @@ func (h Hold) active(now time.Time) bool { return now.Before(h.Expires) }
 
 // Pauses reports whether h stops its jobs (a ratio of 0) rather than
 // scaling them.
-func (h Hold) Pauses() bool { return h.Ratio <= 0 }
+func (h Hold) Pauses() bool { return h.Ratio <= 0 && h.Exempt == "" }
+
+// Exempts reports whether hs exempt a job from signal name.
+func Exempts(hs []Hold, name string) bool {
+	for _, h := range hs {
+		if h.Exempt != "" && h.Exempt == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ExemptReason is the reason of a job that an exemption lets run through
+// a pause, after the reason of the pause.
+func ExemptReason(h Hold, pause string) string {
+	return fmt.Sprintf("exempt from %s by hold %s on %s by %s (%s): %s, until %s; runs through: %s", h.Exempt, h.ID, h.Scope, h.Actor, h.Source, h.Reason,
+		h.Expires.UTC().Format(time.RFC3339), pause)
+}
 
 // Pausing returns the holds of hs that stop their jobs: while it is empty
 // a job may start work, at the scale Scale gives.
@@ -190,7 +214,7 @@ func Pausing(hs []Hold) []Hold {
 func Scale(hs []Hold) (float64, *Hold) {
 	scale, by := 1.0, (*Hold)(nil)
 	for i, h := range hs {
-		if !h.Pauses() && h.Ratio < scale {
+		if h.Exempt == "" && !h.Pauses() && h.Ratio < scale {
 			scale, by = h.Ratio, &hs[i]
 		}
 	}
@@ -216,6 +240,8 @@ type HoldRequest struct {
 	// Ratio, from 0 to 1, scales the jobs instead of pausing them (see
 	// Hold.Ratio); 0 pauses.
 	Ratio float64
+	// Exempt names a signal the jobs ignore instead (see Hold.Exempt).
+	Exempt string
 }
 
 // Check validates r as every hold is validated, in this process's set and
@@ -238,6 +264,14 @@ func (r HoldRequest) Check(defaultTTL, maxTTL time.Duration) (time.Duration, err
 	if !(r.Ratio >= 0 && r.Ratio <= 1) {
 		errs = append(errs, fmt.Sprintf("ratio %v: want a share from 0 (pause) to 1 of the job's rate", r.Ratio))
 	}
+	if r.Exempt != "" {
+		if r.Ratio != 0 {
+			errs = append(errs, fmt.Sprintf("exempt %q with ratio %v: a hold exempts from a signal or scales, not both", r.Exempt, r.Ratio))
+		}
+		if !signalName(r.Exempt) {
+			errs = append(errs, fmt.Sprintf("exempt %q: want a signal's name, such as replica_lag (lower case, digits and _)", r.Exempt))
+		}
+	}
 	for _, f := range []struct{ name, v string }{{"reason", r.Reason}, {"actor", r.Actor}, {"scope", r.Scope.Value}} {
 		if err := Storable(f.v); err != nil {
 			errs = append(errs, f.name+": "+err.Error())
@@ -254,6 +288,20 @@ func (r HoldRequest) Check(defaultTTL, maxTTL time.Duration) (time.Duration, err
 		return 0, fmt.Errorf("%w: %s", ErrInvalidHold, strings.Join(errs, "; "))
 	}
 	return ttl, nil
+}
+
+// signalName reports whether s can be a signal's name: lower-case
+// letters, digits and _, starting with a letter, at most 63 bytes.
+func signalName(s string) bool {
+	if s == "" || len(s) > 63 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // Storable refuses text PostgreSQL cannot store in a text column: a NUL
@@ -372,6 +420,7 @@ func (h *LocalHolds) AddAt(now time.Time, req HoldRequest) (Hold, error) {
 		Created: now,
 		Expires: now.Add(ttl),
 		Ratio:   req.Ratio,
+		Exempt:  req.Exempt,
 	}
 	// Keep oldest first even if callers pass instants out of order; ties
 	// keep insertion order.

@@ -40,6 +40,10 @@ const (
 	// CodeScaled: a hold with a ratio (a live override) scales the job to
 	// a share of the rate it would get.
 	CodeScaled Code = "scaled"
+	// CodeExempt: a hold exempts the job from the signal that pauses every
+	// job (critical or stale); it goes on at the rate it had, and a
+	// critical pause it runs through pages.
+	CodeExempt Code = "exempt"
 	// CodeHeld: a hold applies to the job.
 	CodeHeld Code = "held"
 	// CodeGated: a job rule that binds this job (a vacuum on a table it
@@ -114,7 +118,7 @@ func Scaled(st JobStatus, h Hold) JobStatus {
 func CodeFor(s JobState, c Code) Code {
 	fits := map[JobState][]Code{
 		JobRunning:   {CodeRunning, CodeBinding, CodeSlowStart, CodeInherited, CodeMaxRate, CodeLowUtilization, CodeNotGrowing, CodeHolding},
-		JobThrottled: {CodeCut, CodeHolding, CodeNotGrowing, CodeTooSlow, CodeScaled},
+		JobThrottled: {CodeCut, CodeHolding, CodeNotGrowing, CodeTooSlow, CodeScaled, CodeExempt},
 		JobPaused:    {CodeHeld, CodeGated, CodeCritical, CodeStale, CodeUnavailable, CodeTooSlow},
 	}[s]
 	if slices.Contains(fits, c) {

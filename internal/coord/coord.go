@@ -140,7 +140,7 @@ func (w *worker) lease(a throttle.Allocation, remaining time.Duration, st thrott
 	w.expiry = time.AfterFunc(remaining, func() { w.lapse("allocation lease expired: no leader renewed it") })
 	st.Job, st.Rate = w.st.Job, a.Rate
 	w.st = st
-	if !w.granted && a.Rate > 0 && (st.State == throttle.JobRunning || st.Code == throttle.CodeScaled) {
+	if !w.granted && a.Rate > 0 && (st.State == throttle.JobRunning || st.Code == throttle.CodeScaled || st.Code == throttle.CodeExempt) {
 		// A new worker's bucket starts empty, so its first batch would
 		// wait 1/rate: minutes at a small share. Its first allocation
 		// takes effect as of one token ago, so the first batch starts at

@@ -3,6 +3,7 @@ package riverpace_test
 import (
 	"context"
 	"log"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -50,4 +51,12 @@ func Example() {
 		log.Fatal(err)
 	}
 	_ = client.Start(ctx)
+
+	// Holds over an hour pause the queue in River (every client stops
+	// fetching it) instead of snoozing each job; the hold's end resumes it.
+	guard, err := riverpace.NewQueueGuard(riverpace.QueueGuardConfig{Client: client, Queue: river.QueueDefault, Pacer: pacer, Threshold: time.Hour})
+	if err != nil {
+		log.Fatal(err)
+	}
+	go guard.Run(ctx)
 }

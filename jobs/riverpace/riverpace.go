@@ -4,6 +4,11 @@
 // it is worked, reports its outcome back, and while its pacer is paused
 // it is snoozed instead of waiting, which frees the worker slot and does
 // not burn an attempt.
+//
+// For long holds (a two-hour maintenance pause), run a [QueueGuard]
+// beside the client: it pauses the River queue itself (QueuePause), so
+// River stops fetching its jobs, and resumes it when the hold ends. Short
+// holds are left to the snoozes.
 package riverpace
 
 import (

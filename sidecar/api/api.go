@@ -128,6 +128,9 @@ type Hold struct {
 	// Ratio is a live override's share of the rate; 0 (left out) for a
 	// pause.
 	Ratio float64 `json:"ratio,omitempty"`
+	// Exempt is the signal an exemption's jobs ignore; "" (left out) for
+	// a pause or an override.
+	Exempt string `json:"exempt,omitempty"`
 }
 
 // AuditEntry is one entry of the audit log: GET /v1/audit?since=1h lists
@@ -158,6 +161,12 @@ type PauseRequest struct {
 	// that share of their rate instead of pausing. Leave it out (or 0) to
 	// pause.
 	Ratio float64 `json:"ratio,omitempty"`
+	// Exempt names a signal (a rule's name, such as replica_lag_seconds):
+	// the jobs ignore it until the hold expires instead of pausing. A job
+	// rule on it no longer gates them, and a critical or stale pause only
+	// it causes lets them go on at the rate they had, with a page. Not
+	// with ratio.
+	Exempt string `json:"exempt,omitempty"`
 }
 
 // ResumeRequest is the body of POST /v1/resume, which ends a latched
