@@ -52,6 +52,10 @@ image: ## build the container image throttled:dev (Containerfile: a static binar
 	@scripts/ensure-podman
 	scripts/build-image throttled:dev
 
+.PHONY: transcript
+transcript: deps ## regenerate docs/NEWCOMER.md: a newcomer's path (help, lint, image, a freno HEAD check, a live override on a running exec), run on a throwaway pair
+	THROTTLED_TRANSCRIPT=$(CURDIR)/docs/NEWCOMER.md $(GO) test -count=1 -run '^TestNewcomerTranscript$$' -v ./cmd/throttled/
+
 .PHONY: demo
 demo: deps build ## run the main job live against a throwaway primary and replica (about a minute); plot in out/plots
 	$(BIN) demo --plots $(PLOTS)
