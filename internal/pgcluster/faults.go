@@ -263,6 +263,19 @@ func (c *Cluster) StartReplica(ctx context.Context) error {
 	return c.WaitStreaming(ctx)
 }
 
+// RestartPrimary shuts the primary down (fast mode: every session is
+// disconnected, open transactions roll back), starts it again and waits
+// until the replica streams from it once more.
+func (c *Cluster) RestartPrimary(ctx context.Context) error {
+	if err := c.Primary.stop(30 * time.Second); err != nil {
+		return err
+	}
+	if err := c.Primary.start(ctx); err != nil {
+		return err
+	}
+	return c.WaitStreaming(ctx)
+}
+
 // HangPrimary stops the primary's postmaster and every process it forked
 // (backends, walsenders, auxiliary processes) with SIGSTOP: the server accepts TCP connections (the kernel does) but
 // answers nothing. ResumePrimary undoes it; Stop does too.
