@@ -47,6 +47,10 @@ deps: ## install PostgreSQL, Alertmanager, Prometheus (with promtool) and Chromi
 build: ## build bin/throttled
 	$(GO) build -o $(BIN) ./cmd/throttled
 
+.PHONY: man
+man: ## write the manual pages, one per command (roff), into out/man; read one with man -l out/man/throttled.1
+	$(GO) run ./cmd/throttled man --dir out/man
+
 .PHONY: image
 image: ## build the container image throttled:dev (Containerfile: a static binary FROM scratch, non-root) with buildah or podman
 	@scripts/ensure-podman

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 )
 
 // apiError is a sidecar's answer other than 2xx.
@@ -25,12 +24,10 @@ func (e *apiError) Error() string {
 	return fmt.Sprintf("%s %s: %d", e.Method, e.Path, e.Status)
 }
 
-// apiCall sends one request to a sidecar, bounded by 10 s, with the token
+// apiCall sends one request to a sidecar, bounded by ctx, with the token
 // from THROTTLED_TOKEN. It returns the body of a 2xx answer, or an
 // *apiError carrying the status and the sidecar's message.
 func apiCall(ctx context.Context, addr, token, method, path string, body any) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -41,7 +38,7 @@ func apiCall(ctx context.Context, addr, token, method, path string, body any) ([
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(addr, "/")+path, rd)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --addr %q: %w", errUsage, addr, err)
+		return nil, usageError(fmt.Errorf("--addr %q: %w", addr, err))
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")

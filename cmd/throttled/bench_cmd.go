@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,20 +12,64 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/replay"
 )
 
-// runBench dispatches `throttled bench <benchmark>`; replay is the one.
-func runBench(ctx context.Context, args []string, out, errOut io.Writer) int {
-	if len(args) == 0 || args[0] != "replay" {
-		fmt.Fprintln(errOut, "Usage: throttled bench replay [flags]\n\n  replay  foreground latency and cleanup throughput under every pacing policy, on a throwaway primary and replica")
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			return exitOK
-		}
-		return exitUsage
+func newBenchCmd() *cobra.Command {
+	bench := &cobra.Command{
+		Use:     "bench",
+		Short:   "replay: foreground latency and cleanup throughput per pacing policy on a throwaway pair",
+		Long:    "Benchmarks on a throwaway primary and replica; replay is the one.",
+		Example: "  throttled bench replay --short\n  throttled bench replay --out out/replay --doc docs/BENCHMARKS.md",
+		Args:    cobra.NoArgs,
+		// Without a benchmark: the help, and exit code 2.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_ = cmd.Help()
+			return exitCode(exitUsage)
+		},
 	}
-	return runReplay(ctx, args[1:], out, errOut)
+	var o replayOptions
+	var f replayFlags
+	replayCmd := &cobra.Command{
+		Use:   "replay",
+		Short: "foreground latency and cleanup throughput under every pacing policy, on a throwaway primary and replica",
+		Long: `throttled bench replay: a pgbench-like foreground at a fixed arrival rate, a cleanup through the jobs
+library, and six scenarios, each run under every pacing policy from the same table state on a throwaway
+primary and streaming replica (about 45 minutes; --short about 3). It writes the tables, results.json
+and one PNG per run; --doc rewrites the replay section of a Markdown file. --cores is this machine's:
+the primary runs here, so THROTTLED_CORES (a production primary's) does not apply.`,
+		Example:     "  throttled bench replay --short\n  throttled bench replay --out out/replay --doc docs/BENCHMARKS.md",
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{annotationEnv: "none"},
+		RunE: action(func(cmd *cobra.Command) int {
+			if err := f.check(&o); err != nil {
+				return fail(cmd.ErrOrStderr(), "bench replay", err)
+			}
+			return runReplay(cmd.Context(), o, givenFlags(cmd.Flags()), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		}),
+	}
+	replayCmd.Flags().SortFlags = false // givenFlags: in the order given
+	f.register(replayCmd.Flags(), &o)
+	bench.AddCommand(replayCmd)
+	return bench
+}
+
+// givenFlags is the flags given on the command line, in their order, as
+// they would be typed: the command a document says wrote it.
+func givenFlags(fs *pflag.FlagSet) []string {
+	var args []string
+	fs.Visit(func(f *pflag.Flag) {
+		switch v := f.Value.String(); {
+		case f.Value.Type() == "bool" && v == "true":
+			args = append(args, "--"+f.Name)
+		default:
+			args = append(args, "--"+f.Name, v)
+		}
+	})
+	return args
 }
 
 // replayOptions are the flags of `throttled bench replay`.
@@ -43,15 +86,18 @@ var (
 	shortPolicies  = []string{replay.PolicyForeground, replay.PolicyUnthrottled, replay.PolicyLagOnly, replay.PolicyAdaptive}
 )
 
-func parseReplayFlags(args []string, errOut io.Writer) (replayOptions, error) {
-	var o replayOptions
-	var short bool
-	var scenarios, policies, fixed string
-	fs := flag.NewFlagSet("bench replay", flag.ContinueOnError)
-	fs.BoolVar(&short, "short", false, "two scenarios, four policies, 15 s runs (about 3 minutes)")
-	fs.StringVar(&scenarios, "scenario", "all", "comma-separated scenarios ("+strings.Join(replay.ScenarioNames(), ", ")+"), or all")
-	fs.StringVar(&policies, "policy", "all", "comma-separated policies ("+strings.Join(replay.PolicyNames, ", ")+"), or all")
-	fs.StringVar(&fixed, "fixed-rates", "", "comma-separated batches/s for the fixed policy (default: 10, 25 and 50 % of unthrottled's)")
+// replayFlags are the flags of `throttled bench replay` that check
+// turns into replayOptions.
+type replayFlags struct {
+	short                      bool
+	scenarios, policies, fixed string
+}
+
+func (f *replayFlags) register(fs *pflag.FlagSet, o *replayOptions) {
+	fs.BoolVar(&f.short, "short", false, "two scenarios, four policies, 15 s runs (about 3 minutes)")
+	fs.StringVar(&f.scenarios, "scenario", "all", "comma-separated scenarios ("+strings.Join(replay.ScenarioNames(), ", ")+"), or all")
+	fs.StringVar(&f.policies, "policy", "all", "comma-separated policies ("+strings.Join(replay.PolicyNames, ", ")+"), or all")
+	fs.StringVar(&f.fixed, "fixed-rates", "", "comma-separated batches/s for the fixed policy (default: 10, 25 and 50 % of unthrottled's)")
 	fs.DurationVar(&o.cfg.RunLength, "run", 0, "length of each run (default 35s; 15s with --short)")
 	fs.Float64Var(&o.cfg.Rate, "rate", 0, "foreground arrival rate, transactions/s (default: calibrated on this machine)")
 	fs.Int64Var(&o.cfg.Rows, "rows", 0, "rows of the cleaned table, half old (default 24000000; 6000000 with --short)")
@@ -59,9 +105,24 @@ func parseReplayFlags(args []string, errOut io.Writer) (replayOptions, error) {
 	fs.IntVar(&o.cfg.Cores, "cores", runtime.NumCPU(), "the primary's cores (it runs on this machine)")
 	fs.StringVar(&o.outDir, "out", "out/replay", "directory for the tables, results.json and one PNG per run")
 	fs.StringVar(&o.doc, "doc", "", "rewrite the replay section of this markdown file (between "+replay.BeginMarker+" and "+replay.EndMarker+")")
-	if err := parse(fs, args, errOut); err != nil {
+}
+
+// parseReplayFlags parses the flags of `throttled bench replay` as the
+// command does.
+func parseReplayFlags(args []string, errOut io.Writer) (replayOptions, error) {
+	var o replayOptions
+	var f replayFlags
+	fs := newFlagSet("bench replay", errOut, nil)
+	f.register(fs, &o)
+	if err := parseArgs(fs, args); err != nil {
 		return o, err
 	}
+	return o, f.check(&o)
+}
+
+// check validates the flags and fills o's lists from them.
+func (f *replayFlags) check(o *replayOptions) error {
+	short, scenarios, policies, fixed := f.short, f.scenarios, f.policies, f.fixed
 	if short {
 		o.cfg.Scenarios, o.cfg.Policies = shortScenarios, shortPolicies
 		if o.cfg.RunLength == 0 {
@@ -80,7 +141,7 @@ func parseReplayFlags(args []string, errOut io.Writer) (replayOptions, error) {
 		for _, s := range strings.Split(v, ",") {
 			s = strings.TrimSpace(s)
 			if !slices.Contains(known, s) {
-				return nil, fmt.Errorf("%w: --%s: unknown %q; want one of %s, or all", errUsage, flagName, s, strings.Join(known, ", "))
+				return nil, usageError(fmt.Errorf("--%s: unknown %q; want one of %s, or all", flagName, s, strings.Join(known, ", ")))
 			}
 			out = append(out, s)
 		}
@@ -89,12 +150,12 @@ func parseReplayFlags(args []string, errOut io.Writer) (replayOptions, error) {
 	var err error
 	if scenarios != "all" || !short {
 		if o.cfg.Scenarios, err = list("scenario", scenarios, replay.ScenarioNames()); err != nil {
-			return o, err
+			return err
 		}
 	}
 	if policies != "all" || !short {
 		if o.cfg.Policies, err = list("policy", policies, replay.PolicyNames); err != nil {
-			return o, err
+			return err
 		}
 	}
 	if short && o.cfg.Scenarios == nil {
@@ -107,28 +168,24 @@ func parseReplayFlags(args []string, errOut io.Writer) (replayOptions, error) {
 		for _, s := range strings.Split(fixed, ",") {
 			var r float64
 			if _, err := fmt.Sscan(strings.TrimSpace(s), &r); err != nil || r <= 0 {
-				return o, fmt.Errorf("%w: --fixed-rates: %q is not a positive number", errUsage, s)
+				return usageError(fmt.Errorf("--fixed-rates: %q is not a positive number", s))
 			}
 			o.cfg.FixedRates = append(o.cfg.FixedRates, r)
 		}
 	}
 	if o.cfg.Cores <= 0 {
-		return o, fmt.Errorf("%w: --cores must be positive, got %d", errUsage, o.cfg.Cores)
+		return usageError(fmt.Errorf("--cores must be positive, got %d", o.cfg.Cores))
 	}
 	if o.cfg.RunLength != 0 && o.cfg.RunLength < 5*time.Second {
-		return o, fmt.Errorf("%w: --run must be at least 5s, got %s", errUsage, o.cfg.RunLength)
+		return usageError(fmt.Errorf("--run must be at least 5s, got %s", o.cfg.RunLength))
 	}
 	if o.cfg.Rate < 0 {
-		return o, fmt.Errorf("%w: --rate must be positive, got %v", errUsage, o.cfg.Rate)
+		return usageError(fmt.Errorf("--rate must be positive, got %v", o.cfg.Rate))
 	}
-	return o, nil
+	return nil
 }
 
-func runReplay(ctx context.Context, args []string, out, errOut io.Writer) int {
-	o, err := parseReplayFlags(args, errOut)
-	if err != nil {
-		return fail(errOut, "bench replay", err)
-	}
+func runReplay(ctx context.Context, o replayOptions, args []string, out, errOut io.Writer) int {
 	fmt.Fprintln(out, "Starting a throwaway PostgreSQL primary and streaming replica...")
 	c, err := pgcluster.Start(ctx, pgcluster.Options{})
 	if err != nil {

@@ -2,26 +2,83 @@ package main
 
 import (
 	"context"
-	"flag"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"slices"
 	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/throttled/throttled/config"
 )
 
-func runCheckConfig(ctx context.Context, args []string, out, errOut io.Writer) int {
-	var path string
-	var secrets, live bool
-	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
-	fs.StringVar(&path, "config", "", "the configuration file (required)")
-	fs.BoolVar(&secrets, "secrets", false, "also check that every secret is there: each env() variable set, each *_file readable, and their contents (a DSN that parses, a token's length)")
-	fs.BoolVar(&live, "live", false, "also check against the cluster, as run does before it starts (implies --secrets): the primary is one, every configured replica exists, every replica DSN reaches that replica, every custom signal's query runs")
-	if err := parse(fs, args, errOut); err != nil {
-		return fail(errOut, "check-config", err)
+func newCheckConfigCmd(lf *logFlags) *cobra.Command {
+	var o checkConfigOptions
+	cmd := &cobra.Command{
+		Use:   "check-config --config FILE [flags]",
+		Short: "validate a configuration file, offline or (--live) against the cluster",
+		Long: `Validates a configuration file with exactly the checks run makes before it connects: without --secrets
+it needs none (a lint for CI); --live also checks the cluster.`,
+		Example: "  throttled check-config --config throttled.hcl\n  throttled check-config --config throttled.hcl --live --json",
+		Args:    cobra.NoArgs,
+		Annotations: map[string]string{
+			annotationEnv:  "(the file's env() calls)  the variables they name (with --secrets or --live)",
+			annotationExit: "Exit codes: 0 valid, 1 runtime failure (the cluster unreachable or not as the file says, with --live), 2 usage, 4 invalid configuration.",
+		},
+		RunE: action(func(cmd *cobra.Command) int {
+			if _, err := applyEnv(cmd.Flags(), os.Getenv); err != nil {
+				return fail(cmd.ErrOrStderr(), "check-config", err)
+			}
+			if _, err := lf.logger(cmd.ErrOrStderr()); err != nil {
+				return fail(cmd.ErrOrStderr(), "check-config", err)
+			}
+			return checkConfig(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		}),
 	}
+	fs := cmd.Flags()
+	configFlag(fs, &o.path)
+	fs.BoolVar(&o.secrets, "secrets", false, "also check that every secret is there: each env() variable set, each *_file readable, and their contents (a DSN that parses, a token's length)")
+	fs.BoolVar(&o.live, "live", false, "also check against the cluster, as run does before it starts (implies --secrets): the primary is one, every configured replica exists, every replica DSN reaches that replica, every custom signal's query runs")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "with --live, bound on the checks against the cluster")
+	fs.BoolVar(&o.json, "json", false, "print the verdict as one JSON object (an invalid file too, with its error)")
+	return cmd
+}
+
+// checkConfigOptions are the flags of `throttled check-config`.
+type checkConfigOptions struct {
+	path          string
+	secrets, live bool
+	timeout       time.Duration
+	json          bool
+}
+
+// checkConfigResult is `throttled check-config --json`'s answer.
+type checkConfigResult struct {
+	File      string   `json:"file"`
+	Valid     bool     `json:"valid"`
+	Checked   string   `json:"checked"` // offline, with the secrets, or against the cluster too
+	Error     string   `json:"error,omitempty"`
+	Version   string   `json:"version,omitempty"`
+	Cores     float64  `json:"cores,omitempty"`
+	Replicas  []string `json:"replicas,omitempty"`
+	Jobs      []string `json:"jobs,omitempty"`
+	Tokens    int      `json:"tokens"`
+	Notifiers int      `json:"notifiers"`
+	Listen    string   `json:"listen,omitempty"`
+}
+
+func checkConfig(ctx context.Context, o checkConfigOptions, out, errOut io.Writer) int {
+	path := o.path
 	if path == "" {
-		return fail(errOut, "check-config", fmt.Errorf("%w: --config is required", errUsage))
+		return fail(errOut, "check-config", usageError(errors.New("--config (or THROTTLED_CONFIG) is required")))
+	}
+	if o.timeout <= 0 {
+		return fail(errOut, "check-config", usageError(fmt.Errorf("--timeout must be positive, got %s", o.timeout)))
 	}
 	// Without --secrets, the lint CI runs where the secrets are not: every
 	// check run makes of the file but the secrets' presence.
@@ -34,9 +91,9 @@ func runCheckConfig(ctx context.Context, args []string, out, errOut io.Writer) i
 	}
 	how := "offline, secrets not read"
 	switch {
-	case live:
+	case o.live:
 		load, how = loadToRun, "offline, with its secrets, and against the cluster"
-	case secrets:
+	case o.secrets:
 		load, how = func(_ context.Context, path string) (*config.Config, error) {
 			c, err := config.Load(path)
 			if err != nil {
@@ -45,17 +102,30 @@ func runCheckConfig(ctx context.Context, args []string, out, errOut io.Writer) i
 			return c, checkToRun(path, c)
 		}, "offline, with its secrets"
 	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
 	c, err := load(ctx, path)
+	res := checkConfigResult{File: path, Checked: how}
 	if err != nil {
+		if o.json {
+			res.Error = err.Error()
+			_ = json.NewEncoder(out).Encode(res)
+		}
 		return fail(errOut, "check-config", err)
 	}
 	var replicas []string
-	for name, p := range c.Replicas {
-		replicas = append(replicas, name+" ("+string(p)+")")
+	for _, name := range slices.Sorted(maps.Keys(c.Replicas)) {
+		replicas = append(replicas, name+" ("+string(c.Replicas[name])+")")
 	}
 	var jobNames []string
 	for _, j := range c.Jobs {
 		jobNames = append(jobNames, j.Name)
+	}
+	if o.json {
+		res.Valid, res.Version, res.Cores, res.Replicas, res.Jobs = true, c.Version, c.Cores, replicas, jobNames
+		res.Tokens, res.Notifiers, res.Listen = len(c.Tokens), len(c.Notifiers), c.Listen
+		_ = json.NewEncoder(out).Encode(res)
+		return exitOK
 	}
 	fmt.Fprintf(out, "%s: valid (%s), version %s\n  cores %v; replicas: %s; jobs: %s; %d tokens; %d notifiers; listen %s\n",
 		path, how, c.Version, c.Cores, orNone(replicas), orNone(jobNames), len(c.Tokens), len(c.Notifiers), orNone([]string{c.Listen}))

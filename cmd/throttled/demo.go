@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -18,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/pgcluster"
@@ -85,7 +85,9 @@ func demoScenes(scale float64) []scene {
 			return slowVacuum(ctx, c, demoTable)
 		}},
 		{"held: throttled pause", d(8), func(ctx context.Context, c *pgcluster.Cluster) (func(), error) {
-			store, pool, err := openStore(ctx, c.Primary.DSN(pgcluster.RoleAdmin), holds.Config{})
+			octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			store, pool, err := openStore(octx, c.Primary.DSN(pgcluster.RoleAdmin), holds.Config{})
 			if err != nil {
 				return nil, err
 			}
@@ -138,30 +140,43 @@ func slowVacuum(ctx context.Context, c *pgcluster.Cluster, table string) (func()
 	}, nil
 }
 
-func runDemo(ctx context.Context, args []string, out, errOut io.Writer) int {
-	var lf logFlags
+func newDemoCmd(lf *logFlags) *cobra.Command {
 	var scale float64
 	var plotDir string
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.Float64Var(&scale, "scale", 1, "multiply every scene's length (0.2 for a quick run)")
-	fs.StringVar(&plotDir, "plots", "", "directory to draw the run's overview (overview-demo.png) in")
-	lf.register(fs)
-	// The table shows what the warnings would say; keep the screen clean.
-	_ = fs.Set("log-level", "error")
-	if err := parse(fs, args, errOut); err != nil {
-		return fail(errOut, "demo", err)
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "run the signals live against a throwaway primary and replica",
+		Long: `Starts a throwaway primary and replica and runs a real cleanup job against them while faults come and
+go (about 80 s): load, lock waits, paused replay, a stopped replica, a vacuum on its table and a
+person's pause. Logs default to errors only (--log-level): the table shows what the warnings would say.`,
+		Example: "  throttled demo\n  throttled demo --scale 0.2 --plots out/plots",
+		Args:    cobra.NoArgs,
+		RunE: action(func(cmd *cobra.Command) int {
+			errOut := cmd.ErrOrStderr()
+			fs := cmd.Flags()
+			// The table shows what the warnings would say; keep the screen
+			// clean unless asked.
+			if given, err := applyEnv(fs, os.Getenv); err != nil {
+				return fail(errOut, "demo", err)
+			} else if !given["log-level"] && os.Getenv("THROTTLED_LOG_LEVEL") == "" {
+				lf.level = "error"
+			}
+			if scale <= 0 {
+				return fail(errOut, "demo", usageError(fmt.Errorf("--scale must be positive, got %v", scale)))
+			}
+			log, err := lf.logger(errOut)
+			if err != nil {
+				return fail(errOut, "demo", err)
+			}
+			if err := demo(cmd.Context(), log, scale, plotDir, cmd.OutOrStdout()); err != nil {
+				return fail(errOut, "demo", err)
+			}
+			return exitOK
+		}),
 	}
-	if scale <= 0 {
-		return fail(errOut, "demo", fmt.Errorf("%w: --scale must be positive, got %v", errUsage, scale))
-	}
-	log, err := lf.logger(errOut)
-	if err != nil {
-		return fail(errOut, "demo", err)
-	}
-	if err := demo(ctx, log, scale, plotDir, out); err != nil {
-		return fail(errOut, "demo", err)
-	}
-	return exitOK
+	cmd.Flags().Float64Var(&scale, "scale", 1, "multiply every scene's length (0.2 for a quick run)")
+	cmd.Flags().StringVar(&plotDir, "plots", "", "directory to draw the run's overview (overview-demo.png) in")
+	return cmd
 }
 
 // Demo job: a cleanup that deletes the old half of a table through the
@@ -338,7 +353,7 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, plotDir string, 
 		fmt.Fprintln(out, "Stopped between batches at the end of the demo; run again, it would resume from its checkpoint in throttled.checkpoints.")
 	}
 	fmt.Fprintln(out, "\nThe audit log (throttled audit):")
-	if code := runAudit(context.WithoutCancel(ctx), []string{"--primary-dsn", c.Primary.DSN(pgcluster.RoleAdmin), "--since", "10m"}, out, out); code != exitOK {
+	if code := run(context.WithoutCancel(ctx), []string{"audit", "--primary-dsn", c.Primary.DSN(pgcluster.RoleAdmin), "--since", "10m"}, out, out); code != exitOK {
 		return fmt.Errorf("audit log: exit %d", code)
 	}
 	if jobErr != nil && !errors.Is(jobErr, context.Canceled) {

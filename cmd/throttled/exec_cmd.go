@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/internal/schema"
 	"github.com/throttled/throttled/jobs"
@@ -28,41 +29,44 @@ const exitInterrupted = 130
 
 type execOptions struct {
 	primaryDSN, jobDSN string
-	replicaDSNs        listFlag
-	replicas           listFlag
+	replicaDSNs        []string
+	replicas           []string
 	cores              float64
 	job, sql           string
 	batch, minBatch    int
 	maxBatch           int
 	target, timeout    time.Duration
+	startTimeout       time.Duration
 	maxRate, initRate  float64
 	quiet              time.Duration
 	dryRun, noCheck    bool
 	solo               bool
 	allowSuperuser     bool
 	foregroundLatency  float64
-	tables             listFlag
+	tables             []string
 	pgbouncerDSN       string
 	json               bool
 	pauseOnVacuum      bool
 	log                logFlags
 }
 
-func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer) (execOptions, error) {
-	var o execOptions
-	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
-	fs.StringVar(&o.primaryDSN, "primary-dsn", "", "primary connection URL for sampling, as a role with pg_monitor (default $THROTTLED_PRIMARY_DSN)")
-	fs.StringVar(&o.jobDSN, "job-dsn", "", "connection URL the statement runs on (default: --primary-dsn; $THROTTLED_JOB_DSN)")
-	fs.Var(&o.replicaDSNs, "replica-dsn", "replica connection URL (repeatable)")
-	fs.Var(&o.replicas, "replica", "replica (slot or application_name) whose lag is required: missing or stale stops the job (repeatable)")
-	fs.Float64Var(&o.cores, "cores", 0, "the primary's CPU cores (required)")
+func (o *execOptions) register(fs *pflag.FlagSet) {
+	fs.StringVar(&o.primaryDSN, "primary-dsn", "", "primary connection URL for sampling, as a role with pg_monitor")
+	withEnv(fs, "primary-dsn", "THROTTLED_PRIMARY_DSN")
+	fs.StringVar(&o.jobDSN, "job-dsn", "", "connection URL the statement runs on (default: the primary's)")
+	withEnv(fs, "job-dsn", "THROTTLED_JOB_DSN")
+	fs.StringArrayVar(&o.replicaDSNs, "replica-dsn", nil, "replica connection URL (repeatable)")
+	fs.StringArrayVar(&o.replicas, "replica", nil, "replica (slot or application_name) whose lag is required: missing or stale stops the job (repeatable)")
+	fs.Float64Var(&o.cores, "cores", 0, "the primary's CPU cores, which load is a share of (required)")
+	withEnv(fs, "cores", "THROTTLED_CORES")
 	fs.StringVar(&o.job, "job", "", "job name: its sessions carry application_name throttled:<job> (required)")
 	fs.StringVar(&o.sql, "sql", "", "the batch statement, with $1 for the batch size; run until it affects no row (required)")
 	fs.IntVar(&o.batch, "batch-size", 100, "first batch size")
 	fs.IntVar(&o.minBatch, "min-batch-size", 1, "smallest batch size")
 	fs.IntVar(&o.maxBatch, "max-batch-size", 10000, "largest batch size")
 	fs.DurationVar(&o.target, "target-batch-duration", time.Second, "batch duration the size adapts toward")
-	fs.DurationVar(&o.timeout, "statement-timeout", 5*time.Second, "statement_timeout of every batch")
+	fs.DurationVar(&o.timeout, "statement-timeout", 5*time.Second, "statement_timeout of every batch, 1ms to 1h")
+	fs.DurationVar(&o.startTimeout, "timeout", 10*time.Second, "bound on connecting and starting: the first samples, the cluster's holds")
 	fs.Float64Var(&o.maxRate, "max-rate", 10, "most batches per second, however healthy the primary")
 	fs.Float64Var(&o.initRate, "initial-rate", 0, "batches per second to start at (default a tenth of --max-rate)")
 	fs.DurationVar(&o.quiet, "quiet-period", 30*time.Second, "how long load must stay low before a critical pause ends")
@@ -70,19 +74,62 @@ func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer)
 	fs.BoolVar(&o.noCheck, "no-checkpoint", false, "do not record progress in throttled.checkpoints")
 	fs.BoolVar(&o.solo, "solo", false, "decide in this process alone instead of following the cluster's elected leader")
 	fs.BoolVar(&o.allowSuperuser, "allow-superuser", false, "allow sampling as a superuser (not recommended)")
-	fs.Float64Var(&o.foregroundLatency, "foreground-latency", 0, "also pace on foreground latency: keep a canary commit's latency under this multiple of its job-free baseline, such as 1.3 (needs `throttled migrate`; the job waits for the baseline; 0 means off)")
-	fs.StringVar(&o.pgbouncerDSN, "pgbouncer-dsn", "", "PgBouncer's admin console (dbname=pgbouncer): connection headroom then counts its pools (default $THROTTLED_PGBOUNCER_DSN)")
+	fs.Float64Var(&o.foregroundLatency, "foreground-latency", 0, "also pace on foreground latency: keep a canary commit's latency under this multiple of its job-free baseline, such as 1.3 (needs 'throttled migrate'; the job waits for the baseline; 0 means off)")
+	fs.StringVar(&o.pgbouncerDSN, "pgbouncer-dsn", "", "PgBouncer's admin console (dbname=pgbouncer): connection headroom then counts its pools")
+	withEnv(fs, "pgbouncer-dsn", "THROTTLED_PGBOUNCER_DSN")
 	fs.BoolVar(&o.json, "json", false, "print progress as one JSON object a second, and a summary object at the end (rows, batches, retries, errors, duration, time paused and why)")
-	fs.Var(&o.tables, "table", "a table the statement writes, as schema.table (repeatable): job rules on vacuum_running bind the job on these")
+	fs.StringArrayVar(&o.tables, "table", nil, "a table the statement writes, as schema.table (repeatable): job rules on vacuum_running bind the job on these")
 	fs.BoolVar(&o.pauseOnVacuum, "pause-on-vacuum", false, "pause while a vacuum (autovacuum or manual) runs on a --table, and resume after it")
-	o.log.register(fs)
-	if err := parse(fs, args, errOut); err != nil {
+}
+
+// parseExecFlags parses the flags of `throttled exec` as the command
+// does, reading the environment through getenv.
+func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer) (execOptions, error) {
+	var o execOptions
+	fs := newFlagSet("exec", errOut, &o.log)
+	o.register(fs)
+	if err := parseArgs(fs, args); err != nil {
 		return o, err
 	}
-	o.primaryDSN = firstNonEmpty(o.primaryDSN, getenv("THROTTLED_PRIMARY_DSN"))
-	o.jobDSN = firstNonEmpty(o.jobDSN, getenv("THROTTLED_JOB_DSN"), o.primaryDSN)
-	o.pgbouncerDSN = firstNonEmpty(o.pgbouncerDSN, getenv("THROTTLED_PGBOUNCER_DSN"))
+	return o, o.check(fs, getenv)
+}
+
+func newExecCmd(lf *logFlags) *cobra.Command {
+	var o execOptions
+	cmd := &cobra.Command{
+		Use:   "exec --job NAME --sql STATEMENT [flags]",
+		Short: "run an ad-hoc batch statement under the throttle until it affects no row",
+		Long: `Runs one batch statement (with $1 for the batch size) under the throttle until it affects no row, with
+checkpoints, bounded retries and the cluster's holds. It prints progress once a second (one line
+rewritten in place on a terminal; with --json one JSON object a second and a summary object last).
+SIGINT or SIGTERM stop it between batches: the batch in flight finishes, nothing is half-applied, and
+running it again continues from the checkpoint.`,
+		Example: `  throttled exec --cores 8 --job purge_sessions --sql "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions WHERE expires_at < now() - interval '30 days' LIMIT $1)"
+  throttled exec --cores 8 --job purge_sessions --table public.sessions --pause-on-vacuum --json --sql "..."`,
+		Args: cobra.NoArgs,
+		Annotations: map[string]string{annotationExit: "Exit codes: 0 done, 1 a non-retryable error (with the reason), 2 usage, " +
+			"130 interrupted by SIGINT or SIGTERM (between batches, nothing half-applied)."},
+		RunE: action(func(cmd *cobra.Command) int {
+			if err := o.check(cmd.Flags(), os.Getenv); err != nil {
+				return fail(cmd.ErrOrStderr(), "exec", err)
+			}
+			o.log = *lf
+			return runExec(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		}),
+	}
+	cmd.Flags().SortFlags = false
+	o.register(cmd.Flags())
+	return cmd
+}
+
+// check reads the environment behind the flags not given and validates,
+// every problem at once, in flag names.
+func (o *execOptions) check(fs *pflag.FlagSet, getenv func(string) string) error {
 	var errs []error
+	if _, err := applyEnv(fs, getenv); err != nil {
+		errs = append(errs, err)
+	}
+	o.jobDSN = firstNonEmpty(o.jobDSN, o.primaryDSN)
 	if o.primaryDSN == "" {
 		errs = append(errs, errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN) is required"))
 	}
@@ -106,6 +153,23 @@ func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer)
 	case !strings.Contains(o.sql, "$1"):
 		errs = append(errs, errors.New("--sql must use $1 for the batch size (for example ... LIMIT $1)"))
 	}
+	switch {
+	case o.minBatch < 1:
+		errs = append(errs, fmt.Errorf("--min-batch-size must be at least 1, got %d", o.minBatch))
+	case o.maxBatch < o.minBatch:
+		errs = append(errs, fmt.Errorf("--max-batch-size %d must not be below --min-batch-size %d", o.maxBatch, o.minBatch))
+	case o.batch < o.minBatch || o.batch > o.maxBatch:
+		errs = append(errs, fmt.Errorf("--batch-size %d must lie within --min-batch-size %d and --max-batch-size %d", o.batch, o.minBatch, o.maxBatch))
+	}
+	if o.target <= 0 {
+		errs = append(errs, fmt.Errorf("--target-batch-duration must be positive, got %s", o.target))
+	}
+	if o.timeout < time.Millisecond || o.timeout > time.Hour {
+		errs = append(errs, fmt.Errorf("--statement-timeout must be between 1ms and 1h, got %s", o.timeout))
+	}
+	if o.startTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout must be positive, got %s", o.startTimeout))
+	}
 	if !(o.maxRate > 0) || o.maxRate > 1e6 {
 		errs = append(errs, fmt.Errorf("--max-rate must be a positive number of batches per second, got %v", o.maxRate))
 	}
@@ -121,10 +185,7 @@ func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer)
 	if o.foregroundLatency != 0 && !(o.foregroundLatency > 1 && o.foregroundLatency <= 100) {
 		errs = append(errs, fmt.Errorf("--foreground-latency is a multiple of the baseline latency above 1, such as 1.3 (or 0 for off), got %v", o.foregroundLatency))
 	}
-	if len(errs) > 0 {
-		return o, fmt.Errorf("%w: %w", errUsage, errors.Join(errs...))
-	}
-	return o, nil
+	return usageError(errors.Join(errs...))
 }
 
 func firstNonEmpty(s ...string) string {
@@ -136,11 +197,7 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-func runExec(ctx context.Context, args []string, out, errOut io.Writer) int {
-	o, err := parseExecFlags(args, os.Getenv, errOut)
-	if err != nil {
-		return fail(errOut, "exec", err)
-	}
+func runExec(ctx context.Context, o execOptions, out, errOut io.Writer) int {
 	log, err := o.log.logger(errOut)
 	if err != nil {
 		return fail(errOut, "exec", err)
@@ -151,16 +208,16 @@ func runExec(ctx context.Context, args []string, out, errOut io.Writer) int {
 		Tables: o.tables,
 	}
 	if _, err := jobs.New(cfg, nil, noPacer{}, nil); err != nil {
-		return fail(errOut, "exec", fmt.Errorf("%w: %w", errUsage, err))
+		return fail(errOut, "exec", usageError(err))
 	}
 	// The statement's own pool: few connections, every session tagged.
 	pcfg, err := pgxpool.ParseConfig(o.jobDSN)
 	if err != nil {
-		return fail(errOut, "exec", fmt.Errorf("%w: --job-dsn: %w", errUsage, err))
+		return fail(errOut, "exec", usageError(fmt.Errorf("--job-dsn: %w", err)))
 	}
 	pcfg.MaxConns = 2
 	pcfg.ConnConfig.RuntimeParams["application_name"] = jobs.AppName(o.job)
-	pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	pcfg.ConnConfig.ConnectTimeout = min(5*time.Second, o.startTimeout)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return fail(errOut, "exec", err)
@@ -185,7 +242,10 @@ func runExec(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if o.pauseOnVacuum {
 		jobRules = map[signals.Name]throttle.Rule{signals.VacuumRunning: {Target: 0}}
 	}
-	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := errors.Join(checkDSN("--primary-dsn", o.primaryDSN), checkDSN("--pgbouncer-dsn", o.pgbouncerDSN)); err != nil {
+		return fail(errOut, "exec", usageError(err))
+	}
+	openCtx, cancel := context.WithTimeout(ctx, o.startTimeout)
 	client, err := throttled.Open(openCtx, throttled.Options{
 		PrimaryDSN: o.primaryDSN, ReplicaDSNs: o.replicaDSNs, Cores: o.cores,
 		Signals: signals.Config{Replicas: o.replicas, AllowSuperuser: o.allowSuperuser, PgBouncerDSN: o.pgbouncerDSN},
@@ -369,22 +429,57 @@ func execDryRun(ctx context.Context, pool *pgxpool.Pool, o execOptions, out, err
 	return exitOK
 }
 
-func runMigrate(ctx context.Context, args []string, out, errOut io.Writer) int {
-	var dsn string
-	var lf logFlags
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.StringVar(&dsn, "dsn", "", "connection URL of the database to migrate (default $THROTTLED_PRIMARY_DSN)")
-	lf.register(fs)
-	if err := parse(fs, args, errOut); err != nil {
-		return fail(errOut, "migrate", err)
+// migrateOptions are the flags of `throttled migrate`.
+type migrateOptions struct {
+	dsn     string
+	timeout time.Duration
+	json    bool
+}
+
+func newMigrateCmd(lf *logFlags) *cobra.Command {
+	var o migrateOptions
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "create or update throttled's tables (schema throttled)",
+		Long: `Creates or updates throttled's tables (schema throttled), under an advisory lock; run it once per
+database, as a role that may create the schema. Running it again changes nothing.`,
+		Example: "  throttled migrate --dsn postgres://admin@db/app\n  THROTTLED_PRIMARY_DSN=postgres://admin@db/app throttled migrate --json",
+		Args:    cobra.NoArgs,
+		RunE: action(func(cmd *cobra.Command) int {
+			if _, err := applyEnv(cmd.Flags(), os.Getenv); err != nil {
+				return fail(cmd.ErrOrStderr(), "migrate", err)
+			}
+			return runMigrate(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		}),
 	}
-	dsn = firstNonEmpty(dsn, os.Getenv("THROTTLED_PRIMARY_DSN"))
-	if dsn == "" {
-		return fail(errOut, "migrate", fmt.Errorf("%w: --dsn (or THROTTLED_PRIMARY_DSN) is required", errUsage))
+	fs := cmd.Flags()
+	fs.StringVar(&o.dsn, "dsn", "", "connection URL of the database to migrate")
+	withEnv(fs, "dsn", "THROTTLED_PRIMARY_DSN")
+	fs.DurationVar(&o.timeout, "timeout", time.Minute, "bound on connecting and migrating, waiting for the lock included")
+	fs.BoolVar(&o.json, "json", false, "print the schema's state as one JSON object: the migrations applied now, and the schema's version")
+	return cmd
+}
+
+// migrateResult is `throttled migrate --json`'s answer.
+type migrateResult struct {
+	Schema  string   `json:"schema"`
+	Version int      `json:"version"` // the newest migration, now applied
+	Applied []string `json:"applied"` // by this run, oldest first
+}
+
+func runMigrate(ctx context.Context, o migrateOptions, out, errOut io.Writer) int {
+	if o.dsn == "" {
+		return fail(errOut, "migrate", usageError(errors.New("--dsn (or THROTTLED_PRIMARY_DSN) is required")))
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	conn, err := pgx.Connect(cctx, dsn)
-	cancel()
+	if o.timeout <= 0 {
+		return fail(errOut, "migrate", usageError(fmt.Errorf("--timeout must be positive, got %s", o.timeout)))
+	}
+	if err := checkDSN("--dsn", o.dsn); err != nil {
+		return fail(errOut, "migrate", usageError(err))
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, o.dsn)
 	if err != nil {
 		return fail(errOut, "migrate", err)
 	}
@@ -392,6 +487,18 @@ func runMigrate(ctx context.Context, args []string, out, errOut io.Writer) int {
 	applied, err := schema.Migrate(ctx, conn)
 	if err != nil {
 		return fail(errOut, "migrate", err)
+	}
+	if o.json {
+		all := schema.Migrations()
+		res := migrateResult{Schema: schema.Name, Applied: []string{}}
+		if len(all) > 0 {
+			res.Version = all[len(all)-1].Version
+		}
+		for _, m := range applied {
+			res.Applied = append(res.Applied, fmt.Sprintf("%04d_%s", m.Version, m.Name))
+		}
+		_ = json.NewEncoder(out).Encode(res)
+		return exitOK
 	}
 	if len(applied) == 0 {
 		fmt.Fprintf(out, "schema %s is up to date (%d migrations)\n", schema.Name, len(schema.Migrations()))

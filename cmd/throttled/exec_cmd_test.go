@@ -90,7 +90,7 @@ func TestParseExecFlags(t *testing.T) {
 	}
 	var errOut bytes.Buffer
 	if code := run(context.Background(), append([]string{"exec"}, append(base, "--max-batch-size", "-5")...), io.Discard, &errOut); code != exitUsage ||
-		!strings.Contains(errOut.String(), "MaxBatchSize -5 must not be below MinBatchSize 1") {
+		!strings.Contains(errOut.String(), "--max-batch-size -5 must not be below --min-batch-size 1") {
 		t.Fatalf("bad batch bounds: exit %d, %s", code, errOut.String())
 	}
 }

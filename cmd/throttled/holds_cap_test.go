@@ -79,7 +79,7 @@ func TestHoldCapCannotBeRaisedByAnyClient(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--ttl", "72h", "--max-ttl", "100h"}, "flag provided but not defined: -max-ttl"},
+		{[]string{"--ttl", "72h", "--max-ttl", "100h"}, "unknown flag --max-ttl"},
 		{[]string{"--ttl", "72h"}, "TTL 72h0m0s exceeds the maximum 2h0m0s"},
 		{[]string{"--ttl", "3h"}, "TTL 3h0m0s exceeds the maximum 2h0m0s"},
 	} {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +16,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/sidecar"
@@ -24,33 +25,56 @@ import (
 	"github.com/throttled/throttled/throttle"
 )
 
-// coordFlags are the flags every holds command takes.
+// coordFlags are the flags every command on the cluster's holds and
+// state takes: where to act (the database or a sidecar's API), as whom,
+// how long to wait, and --json.
 type coordFlags struct {
-	dsn   string
-	addr  string // a sidecar's API instead of the database
-	token string
-	actor string
-	json  bool
+	dsn     string
+	addr    string // a sidecar's API instead of the database
+	token   string
+	actor   string
+	json    bool
+	timeout time.Duration
 }
 
-func (c *coordFlags) register(fs *flag.FlagSet, withActor bool) {
-	fs.StringVar(&c.dsn, "primary-dsn", "", "the primary, as a role that may write schema throttled (default $THROTTLED_PRIMARY_DSN)")
-	fs.StringVar(&c.addr, "addr", "", "a sidecar's URL, such as http://127.0.0.1:18087, instead of the database (token from $THROTTLED_TOKEN)")
+func (c *coordFlags) register(fs *pflag.FlagSet, withActor bool, jsonHelp string) {
+	fs.StringVar(&c.dsn, "primary-dsn", "", "the primary, as a role that may write schema throttled")
+	withEnv(fs, "primary-dsn", "THROTTLED_PRIMARY_DSN")
+	fs.StringVar(&c.addr, "addr", "", "a sidecar's URL, such as http://127.0.0.1:18087, to act through instead of the database (token in $THROTTLED_TOKEN; a --primary-dsn given beats this variable)")
+	withEnv(fs, "addr", "THROTTLED_ADDR")
 	if withActor {
 		fs.StringVar(&c.actor, "actor", "", "who is acting (default: the OS user; through --addr, the token's name)")
 	}
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "bound on the call: connecting and every query, or the sidecar's answer")
+	fs.BoolVar(&c.json, "json", false, jsonHelp)
 }
 
-func (c *coordFlags) resolve(getenv func(string) string) error {
+// resolve reads the environment behind the flags not given (and the
+// token), and checks that there is somewhere to act.
+func (c *coordFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) error {
+	given, err := applyEnv(fs, getenv)
+	if err != nil {
+		return err
+	}
+	// A flag beats a variable: --primary-dsn on the command line acts on
+	// the database even where $THROTTLED_ADDR names a sidecar.
+	if given["primary-dsn"] && !given["addr"] {
+		c.addr = ""
+	}
+	if c.timeout <= 0 {
+		return usageError(fmt.Errorf("--timeout must be positive, got %s", c.timeout))
+	}
 	if c.addr != "" {
 		if c.token = getenv("THROTTLED_TOKEN"); c.token == "" {
-			return fmt.Errorf("%w: --addr needs a token in THROTTLED_TOKEN", errUsage)
+			return usageError(errors.New("--addr needs a token in THROTTLED_TOKEN"))
 		}
 		return nil
 	}
-	c.dsn = firstNonEmpty(c.dsn, getenv("THROTTLED_PRIMARY_DSN"))
 	if c.dsn == "" {
-		return fmt.Errorf("%w: --primary-dsn (or THROTTLED_PRIMARY_DSN), or --addr, is required", errUsage)
+		return usageError(errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN), or --addr (or THROTTLED_ADDR), is required"))
+	}
+	if err := checkDSN("--primary-dsn", c.dsn); err != nil {
+		return usageError(err)
 	}
 	if c.actor == "" {
 		c.actor = getenv("USER")
@@ -61,17 +85,44 @@ func (c *coordFlags) resolve(getenv func(string) string) error {
 	return nil
 }
 
-// openStore connects and migrates, bounded by 10 s.
+// coordCmd builds one of the commands on the cluster's holds and state:
+// its flags, its text, and a body that gets the resolved flags.
+func coordCmd(lf *logFlags, c *cobra.Command, cf *coordFlags, withActor bool, jsonHelp string,
+	body func(ctx context.Context, cmd *cobra.Command, out, errOut io.Writer) int) *cobra.Command {
+	c.Args = cobra.NoArgs
+	c.Annotations = map[string]string{annotationEnv: holdsEnv,
+		annotationExit: "Exit codes: 0 ok, 1 runtime failure (the database or the sidecar unreachable or refusing), 2 usage (a hold past the cluster's cap included)."}
+	c.RunE = action(func(cmd *cobra.Command) int {
+		name := commandName(cmd)
+		if err := cf.resolve(cmd.Flags(), os.Getenv); err != nil {
+			return fail(cmd.ErrOrStderr(), name, err)
+		}
+		// Logs (pgx's, the sidecar client's) go to standard error, as
+		// every command's; the level is checked like theirs.
+		if _, err := lf.logger(cmd.ErrOrStderr()); err != nil {
+			return fail(cmd.ErrOrStderr(), name, err)
+		}
+		return body(cmd.Context(), cmd, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	})
+	c.Flags().SortFlags = false
+	cf.register(c.Flags(), withActor, jsonHelp)
+	return c
+}
+
+// commandName is cmd's name below the root, as errors name it.
+func commandName(cmd *cobra.Command) string {
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+}
+
+// openStore connects and migrates, bounded by ctx.
 func openStore(ctx context.Context, dsn string, cfg holds.Config) (*holds.Store, *pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: --primary-dsn: %w", errUsage, err)
+		return nil, nil, usageError(fmt.Errorf("--primary-dsn: %w", err))
 	}
 	pcfg.MaxConns = 2
 	pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	pcfg.ConnConfig.RuntimeParams["application_name"] = "throttled-cli"
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, nil, err
@@ -90,7 +141,7 @@ type scopeFlags struct {
 	all         bool
 }
 
-func (s *scopeFlags) register(fs *flag.FlagSet, verb string) {
+func (s *scopeFlags) register(fs *pflag.FlagSet, verb string) {
 	fs.StringVar(&s.job, "job", "", verb+" one job")
 	fs.StringVar(&s.prefix, "prefix", "", verb+" every job whose name starts with this")
 	fs.BoolVar(&s.all, "all", false, verb+" every job")
@@ -117,73 +168,84 @@ func (s *scopeFlags) scope() (throttle.Scope, error) {
 	return sc, nil
 }
 
-func runPause(ctx context.Context, args []string, out, errOut io.Writer) int {
-	return placeHold(ctx, "pause", args, out, errOut)
-}
-
-// runThrottle places a live override: a hold that scales its jobs to
-// --ratio of their rate instead of pausing them.
-func runThrottle(ctx context.Context, args []string, out, errOut io.Writer) int {
-	return placeHold(ctx, "throttle", args, out, errOut)
-}
-
-// placeHold is pause (a hold that stops its jobs) and throttle (one that
-// scales them, --ratio): the same flags, the same checks, one audit line.
-func placeHold(ctx context.Context, cmd string, args []string, out, errOut io.Writer) int {
+// newPlaceHoldCmd is pause (a hold that stops its jobs) and throttle (one
+// that scales them, --ratio): the same flags, the same checks, one audit
+// line.
+func newPlaceHoldCmd(lf *logFlags, name string) *cobra.Command {
 	var cf coordFlags
 	var sf scopeFlags
 	var ttl time.Duration
 	var reason string
 	var ratio float64
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	cf.register(fs, true)
-	sf.register(fs, cmd)
+	c := &cobra.Command{
+		Use:   name + " (--job NAME | --prefix PREFIX | --all) --reason WHY [flags]",
+		Short: "hold one job, a group or all jobs, in every process, until it expires or is released",
+		Long: `Places a hold: the jobs in its scope stop, in every process, including ones started later, until it
+expires or is released (throttled resume). Every hold expires; its TTL is at most the cluster's cap
+(holds.max_ttl of throttled run). Audited.`,
+		Example: `  throttled pause --job purge_sessions --ttl 30m --reason "replica rebuild"
+  throttled pause --addr http://127.0.0.1:18087 --all --reason "incident 4211" --json`,
+	}
+	if name == "throttle" {
+		c.Short = "a live override: run one job, a group or all jobs at a share of their rate (--ratio 0.3) until it expires or is released"
+		c.Long = `Places a live override: a hold that runs the jobs in its scope at --ratio of their rate instead of
+stopping them, until it expires or is released (throttled resume). Audited; a running exec follows it
+at its next heartbeat.`
+		c.Example = `  throttled throttle --job purge_sessions --ratio 0.3 --ttl 2h --reason "deploy"`
+		c.Use = name + " (--job NAME | --prefix PREFIX | --all) --ratio R --reason WHY [flags]"
+	}
+	coordCmd(lf, c, &cf, true, "print the hold placed as one JSON object, as GET /v1/holds lists it",
+		func(ctx context.Context, cmd *cobra.Command, out, errOut io.Writer) int {
+			sc, err := sf.scope()
+			var errs []error
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if strings.TrimSpace(reason) == "" {
+				errs = append(errs, errors.New("--reason is required"))
+			}
+			if ttl <= 0 {
+				errs = append(errs, fmt.Errorf("--ttl must be positive, got %s", ttl))
+			}
+			if name == "throttle" && !(ratio > 0 && ratio <= 1) {
+				errs = append(errs, fmt.Errorf("--ratio must be above 0 and at most 1, got %v (to stop the jobs, throttled pause)", ratio))
+			}
+			if len(errs) > 0 {
+				return fail(errOut, name, usageError(errors.Join(errs...)))
+			}
+			ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+			defer cancel()
+			b, err := cf.backend(ctx)
+			if err != nil {
+				return fail(errOut, name, err)
+			}
+			defer b.close()
+			h, err := b.add(ctx, sc, ttl, reason, ratio)
+			if errors.Is(err, throttle.ErrInvalidHold) {
+				return fail(errOut, name, usageError(err))
+			}
+			if err != nil {
+				return fail(errOut, name, err)
+			}
+			if cf.json {
+				_ = json.NewEncoder(out).Encode(sidecar.HoldJSON(h))
+				return exitOK
+			}
+			what := ""
+			if !h.Pauses() {
+				what = fmt.Sprintf(" at %.0f%%", 100*h.Ratio)
+			}
+			fmt.Fprintf(out, "hold %s on %s%s by %s until %s: %s\n", h.ID, h.Scope, what, h.Actor, h.Expires.UTC().Format(time.RFC3339), h.Reason)
+			return exitOK
+		})
+	fs := c.Flags()
+	sf.register(fs, name)
 	fs.DurationVar(&ttl, "ttl", throttle.DefaultHoldTTL, "how long the hold lasts, at most the cluster's cap (holds.max_ttl of throttled run, 24h by default); every hold expires")
 	fs.StringVar(&reason, "reason", "", "why (required; shown to everyone and audited)")
-	if cmd == "throttle" {
+	if name == "throttle" {
 		fs.Float64Var(&ratio, "ratio", 0, "the share of their rate the jobs run at, above 0 and at most 1, such as 0.3 (required; throttled pause stops them)")
 	}
-	if err := parse(fs, args, errOut); err != nil {
-		return fail(errOut, cmd, err)
-	}
-	sc, err := sf.scope()
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if strings.TrimSpace(reason) == "" {
-		errs = append(errs, errors.New("--reason is required"))
-	}
-	if ttl <= 0 {
-		errs = append(errs, fmt.Errorf("--ttl must be positive, got %s", ttl))
-	}
-	if cmd == "throttle" && !(ratio > 0 && ratio <= 1) {
-		errs = append(errs, fmt.Errorf("--ratio must be above 0 and at most 1, got %v (to stop the jobs, throttled pause)", ratio))
-	}
-	if err := cf.resolve(os.Getenv); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return fail(errOut, cmd, fmt.Errorf("%w: %w", errUsage, errors.Join(errs...)))
-	}
-	b, err := cf.backend(ctx)
-	if err != nil {
-		return fail(errOut, cmd, err)
-	}
-	defer b.close()
-	h, err := b.add(ctx, sc, ttl, reason, ratio)
-	if errors.Is(err, throttle.ErrInvalidHold) {
-		return fail(errOut, cmd, fmt.Errorf("%w: %w", errUsage, err))
-	}
-	if err != nil {
-		return fail(errOut, cmd, err)
-	}
-	what := ""
-	if !h.Pauses() {
-		what = fmt.Sprintf(" at %.0f%%", 100*h.Ratio)
-	}
-	fmt.Fprintf(out, "hold %s on %s%s by %s until %s: %s\n", h.ID, h.Scope, what, h.Actor, h.Expires.UTC().Format(time.RFC3339), h.Reason)
-	return exitOK
+	return c
 }
 
 // setHoldCap writes cfg's holds.max_ttl as the cluster's cap on holds,
@@ -217,11 +279,25 @@ type console struct {
 	terminal bool
 }
 
-func runResume(ctx context.Context, args []string, out, errOut io.Writer) int {
-	return resume(ctx, args, console{in: os.Stdin, terminal: isatty.IsTerminal(os.Stdin.Fd())}, out, errOut)
+// resumeOptions are the flags of `throttled resume`.
+type resumeOptions struct {
+	cf                             coordFlags
+	id, job, prefix, scope, reason string
+	every, yes, latched            bool
 }
 
-const resumeUsage = `Release holds; jobs restart slowly. Exactly one of:
+func (o *resumeOptions) register(fs *pflag.FlagSet) {
+	fs.StringVar(&o.id, "hold", "", "release the hold with this `ID` (from throttled holds)")
+	fs.StringVar(&o.job, "job", "", "release the holds on exactly this job (scope job:NAME)")
+	fs.StringVar(&o.prefix, "prefix", "", "release the holds on exactly this group (scope group:PREFIX)")
+	fs.StringVar(&o.scope, "scope", "", "release the holds with exactly this scope: all, job:NAME or group:PREFIX")
+	fs.BoolVar(&o.every, "all", false, "release every active hold of every scope, after a confirmation listing them")
+	fs.BoolVar(&o.yes, "yes", false, "with --all: release without asking (required when stdin is not a terminal)")
+	fs.BoolVar(&o.latched, "latched", false, "end the cluster's latched critical pause (the leader acts within a tick)")
+	fs.StringVar(&o.reason, "reason", "", "why (audited)")
+}
+
+const resumeUsage = `Releases holds; jobs restart slowly. Exactly one of:
   --hold ID        that one hold (an ID from throttled holds)
   --job NAME       the holds on exactly job:NAME
   --prefix PREFIX  the holds on exactly group:PREFIX
@@ -231,28 +307,44 @@ const resumeUsage = `Release holds; jobs restart slowly. Exactly one of:
                    --yes skips it, and is required when stdin is not a terminal
   --latched        end the cluster's latched critical pause instead`
 
+func newResumeCmd(lf *logFlags) *cobra.Command {
+	var o resumeOptions
+	c := &cobra.Command{
+		Use:   "resume (--hold ID | --job NAME | --prefix PREFIX | --scope SCOPE | --all [--yes] | --latched) [flags]",
+		Short: "release holds (jobs restart slowly)",
+		Long:  resumeUsage,
+		Example: `  throttled resume --job purge_sessions
+  throttled resume --latched --reason "load gone, checked"`,
+	}
+	coordCmd(lf, c, &o.cf, true, "print the holds released as a JSON array",
+		func(ctx context.Context, cmd *cobra.Command, out, errOut io.Writer) int {
+			return o.run(ctx, console{in: cmd.InOrStdin(), terminal: isatty.IsTerminal(os.Stdin.Fd()) && cmd.InOrStdin() == os.Stdin}, out, errOut)
+		})
+	o.register(c.Flags())
+	return c
+}
+
+// resume parses args as resume's flags and runs it, asking on con: the
+// tests' way in, with a console of their own.
 func resume(ctx context.Context, args []string, con console, out, errOut io.Writer) int {
-	var cf coordFlags
-	var id, job, prefix, scope, reason string
-	var every, yes, latched bool
-	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
-	cf.register(fs, true)
-	fs.StringVar(&id, "hold", "", "release the hold with this `ID` (from throttled holds)")
-	fs.StringVar(&job, "job", "", "release the holds on exactly this job (scope job:NAME)")
-	fs.StringVar(&prefix, "prefix", "", "release the holds on exactly this group (scope group:PREFIX)")
-	fs.StringVar(&scope, "scope", "", "release the holds with exactly this scope: all, job:NAME or group:PREFIX")
-	fs.BoolVar(&every, "all", false, "release every active hold of every scope, after a confirmation listing them")
-	fs.BoolVar(&yes, "yes", false, "with --all: release without asking (required when stdin is not a terminal)")
-	fs.BoolVar(&latched, "latched", false, "end the cluster's latched critical pause (the leader acts within a tick)")
-	fs.StringVar(&reason, "reason", "", "why (audited)")
-	if err := parse(fs, args, errOut); err != nil {
+	var o resumeOptions
+	fs := newFlagSet("resume", errOut, nil)
+	o.cf.register(fs, true, "")
+	o.register(fs)
+	if err := parseArgs(fs, args); err != nil {
 		return fail(errOut, "resume", err)
 	}
-	if err := cf.resolve(os.Getenv); err != nil {
+	if err := o.cf.resolve(fs, os.Getenv); err != nil {
 		return fail(errOut, "resume", err)
 	}
+	return o.run(ctx, con, out, errOut)
+}
+
+// run releases what o chose, asking on con before --all.
+func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Writer) int {
+	cf, id, job, prefix, scope, reason, every, yes, latched := o.cf, o.id, o.job, o.prefix, o.scope, o.reason, o.every, o.yes, o.latched
 	if err := throttle.Storable(reason); err != nil {
-		return fail(errOut, "resume", fmt.Errorf("%w: --reason: %w", errUsage, err))
+		return fail(errOut, "resume", usageError(fmt.Errorf("--reason: %w", err)))
 	}
 	chosen := 0
 	for _, set := range []bool{id != "", job != "", prefix != "", scope != "", every} {
@@ -262,8 +354,10 @@ func resume(ctx context.Context, args []string, con console, out, errOut io.Writ
 	}
 	if latched {
 		if chosen > 0 {
-			return fail(errOut, "resume", fmt.Errorf("%w: --latched ends the critical pause; release holds in another call", errUsage))
+			return fail(errOut, "resume", usageError(errors.New("--latched ends the critical pause; release holds in another call")))
 		}
+		ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+		defer cancel()
 		b, err := cf.backend(ctx)
 		if err != nil {
 			return fail(errOut, "resume", err)
@@ -272,11 +366,17 @@ func resume(ctx context.Context, args []string, con console, out, errOut io.Writ
 		if err := b.resumeLatched(ctx, reason); err != nil {
 			return fail(errOut, "resume", err)
 		}
+		if cf.json {
+			_ = json.NewEncoder(out).Encode(struct {
+				Requested bool `json:"resume_requested"`
+			}{true})
+			return exitOK
+		}
 		fmt.Fprintln(out, "resume requested: the leader ends the latch within a tick; jobs restart once the signals are calm, slowly")
 		return exitOK
 	}
 	if chosen != 1 {
-		return fail(errOut, "resume", fmt.Errorf("%w: give exactly one of --hold ID, --job, --prefix, --scope and --all (--all: every hold of every scope)", errUsage))
+		return fail(errOut, "resume", usageError(errors.New("give exactly one of --hold ID, --job, --prefix, --scope and --all (--all: every hold of every scope)")))
 	}
 	var sc throttle.Scope
 	var err error
@@ -291,27 +391,31 @@ func resume(ctx context.Context, args []string, con console, out, errOut io.Writ
 		sc, err = throttle.ParseScope(scope)
 	}
 	if err != nil {
-		return fail(errOut, "resume", fmt.Errorf("%w: %w", errUsage, err))
+		return fail(errOut, "resume", usageError(err))
 	}
 	if every && !yes && !con.terminal {
-		return fail(errOut, "resume", fmt.Errorf("%w: --all releases every active hold of every scope: add --yes to confirm, as stdin is not a terminal to ask on "+
-			"(--scope all releases the hold on all jobs alone)", errUsage))
+		return fail(errOut, "resume", usageError(errors.New("--all releases every active hold of every scope: add --yes to confirm, as stdin is not a terminal to ask on "+
+			"(--scope all releases the hold on all jobs alone)")))
 	}
 
-	r, err := cf.backend(ctx)
+	// The timeout bounds the calls, not a person's answer: the releases
+	// after a confirmation get their own.
+	bctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	r, err := cf.backend(bctx)
 	if err != nil {
 		return fail(errOut, "resume", err)
 	}
 	defer r.close()
 	if id != "" {
-		h, err := r.release(ctx, id, reason)
+		h, err := r.release(bctx, id, reason)
 		if err != nil {
 			return fail(errOut, "resume", err)
 		}
-		printReleased(out, []throttle.Hold{h})
+		printReleased(out, []throttle.Hold{h}, cf.json)
 		return exitOK
 	}
-	active, err := r.active(ctx)
+	active, err := r.active(bctx)
 	if err != nil {
 		return fail(errOut, "resume", err)
 	}
@@ -323,6 +427,10 @@ func resume(ctx context.Context, args []string, con console, out, errOut io.Writ
 	}
 	switch {
 	case len(chosenHolds) == 0 && every:
+		if cf.json {
+			printReleased(out, nil, true)
+			return exitOK
+		}
 		fmt.Fprintln(out, "no active holds")
 		return exitOK
 	case len(chosenHolds) == 0:
@@ -338,20 +446,26 @@ func resume(ctx context.Context, args []string, con console, out, errOut io.Writ
 	}
 	// Exactly the holds listed (and confirmed): a hold made since is not
 	// released, and one that ended meanwhile is passed over.
+	rctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
 	var released []throttle.Hold
 	for _, h := range chosenHolds {
-		got, err := r.release(ctx, h.ID, reason)
+		got, err := r.release(rctx, h.ID, reason)
 		if errors.Is(err, throttle.ErrUnknownHold) {
-			fmt.Fprintf(out, "hold %s had already ended\n", h.ID)
+			if cf.json {
+				fmt.Fprintf(errOut, "hold %s had already ended\n", h.ID)
+			} else {
+				fmt.Fprintf(out, "hold %s had already ended\n", h.ID)
+			}
 			continue
 		}
 		if err != nil {
-			printReleased(out, released)
+			printReleased(out, released, cf.json)
 			return fail(errOut, "resume", fmt.Errorf("release hold %s (%d of %d released): %w", h.ID, len(released), len(chosenHolds), err))
 		}
 		released = append(released, got)
 	}
-	printReleased(out, released)
+	printReleased(out, released, cf.json)
 	return exitOK
 }
 
@@ -377,7 +491,15 @@ func confirm(in io.Reader, w io.Writer, hs []throttle.Hold) (bool, error) {
 	return false, nil
 }
 
-func printReleased(out io.Writer, hs []throttle.Hold) {
+func printReleased(out io.Writer, hs []throttle.Hold, asJSON bool) {
+	if asJSON {
+		list := []api.Hold{}
+		for _, h := range hs {
+			list = append(list, sidecar.HoldJSON(h))
+		}
+		_ = json.NewEncoder(out).Encode(list)
+		return
+	}
 	for _, h := range hs {
 		fmt.Fprintf(out, "released hold %s on %s (made by %s: %s)\n", h.ID, h.Scope, h.Actor, h.Reason)
 	}
@@ -386,92 +508,95 @@ func printReleased(out io.Writer, hs []throttle.Hold) {
 	}
 }
 
-func runHolds(ctx context.Context, args []string, out, errOut io.Writer) int {
+func newHoldsCmd(lf *logFlags) *cobra.Command {
 	var cf coordFlags
-	fs := flag.NewFlagSet("holds", flag.ContinueOnError)
-	cf.register(fs, false)
-	fs.BoolVar(&cf.json, "json", false, "print a JSON array")
-	if err := parse(fs, args, errOut); err != nil {
-		return fail(errOut, "holds", err)
+	c := &cobra.Command{
+		Use:     "holds",
+		Short:   "list the active holds",
+		Long:    "Lists the active holds: scope, what each does (pause or a ratio), source, actor, time left and reason.",
+		Example: "  throttled holds\n  throttled holds --addr http://127.0.0.1:18087 --json",
 	}
-	if err := cf.resolve(os.Getenv); err != nil {
-		return fail(errOut, "holds", err)
-	}
-	b, err := cf.backend(ctx)
-	if err != nil {
-		return fail(errOut, "holds", err)
-	}
-	defer b.close()
-	active, err := b.active(ctx)
-	if err != nil {
-		return fail(errOut, "holds", err)
-	}
-	if cf.json {
-		list := []api.Hold{}
-		for _, h := range active {
-			list = append(list, sidecar.HoldJSON(h))
-		}
-		if err := json.NewEncoder(out).Encode(list); err != nil {
+	return coordCmd(lf, c, &cf, false, "print a JSON array", func(ctx context.Context, _ *cobra.Command, out, errOut io.Writer) int {
+		ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+		defer cancel()
+		b, err := cf.backend(ctx)
+		if err != nil {
 			return fail(errOut, "holds", err)
 		}
-		return exitOK
-	}
-	if len(active) == 0 {
-		fmt.Fprintln(out, "no active holds")
-		return exitOK
-	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSCOPE\tDOES\tSOURCE\tACTOR\tEXPIRES IN\tREASON")
-	for _, h := range active {
-		does := "pause"
-		if !h.Pauses() {
-			does = fmt.Sprintf("%.0f%%", 100*h.Ratio)
+		defer b.close()
+		active, err := b.active(ctx)
+		if err != nil {
+			return fail(errOut, "holds", err)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.ID, h.Scope, does, h.Source, h.Actor, time.Until(h.Expires).Round(time.Second), h.Reason)
-	}
-	tw.Flush()
-	return exitOK
+		if cf.json {
+			list := []api.Hold{}
+			for _, h := range active {
+				list = append(list, sidecar.HoldJSON(h))
+			}
+			if err := json.NewEncoder(out).Encode(list); err != nil {
+				return fail(errOut, "holds", err)
+			}
+			return exitOK
+		}
+		if len(active) == 0 {
+			fmt.Fprintln(out, "no active holds")
+			return exitOK
+		}
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSCOPE\tDOES\tSOURCE\tACTOR\tEXPIRES IN\tREASON")
+		for _, h := range active {
+			does := "pause"
+			if !h.Pauses() {
+				does = fmt.Sprintf("%.0f%%", 100*h.Ratio)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.ID, h.Scope, does, h.Source, h.Actor, time.Until(h.Expires).Round(time.Second), h.Reason)
+		}
+		tw.Flush()
+		return exitOK
+	})
 }
 
-func runAudit(ctx context.Context, args []string, out, errOut io.Writer) int {
+func newAuditCmd(lf *logFlags) *cobra.Command {
 	var cf coordFlags
 	var since time.Duration
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	cf.register(fs, false)
-	fs.DurationVar(&since, "since", 24*time.Hour, "how far back")
-	fs.BoolVar(&cf.json, "json", false, "print one JSON object per line")
-	if err := parse(fs, args, errOut); err != nil {
-		return fail(errOut, "audit", err)
+	c := &cobra.Command{
+		Use:     "audit",
+		Short:   "read the audit log of holds, mode changes and pauses not honoured",
+		Long:    "The audit log: holds, releases, resumes, mode changes, settings, windows and pauses not honoured, with who and why.",
+		Example: "  throttled audit --since 24h\n  throttled audit --since 1h --json",
 	}
-	if err := cf.resolve(os.Getenv); err != nil {
-		return fail(errOut, "audit", err)
-	}
-	if since <= 0 {
-		return fail(errOut, "audit", fmt.Errorf("%w: --since must be positive, got %s", errUsage, since))
-	}
-	b, err := cf.backend(ctx)
-	if err != nil {
-		return fail(errOut, "audit", err)
-	}
-	defer b.close()
-	entries, err := b.audit(ctx, since)
-	if err != nil {
-		return fail(errOut, "audit", err)
-	}
-	if cf.json {
-		enc := json.NewEncoder(out)
-		for _, e := range entries {
-			if err := enc.Encode(e); err != nil {
-				return fail(errOut, "audit", err)
-			}
+	coordCmd(lf, c, &cf, false, "print one JSON object per line", func(ctx context.Context, _ *cobra.Command, out, errOut io.Writer) int {
+		if since <= 0 {
+			return fail(errOut, "audit", usageError(fmt.Errorf("--since must be positive, got %s", since)))
 		}
+		ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+		defer cancel()
+		b, err := cf.backend(ctx)
+		if err != nil {
+			return fail(errOut, "audit", err)
+		}
+		defer b.close()
+		entries, err := b.audit(ctx, since)
+		if err != nil {
+			return fail(errOut, "audit", err)
+		}
+		if cf.json {
+			enc := json.NewEncoder(out)
+			for _, e := range entries {
+				if err := enc.Encode(e); err != nil {
+					return fail(errOut, "audit", err)
+				}
+			}
+			return exitOK
+		}
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TIME\tEVENT\tHOLD\tACTOR\tSOURCE\tREASON")
+		for _, e := range entries {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), e.Event, firstNonEmpty(e.HoldID, "-"), e.Actor, e.Source, e.Reason)
+		}
+		tw.Flush()
 		return exitOK
-	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tEVENT\tHOLD\tACTOR\tSOURCE\tREASON")
-	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), e.Event, firstNonEmpty(e.HoldID, "-"), e.Actor, e.Source, e.Reason)
-	}
-	tw.Flush()
-	return exitOK
+	})
+	c.Flags().DurationVar(&since, "since", 24*time.Hour, "how far back")
+	return c
 }

@@ -187,7 +187,7 @@ func TestPauseCLIValidates(t *testing.T) {
 		{[]string{"pause", "--primary-dsn", "postgres://h/db", "--job", "a"}, "--reason is required"},
 		{[]string{"pause", "--primary-dsn", "postgres://h/db", "--job", "a", "--reason", "x", "--ttl", "-1m"}, "--ttl must be positive"},
 		{[]string{"pause", "--primary-dsn", "postgres://h/db", "--job", "Bad", "--reason", "x"}, `invalid scope "job:Bad"`},
-		{[]string{"pause", "--primary-dsn", "postgres://h/db", "--job", "a", "--reason", "x", "--max-ttl", "100h"}, "flag provided but not defined: -max-ttl"},
+		{[]string{"pause", "--primary-dsn", "postgres://h/db", "--job", "a", "--reason", "x", "--max-ttl", "100h"}, "unknown flag --max-ttl"},
 		{[]string{"resume", "--primary-dsn", "postgres://h/db"}, "give exactly one of --hold ID, --job, --prefix, --scope and --all"},
 		{[]string{"resume", "--primary-dsn", "postgres://h/db", "--hold", "h1", "--all"}, "give exactly one"},
 		{[]string{"resume", "--primary-dsn", "postgres://h/db", "--scope", "all", "--all"}, "give exactly one"},

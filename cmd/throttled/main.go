@@ -9,7 +9,6 @@ import (
 
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/pflag"
 	"github.com/throttled/throttled/config"
 )
 
@@ -31,31 +31,15 @@ const (
 )
 
 // errUsage marks errors that are the caller's, answered with exit code 2.
+// Its text never reaches the user: fail prints what it wraps.
 var errUsage = errors.New("invalid usage")
 
-type command struct {
-	name, summary string
-	run           func(ctx context.Context, args []string, out, errOut io.Writer) int
-}
-
-func commands() []command {
-	return []command{
-		{"run", "the sidecar: pace jobs with the cluster's leader and serve the HTTP API", runRun},
-		{"signals", "sample the primary's and replicas' health once, or --watch", runSignals},
-		{"demo", "run the signals live against a throwaway primary and replica", runDemo},
-		{"exec", "run an ad-hoc batch statement under the throttle until it affects no row", runExec},
-		{"migrate", "create or update throttled's tables (schema throttled)", runMigrate},
-		{"pause", "hold one job, a group or all jobs, in every process, until it expires or is released", runPause},
-		{"throttle", "a live override: run one job, a group or all jobs at a share of their rate (--ratio 0.3) until it expires or is released", runThrottle},
-		{"resume", "release holds (jobs restart slowly)", runResume},
-		{"holds", "list the active holds", runHolds},
-		{"status", "the cluster's leader, mode, budget and workers", runStatus},
-		{"audit", "read the audit log of holds, mode changes and pauses not honoured", runAudit},
-		{"check-config", "validate a configuration file, offline or (--live) against the cluster", runCheckConfig},
-		{"sim", "compare pacing policies on simulated scenarios", runSim},
-		{"bench", "replay: foreground latency and cleanup throughput per pacing policy on a throwaway pair", runBench},
-		{"version", "the build: version, commit and Go (--json for an object)", runVersion},
+// usageError marks err as the caller's.
+func usageError(err error) error {
+	if err == nil || errors.Is(err, errUsage) {
+		return err
 	}
+	return fmt.Errorf("%w: %w", errUsage, err)
 }
 
 func main() {
@@ -65,48 +49,39 @@ func main() {
 	os.Exit(code)
 }
 
+// run runs the command line args (without the program's name) and
+// returns the exit code. Commands print their own results on out and
+// their errors on errOut; run prints the usage errors the command tree
+// finds before a command runs.
 func run(ctx context.Context, args []string, out, errOut io.Writer) int {
-	switch {
-	case len(args) == 2 && args[0] == "help":
-		// help <command>: the command's own -h, on standard output.
-		return run(ctx, []string{args[1], "-h"}, out, out)
-	case len(args) == 1 && (args[0] == "--version" || args[0] == "-version"):
-		return runVersion(ctx, nil, out, errOut)
-	case len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help":
-		usage(out)
-		if len(args) == 0 {
-			return exitUsage
-		}
+	root := newRootCmd(out, errOut)
+	root.SetArgs(args)
+	root.SetIn(os.Stdin)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
 		return exitOK
 	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], out, errOut)
-		}
+	if code := exitCode(0); errors.As(err, &code) {
+		return int(code)
 	}
-	fmt.Fprintf(errOut, "throttled: unknown command %q; see `throttled help`\n", args[0])
-	return exitUsage
+	name := ""
+	if cmd != nil && cmd.HasParent() {
+		name = commandName(cmd)
+	}
+	return fail(errOut, name, usageError(err))
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "throttled paces background jobs against a PostgreSQL primary's health.")
-	fmt.Fprintln(w, "\nUsage: throttled <command> [flags]\n\nCommands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintln(w, "\nRun `throttled help <command>` (or `throttled <command> -h`) for what a command does, its flags,\nenvironment and examples; `throttled --version` for the build.")
-	fmt.Fprintln(w, exitCodesHelp)
-}
-
-// logFlags are the logging flags every command takes.
+// logFlags are the logging flags every command takes (global flags).
 type logFlags struct {
 	json  bool
 	level string
 }
 
-func (l *logFlags) register(fs *flag.FlagSet) {
+func (l *logFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&l.json, "log-json", false, "log JSON lines instead of text")
 	fs.StringVar(&l.level, "log-level", "info", "log level: trace, debug, info, warn, error or off")
+	withEnv(fs, "log-json", "THROTTLED_LOG_JSON")
+	withEnv(fs, "log-level", "THROTTLED_LOG_LEVEL")
 }
 
 // logger builds the root logger: readable text on a terminal (colour when
@@ -114,7 +89,7 @@ func (l *logFlags) register(fs *flag.FlagSet) {
 func (l *logFlags) logger(w io.Writer) (hclog.Logger, error) {
 	level := hclog.LevelFromString(l.level)
 	if level == hclog.NoLevel {
-		return nil, fmt.Errorf("%w: --log-level %q: want trace, debug, info, warn, error or off", errUsage, l.level)
+		return nil, usageError(fmt.Errorf("--log-level %q: want trace, debug, info, warn, error or off", l.level))
 	}
 	color := hclog.ColorOff
 	if _, isFile := w.(*os.File); isFile && !l.json {
@@ -129,33 +104,37 @@ func (l *logFlags) logger(w io.Writer) (hclog.Logger, error) {
 	}), nil
 }
 
-// parse parses args into fs, reporting errors (and -h) on errOut.
-func parse(fs *flag.FlagSet, args []string, errOut io.Writer) error {
-	fs.SetOutput(errOut)
-	setUsage(fs)
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
-	return nil
-}
-
-// fail prints err and returns its exit code.
+// fail prints err and returns its exit code: 2 for a usage error (one
+// line a problem, naming the flag), 4 for an invalid configuration file,
+// else 1.
+// cmd is the command's name below the root, "" for the root.
 func fail(errOut io.Writer, cmd string, err error) int {
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
 		return exitOK
 	}
-	msg := strings.ReplaceAll(err.Error(), "\n", "\n  ")
+	prog := strings.TrimSpace("throttled " + cmd)
 	if errors.Is(err, errUsage) {
-		msg = strings.TrimPrefix(msg, errUsage.Error()+": ")
-		fmt.Fprintf(errOut, "throttled %s: %s\nRun `throttled %s -h` for usage.\n", cmd, msg, cmd)
+		msg := strings.ReplaceAll(usageText(err), "\n", "\n  ")
+		fmt.Fprintf(errOut, "%s: %s (see `%s --help`)\n", prog, msg, prog)
 		return exitUsage
 	}
-	fmt.Fprintf(errOut, "throttled %s: %s\n", cmd, msg)
+	msg := strings.ReplaceAll(err.Error(), "\n", "\n  ")
+	fmt.Fprintf(errOut, "%s: %s\n", prog, msg)
 	if invalid := (*config.InvalidError)(nil); errors.As(err, &invalid) {
 		return exitConfig
 	}
 	return exitError
+}
+
+// usageText is a usage error's text without the errUsage marker, however
+// deep it was wrapped.
+func usageText(err error) string {
+	msg := err.Error()
+	for {
+		trimmed := strings.Replace(msg, errUsage.Error()+": ", "", 1)
+		if trimmed == msg {
+			return msg
+		}
+		msg = trimmed
+	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
@@ -26,26 +27,52 @@ import (
 	"github.com/throttled/throttled/throttle"
 )
 
-func runRun(ctx context.Context, args []string, out, errOut io.Writer) int {
+func newRunCmd(lf *logFlags) *cobra.Command {
 	var path string
-	var lf logFlags
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.StringVar(&path, "config", "", "the configuration file (required)")
-	lf.register(fs)
-	if err := parse(fs, args, errOut); err != nil {
-		return fail(errOut, "run", err)
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "run --config FILE [flags]",
+		Short: "the sidecar: pace jobs with the cluster's leader and serve the HTTP API",
+		Long: `The sidecar: samples the primary (while it leads the cluster), paces the configured jobs and the remote
+workers, and serves the HTTP API. The file is checked offline and against the cluster first; SIGHUP or
+POST /v1/reload reloads it, whole or not at all.`,
+		Example: "  throttled run --config /etc/throttled/throttled.hcl --log-json\n  THROTTLED_CONFIG=/etc/throttled/throttled.hcl throttled run",
+		Args:    cobra.NoArgs,
+		Annotations: map[string]string{
+			annotationEnv:  "(the file's env() calls)  the variables they name\nNOTIFY_SOCKET  systemd's, for READY, RELOADING and STOPPING",
+			annotationExit: "Exit codes: 0 stopped by SIGINT or SIGTERM, 1 runtime failure, 2 usage, 4 invalid configuration.",
+		},
+		RunE: action(func(cmd *cobra.Command) int {
+			errOut := cmd.ErrOrStderr()
+			if _, err := applyEnv(cmd.Flags(), os.Getenv); err != nil {
+				return fail(errOut, "run", err)
+			}
+			if path == "" {
+				return fail(errOut, "run", usageError(errors.New("--config (or THROTTLED_CONFIG) is required")))
+			}
+			if timeout <= 0 {
+				return fail(errOut, "run", usageError(fmt.Errorf("--timeout must be positive, got %s", timeout)))
+			}
+			log, err := lf.logger(errOut)
+			if err != nil {
+				return fail(errOut, "run", err)
+			}
+			if err := serve(cmd.Context(), path, timeout, log, cmd.OutOrStdout()); err != nil {
+				return fail(errOut, "run", err)
+			}
+			return exitOK
+		}),
 	}
-	if path == "" {
-		return fail(errOut, "run", fmt.Errorf("%w: --config is required", errUsage))
-	}
-	log, err := lf.logger(errOut)
-	if err != nil {
-		return fail(errOut, "run", err)
-	}
-	if err := serve(ctx, path, log, out); err != nil {
-		return fail(errOut, "run", err)
-	}
-	return exitOK
+	configFlag(cmd.Flags(), &path)
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "bound on checking the file against the cluster and connecting, at start and on each reload")
+	return cmd
+}
+
+// configFlag registers --config, the configuration file, read from
+// THROTTLED_CONFIG when not given.
+func configFlag(fs *pflag.FlagSet, path *string) {
+	fs.StringVar(path, "config", "", "the configuration file (required)")
+	withEnv(fs, "config", "THROTTLED_CONFIG")
 }
 
 // clientOptions is what a configuration asks of the throttled client.
@@ -71,8 +98,14 @@ func clientOptions(cfg *config.Config, log hclog.Logger) throttled.Options {
 	}
 }
 
-func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) error {
-	cfg, err := loadToRun(ctx, path)
+func serve(ctx context.Context, path string, timeout time.Duration, log hclog.Logger, out io.Writer) error {
+	// loadToRun bounded by the timeout: at start and on each reload.
+	load := func(ctx context.Context) (*config.Config, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return loadToRun(ctx, path)
+	}
+	cfg, err := load(ctx)
 	if err != nil {
 		return err
 	}
@@ -97,7 +130,9 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		}
 		pager.Unhonoured(time.Now(), jobs)
 	}
-	client, err := throttled.Open(ctx, opts)
+	octx, cancel := context.WithTimeout(ctx, timeout)
+	client, err := throttled.Open(octx, opts)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -132,7 +167,7 @@ func serve(ctx context.Context, path string, log hclog.Logger, out io.Writer) er
 		defer reloadMu.Unlock()
 		notify(reloading())
 		defer notify("READY=1\nSTATUS=serving")
-		next, err := loadToRun(ctx, path)
+		next, err := load(ctx)
 		if err == nil {
 			err = restartOnly(cfg, next)
 		}

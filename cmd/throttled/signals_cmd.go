@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -16,15 +15,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/throttled/throttled/internal/wait"
 	"github.com/throttled/throttled/signals"
 )
-
-// listFlag is a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // signalsOptions are the parsed flags of `throttled signals`.
 type signalsOptions struct {
@@ -32,39 +28,77 @@ type signalsOptions struct {
 	interval time.Duration // printing interval with --watch
 	watch    bool
 	json     bool
+	custom   []string
 	log      logFlags
 }
 
-// parseSignalsFlags parses the flags of `throttled signals`. The primary
-// DSN may come from THROTTLED_PRIMARY_DSN (getenv) so that its password
-// stays out of the process list.
-func parseSignalsFlags(args []string, getenv func(string) string, errOut io.Writer) (signalsOptions, error) {
-	var o signalsOptions
-	var replicaDSNs, replicas, custom listFlag
-	fs := flag.NewFlagSet("signals", flag.ContinueOnError)
-	// The environment's DSN is not the flag's default, which -h would print
-	// with its password.
-	fs.StringVar(&o.cfg.PrimaryDSN, "primary-dsn", "", "primary connection URL, as a role with pg_monitor (default $THROTTLED_PRIMARY_DSN)")
-	fs.Var(&replicaDSNs, "replica-dsn", "replica connection URL, for replica-side signals (repeatable)")
-	fs.Var(&replicas, "replica", "replica name (slot or application_name) that must be present (repeatable)")
-	fs.Float64Var(&o.cfg.Cores, "cores", 0, "the primary's CPU cores (required; no SQL reveals it)")
+func (o *signalsOptions) register(fs *pflag.FlagSet) {
+	fs.StringVar(&o.cfg.PrimaryDSN, "primary-dsn", "", "primary connection URL, as a role with pg_monitor")
+	withEnv(fs, "primary-dsn", "THROTTLED_PRIMARY_DSN")
+	fs.StringArrayVar(&o.cfg.ReplicaDSNs, "replica-dsn", nil, "replica connection URL, for replica-side signals (repeatable)")
+	fs.StringArrayVar(&o.cfg.Replicas, "replica", nil, "replica name (slot or application_name) that must be present (repeatable)")
+	fs.Float64Var(&o.cfg.Cores, "cores", 0, "the primary's CPU cores, which load is a share of (required; no SQL reveals it)")
+	withEnv(fs, "cores", "THROTTLED_CORES")
 	fs.DurationVar(&o.interval, "interval", time.Second, "with --watch, how often to print; sampling runs every 250ms or this, if shorter")
 	fs.DurationVar(&o.cfg.Timeout, "timeout", signals.DefaultTimeout, "bound on every query and connection attempt")
 	fs.DurationVar(&o.cfg.MaxAge, "max-age", signals.DefaultMaxAge, "age past which a sample is stale")
 	fs.DurationVar(&o.cfg.Smoothing, "smoothing", signals.DefaultSmoothing, "EWMA time constant of primary_load and the wait signals")
 	fs.BoolVar(&o.cfg.AllowSuperuser, "allow-superuser", false, "allow sampling as a superuser (not recommended)")
-	fs.BoolVar(&o.cfg.ForegroundLatency, "foreground-latency", false, "also time a canary commit on throttled.canary (needs `throttled migrate`): foreground_latency and foreground_latency_seconds")
+	fs.BoolVar(&o.cfg.ForegroundLatency, "foreground-latency", false, "also time a canary commit on throttled.canary (needs 'throttled migrate'): foreground_latency and foreground_latency_seconds")
 	fs.BoolVar(&o.watch, "watch", false, "keep printing until interrupted")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per snapshot, one per line")
-	fs.StringVar(&o.cfg.PgBouncerDSN, "pgbouncer-dsn", "", "PgBouncer's admin console (dbname=pgbouncer), as a role in its stats_users: the pool signals (default $THROTTLED_PGBOUNCER_DSN)")
-	fs.Var(&custom, "custom", "a custom signal to read too, as NAME=QUERY: one row of one number, run READ ONLY every second (repeatable)")
-	o.log.register(fs)
-	if err := parse(fs, args, errOut); err != nil {
+	fs.StringVar(&o.cfg.PgBouncerDSN, "pgbouncer-dsn", "", "PgBouncer's admin console (dbname=pgbouncer), as a role in its stats_users: the pool signals")
+	withEnv(fs, "pgbouncer-dsn", "THROTTLED_PGBOUNCER_DSN")
+	fs.StringArrayVar(&o.custom, "custom", nil, "a custom signal to read too, as NAME=QUERY: one row of one number, run READ ONLY every second (repeatable)")
+}
+
+// parseSignalsFlags parses the flags of `throttled signals` as the
+// command does. The primary DSN may come from THROTTLED_PRIMARY_DSN
+// (getenv) so that its password stays out of the process list.
+func parseSignalsFlags(args []string, getenv func(string) string, errOut io.Writer) (signalsOptions, error) {
+	var o signalsOptions
+	fs := newFlagSet("signals", errOut, &o.log)
+	o.register(fs)
+	if err := parseArgs(fs, args); err != nil {
 		return o, err
 	}
-	o.cfg.ReplicaDSNs, o.cfg.Replicas = replicaDSNs, replicas
+	return o, o.check(fs, getenv)
+}
+
+func newSignalsCmd(lf *logFlags) *cobra.Command {
+	var o signalsOptions
+	cmd := &cobra.Command{
+		Use:   "signals",
+		Short: "sample the primary's and replicas' health once, or --watch",
+		Long: `Samples the primary's and the replicas' health and prints every signal, its value, age and unit, or why
+it is unsafe. Without --watch it reads twice, 2 s apart (the WAL rate is measured over a window), and
+prints the second reading. Run it as a role granted pg_monitor, not a superuser.`,
+		Example: `  throttled signals --cores 8
+  throttled signals --cores 8 --json
+  throttled signals --cores 8 --watch --custom 'queue_depth=SELECT count(*) FROM jobs_queue'`,
+		Args: cobra.NoArgs,
+		Annotations: map[string]string{annotationExit: "Exit codes: 0 every signal was read, 1 runtime failure (a server unreachable, a missing grant, " +
+			"a DSN to the wrong kind of server), 2 usage, 3 a signal failed or is stale."},
+		RunE: action(func(cmd *cobra.Command) int {
+			if err := o.check(cmd.Flags(), os.Getenv); err != nil {
+				return fail(cmd.ErrOrStderr(), "signals", err)
+			}
+			o.log = *lf
+			return runSignals(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		}),
+	}
+	cmd.Flags().SortFlags = false
+	o.register(cmd.Flags())
+	return cmd
+}
+
+// check reads the environment behind the flags not given and validates.
+func (o *signalsOptions) check(fs *pflag.FlagSet, getenv func(string) string) error {
 	var errs []error
-	for _, c := range custom {
+	if _, err := applyEnv(fs, getenv); err != nil {
+		errs = append(errs, err)
+	}
+	for _, c := range o.custom {
 		name, query, ok := strings.Cut(c, "=")
 		cs := signals.CustomSignal{Name: signals.Name(strings.TrimSpace(name)), Query: query, Every: time.Second, Source: "--custom " + strings.TrimSpace(name)}
 		if !ok {
@@ -76,12 +110,6 @@ func parseSignalsFlags(args []string, getenv func(string) string, errOut io.Writ
 			continue
 		}
 		o.cfg.Custom = append(o.cfg.Custom, cs)
-	}
-	if o.cfg.PrimaryDSN == "" {
-		o.cfg.PrimaryDSN = getenv("THROTTLED_PRIMARY_DSN")
-	}
-	if o.cfg.PgBouncerDSN == "" {
-		o.cfg.PgBouncerDSN = getenv("THROTTLED_PGBOUNCER_DSN")
 	}
 	if o.cfg.PrimaryDSN == "" {
 		errs = append(errs, errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN) is required"))
@@ -102,28 +130,31 @@ func parseSignalsFlags(args []string, getenv func(string) string, errOut io.Writ
 		errs = append(errs, fmt.Errorf("--smoothing must not be negative, got %s", o.cfg.Smoothing))
 	}
 	if len(errs) > 0 {
-		return o, fmt.Errorf("%w: %w", errUsage, errors.Join(errs...))
+		return usageError(errors.Join(errs...))
 	}
 	o.cfg.Interval = min(signals.DefaultInterval, o.interval)
 	if o.cfg.Interval >= o.cfg.MaxAge {
-		return o, fmt.Errorf("%w: the sampling interval %s must be shorter than --max-age %s", errUsage, o.cfg.Interval, o.cfg.MaxAge)
+		return usageError(fmt.Errorf("the sampling interval %s must be shorter than --max-age %s", o.cfg.Interval, o.cfg.MaxAge))
 	}
-	return o, nil
+	return nil
 }
 
-func runSignals(ctx context.Context, args []string, out, errOut io.Writer) int {
-	o, err := parseSignalsFlags(args, os.Getenv, errOut)
-	if err != nil {
-		return fail(errOut, "signals", err)
-	}
+func runSignals(ctx context.Context, o signalsOptions, out, errOut io.Writer) int {
 	log, err := o.log.logger(errOut)
 	if err != nil {
 		return fail(errOut, "signals", err)
 	}
+	dsnErrs := []error{checkDSN("--primary-dsn", o.cfg.PrimaryDSN), checkDSN("--pgbouncer-dsn", o.cfg.PgBouncerDSN)}
+	for _, dsn := range o.cfg.ReplicaDSNs {
+		dsnErrs = append(dsnErrs, checkDSN("--replica-dsn", dsn))
+	}
+	if err := errors.Join(dsnErrs...); err != nil {
+		return fail(errOut, "signals", usageError(err))
+	}
 	o.cfg.Logger = log.Named("signals")
 	p, err := signals.New(o.cfg)
 	if err != nil {
-		return fail(errOut, "signals", fmt.Errorf("%w: %w", errUsage, err))
+		return fail(errOut, "signals", usageError(err))
 	}
 	defer p.Close()
 	cctx, cancel := context.WithTimeout(ctx, 2*o.cfg.Timeout+time.Second)
@@ -173,6 +204,18 @@ func runSignals(ctx context.Context, args []string, out, errOut io.Writer) int {
 			}
 		}
 	}
+}
+
+// checkDSN reports a connection string that does not parse, naming its
+// flag; pgconn's error hides the password. An empty one is not checked.
+func checkDSN(flag, dsn string) error {
+	if dsn == "" {
+		return nil
+	}
+	if _, err := pgconn.ParseConfig(dsn); err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	return nil
 }
 
 // unsafe reports whether any sample failed or is stale.

@@ -47,14 +47,20 @@ func TestParseSignalsFlags(t *testing.T) {
 		{[]string{"--primary-dsn", "postgres://h/db", "--cores", "-1"}, "", "got -1"},
 		{[]string{"--primary-dsn", "postgres://h/db", "--cores", "NaN"}, "", "got NaN"},
 		{[]string{"--primary-dsn", "postgres://h/db", "--cores", "+Inf"}, "", "got +Inf"},
-		{[]string{"--primary-dsn", "postgres://h/db", "--cores", "two"}, "", `invalid value "two" for flag -cores`},
+		{[]string{"--primary-dsn", "postgres://h/db", "--cores", "two"}, "", `--cores "two": want a number`},
 		{[]string{"--primary-dsn", "postgres://h/db", "--cores", "2", "--interval", "0s"}, "", "--interval must be positive"},
 		{[]string{"--primary-dsn", "postgres://h/db", "--cores", "2", "--timeout", "-1s"}, "", "--timeout must be positive"},
 		{[]string{"--primary-dsn", "postgres://h/db", "--cores", "2", "--max-age", "100ms"}, "", "the sampling interval 250ms must be shorter than --max-age 100ms"},
 		{[]string{"--primary-dsn", "postgres://h/db", "--cores", "2", "extra"}, "", `unexpected argument "extra"`},
-		{[]string{"--nope"}, "", "flag provided but not defined: -nope"},
+		{[]string{"--nope"}, "", "unknown flag --nope"},
 	} {
-		o, err := parseSignalsFlags(tc.args, func(string) string { return tc.env }, io.Discard)
+		getenv := func(k string) string {
+			if k == "THROTTLED_PRIMARY_DSN" {
+				return tc.env
+			}
+			return ""
+		}
+		o, err := parseSignalsFlags(tc.args, getenv, io.Discard)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%v: %v", tc.args, err)

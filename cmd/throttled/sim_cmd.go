@@ -3,30 +3,50 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
 	"github.com/throttled/throttled/internal/sim"
 )
 
-func runSim(ctx context.Context, args []string, out, errOut io.Writer) int {
-	var scenario, policy, plotDir string
-	var seed uint64
-	var asJSON, asMarkdown bool
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.StringVar(&scenario, "scenario", "all", "scenario to run, or all")
-	fs.StringVar(&policy, "policy", "all", "policy to run ("+strings.Join(sim.PolicyNames, ", ")+"), or all")
-	fs.Uint64Var(&seed, "seed", 1, "random seed; the same seed gives the same results")
-	fs.BoolVar(&asJSON, "json", false, "print one JSON array of results")
-	fs.BoolVar(&asMarkdown, "markdown", false, "print the table as Markdown (as in docs/SIMULATION.md)")
-	fs.StringVar(&plotDir, "plot", "", "write one PNG per scenario (load, rate and oracle over time) into this directory")
-	if err := parse(fs, args, errOut); err != nil {
-		return fail(errOut, "sim", err)
+func newSimCmd() *cobra.Command {
+	var o simOptions
+	cmd := &cobra.Command{
+		Use:     "sim",
+		Short:   "compare pacing policies on simulated scenarios",
+		Long:    "Compares pacing policies on simulated scenarios: the controller, unchanged, against a modelled primary and replica. Deterministic: the same seed gives the same results.",
+		Example: "  throttled sim --scenario all --markdown\n  throttled sim --scenario step --policy adaptive --json",
+		Args:    cobra.NoArgs,
+		Annotations: map[string]string{
+			annotationExit: "Exit codes: 0 ok, 1 runtime failure (a plot not written), 2 usage.",
+		},
+		RunE: action(func(cmd *cobra.Command) int {
+			return runSim(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		}),
 	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.scenario, "scenario", "all", "scenario to run, or all")
+	fs.StringVar(&o.policy, "policy", "all", "policy to run ("+strings.Join(sim.PolicyNames, ", ")+"), or all")
+	fs.Uint64Var(&o.seed, "seed", 1, "random seed; the same seed gives the same results")
+	fs.BoolVar(&o.json, "json", false, "print one JSON array of results")
+	fs.BoolVar(&o.markdown, "markdown", false, "print the table as Markdown (as in docs/SIMULATION.md)")
+	fs.StringVar(&o.plotDir, "plot", "", "write one PNG per scenario (load, rate and oracle over time) into this directory")
+	return cmd
+}
+
+// simOptions are the flags of `throttled sim`.
+type simOptions struct {
+	scenario, policy, plotDir string
+	seed                      uint64
+	json, markdown            bool
+}
+
+func runSim(ctx context.Context, o simOptions, out, errOut io.Writer) int {
+	scenario, policy, plotDir, seed, asJSON, asMarkdown := o.scenario, o.policy, o.plotDir, o.seed, o.json, o.markdown
 	var scenarios []sim.Scenario
 	if scenario == "all" {
 		scenarios = sim.Scenarios()
@@ -37,14 +57,14 @@ func runSim(ctx context.Context, args []string, out, errOut io.Writer) int {
 			for _, s := range sim.Scenarios() {
 				names = append(names, s.Name)
 			}
-			return fail(errOut, "sim", fmt.Errorf("%w: unknown scenario %q; want one of %s, or all", errUsage, scenario, strings.Join(names, ", ")))
+			return fail(errOut, "sim", usageError(fmt.Errorf("--scenario: unknown %q; want one of %s, or all", scenario, strings.Join(names, ", "))))
 		}
 		scenarios = []sim.Scenario{sc}
 	}
 	policies := sim.PolicyNames
 	if policy != "all" {
 		if !slices.Contains(sim.PolicyNames, policy) {
-			return fail(errOut, "sim", fmt.Errorf("%w: unknown policy %q; want one of %s, or all", errUsage, policy, strings.Join(sim.PolicyNames, ", ")))
+			return fail(errOut, "sim", usageError(fmt.Errorf("--policy: unknown %q; want one of %s, or all", policy, strings.Join(sim.PolicyNames, ", "))))
 		}
 		policies = []string{policy}
 	}

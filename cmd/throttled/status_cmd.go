@@ -3,31 +3,36 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/coord/store"
 	"github.com/throttled/throttled/sidecar/api"
 )
 
-// runStatus shows the cluster's pacing: through a sidecar's API, or from
-// the leader's last publication and the workers' leases in the database.
-func runStatus(ctx context.Context, args []string, out, errOut io.Writer) int {
+// newStatusCmd shows the cluster's pacing: through a sidecar's API, or
+// from the leader's last publication and the workers' leases in the
+// database.
+func newStatusCmd(lf *logFlags) *cobra.Command {
 	var cf coordFlags
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	cf.register(fs, false)
-	fs.BoolVar(&cf.json, "json", false, "print JSON")
-	if err := parse(fs, args, errOut); err != nil {
-		return fail(errOut, "status", err)
+	c := &cobra.Command{
+		Use:     "status",
+		Short:   "the cluster's leader, mode, budget and workers",
+		Long:    "The cluster's leader, mode, budget and every worker, with each job's state and reason code: from the database, or (--addr) from a sidecar's API.",
+		Example: "  throttled status\n  throttled status --addr http://127.0.0.1:18087 --json",
 	}
-	if err := cf.resolve(os.Getenv); err != nil {
-		return fail(errOut, "status", err)
-	}
+	return coordCmd(lf, c, &cf, false, "print JSON", func(ctx context.Context, _ *cobra.Command, out, errOut io.Writer) int {
+		ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+		defer cancel()
+		return status(ctx, cf, out, errOut)
+	})
+}
+
+func status(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
 	if cf.addr != "" {
 		raw, err := apiCall(ctx, cf.addr, cf.token, "GET", "/v1/status", nil)
 		if err != nil {
