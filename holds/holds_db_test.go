@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -501,5 +503,65 @@ func TestAuditStoresAnyText(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("audit entries: %+v", es)
+	}
+}
+
+// A store opened to read, as the sampler's pg_monitor role, lists the
+// holds and reads the audit without migrating; on a database whose schema
+// throttled is missing it says so, and which migrations it lacks.
+func TestAReadOnlyStoreNeedsNoWrite(t *testing.T) {
+	c, _, admin := setup(t)
+	ctx := context.Background()
+	h, err := admin.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("read-only"), Source: throttle.SourceCLI, Reason: "read me", Actor: "alice", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Release(context.Background(), h.ID, "alice", throttle.SourceCLI, "test over") })
+	mon, err := pgxpool.New(ctx, c.Primary.DSN(pgcluster.RoleMonitor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mon.Close()
+	if _, err := holds.NewStore(ctx, mon, holds.Config{}); err == nil {
+		t.Fatal("NewStore as pg_monitor migrated; want refused (it may not write the schema)")
+	}
+	ro, err := holds.OpenStore(ctx, mon, holds.Config{})
+	if err != nil {
+		t.Fatalf("OpenStore as pg_monitor: %v", err)
+	}
+	active, err := ro.Active(ctx)
+	if err != nil || !slices.ContainsFunc(active, func(x throttle.Hold) bool { return x.ID == h.ID }) {
+		t.Fatalf("Active as pg_monitor: %v, %v; want hold %s", active, err, h.ID)
+	}
+	if es, err := ro.AuditSince(ctx, time.Now().Add(-time.Hour)); err != nil || len(es) == 0 {
+		t.Fatalf("AuditSince as pg_monitor: %d entries, %v", len(es), err)
+	}
+
+	// A database never migrated.
+	pool, err := pgxpool.New(ctx, c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, "DROP DATABASE IF EXISTS throttled_fresh"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "CREATE DATABASE throttled_fresh"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Exec(context.Background(), "DROP DATABASE IF EXISTS throttled_fresh WITH (FORCE)") })
+	u, err := url.Parse(c.Primary.DSN(pgcluster.RoleMonitor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/throttled_fresh"
+	fresh, err := pgxpool.New(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	_, err = holds.OpenStore(ctx, fresh, holds.Config{})
+	if !errors.Is(err, holds.ErrSchemaBehind) || !strings.Contains(err.Error(), "0001_checkpoints") || !strings.Contains(err.Error(), "throttled migrate") {
+		t.Fatalf("OpenStore on a database never migrated: %v; want ErrSchemaBehind naming the migrations and throttled migrate", err)
 	}
 }

@@ -85,6 +85,30 @@ func NewStore(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Store, error)
 	return &Store{db: db, cfg: cfg}, nil
 }
 
+// ErrSchemaBehind reports a schema throttled that lacks migrations this
+// binary needs, found by a store opened to read only.
+var ErrSchemaBehind = errors.New("holds: schema throttled is behind this throttled")
+
+// OpenStore returns a Store on a database whose schema throttled is
+// current, without migrating: for reading (Active, AuditSince) as a role
+// that may not write the schema, such as the sampler's pg_monitor role
+// (migration 0014 grants it SELECT). A schema that lacks migrations is an
+// error wrapping ErrSchemaBehind that names them.
+func OpenStore(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Store, error) {
+	pending, err := schema.Pending(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	if len(pending) > 0 {
+		var names []string
+		for _, m := range pending {
+			names = append(names, fmt.Sprintf("%04d_%s", m.Version, m.Name))
+		}
+		return nil, fmt.Errorf("%w: it lacks %s; run `throttled migrate` as a role that may write schema throttled", ErrSchemaBehind, strings.Join(names, ", "))
+	}
+	return &Store{db: db, cfg: cfg}, nil
+}
+
 // storable is s with what [throttle.Storable] refuses replaced by U+FFFD.
 func storable(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")

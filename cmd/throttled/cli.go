@@ -54,6 +54,7 @@ func newRootCmd(out, errOut io.Writer) *cobra.Command {
 		newMigrateCmd(&lf),
 		newPlaceHoldCmd(&lf, "pause"),
 		newPlaceHoldCmd(&lf, "throttle"),
+		newPlaceHoldCmd(&lf, "exempt"),
 		newResumeCmd(&lf),
 		newHoldsCmd(&lf),
 		newStatusCmd(&lf),

@@ -22,8 +22,10 @@ import (
 // API, as its token (source manual). Either may release any hold;
 // automation's limits do not apply to a person.
 type holdsBackend interface {
-	// add places a hold; a ratio above 0 makes it a live override.
-	add(ctx context.Context, sc throttle.Scope, ttl time.Duration, reason string, ratio float64) (throttle.Hold, error)
+	// add places the hold r asks for (scope, TTL, reason, and a ratio for a
+	// live override or a signal for an exemption); the backend sets its
+	// source and actor.
+	add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, error)
 	active(ctx context.Context) ([]throttle.Hold, error)
 	// release ends one hold, audited with reason; an error wrapping
 	// throttle.ErrUnknownHold when it is not active.
@@ -35,12 +37,18 @@ type holdsBackend interface {
 }
 
 // backend opens the backend cf names: the sidecar at --addr, else the
-// database at --primary-dsn.
-func (cf coordFlags) backend(ctx context.Context) (holdsBackend, error) {
+// database at --primary-dsn. A backend to write migrates the schema
+// first; one to read only needs a role that may read it (pg_monitor
+// may).
+func (cf coordFlags) backend(ctx context.Context, write bool) (holdsBackend, error) {
 	if cf.addr != "" {
 		return apiBackend{cf: cf}, nil
 	}
-	store, pool, err := openStore(ctx, cf.dsn, holds.Config{})
+	open := openStore
+	if !write {
+		open = openReadStore
+	}
+	store, pool, err := open(ctx, cf.dsn, holds.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -55,8 +63,9 @@ type storeBackend struct {
 
 // add makes the hold; the cluster's cap applies: the database refuses a
 // longer one.
-func (s storeBackend) add(ctx context.Context, sc throttle.Scope, ttl time.Duration, reason string, ratio float64) (throttle.Hold, error) {
-	return s.store.Add(ctx, throttle.HoldRequest{Scope: sc, Source: throttle.SourceCLI, Reason: reason, Actor: s.actor, TTL: ttl, Ratio: ratio})
+func (s storeBackend) add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, error) {
+	r.Source, r.Actor = throttle.SourceCLI, s.actor
+	return s.store.Add(ctx, r)
 }
 
 func (s storeBackend) active(ctx context.Context) ([]throttle.Hold, error) {
@@ -92,9 +101,10 @@ func (a apiBackend) call(ctx context.Context, method, path string, body, answer 
 	return nil
 }
 
-func (a apiBackend) add(ctx context.Context, sc throttle.Scope, ttl time.Duration, reason string, ratio float64) (throttle.Hold, error) {
+func (a apiBackend) add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, error) {
 	var h api.Hold
-	if err := a.call(ctx, "POST", "/v1/holds", api.PauseRequest{Scope: sc.String(), TTL: ttl.String(), Reason: reason, Ratio: ratio}, &h); err != nil {
+	req := api.PauseRequest{Scope: r.Scope.String(), TTL: r.TTL.String(), Reason: r.Reason, Ratio: r.Ratio, Exempt: r.Exempt}
+	if err := a.call(ctx, "POST", "/v1/holds", req, &h); err != nil {
 		if e := (*apiError)(nil); errors.As(err, &e) && e.Status == http.StatusBadRequest {
 			return throttle.Hold{}, fmt.Errorf("%w: %w", throttle.ErrInvalidHold, err)
 		}

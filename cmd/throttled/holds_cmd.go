@@ -116,6 +116,17 @@ func commandName(cmd *cobra.Command) string {
 
 // openStore connects and migrates, bounded by ctx.
 func openStore(ctx context.Context, dsn string, cfg holds.Config) (*holds.Store, *pgxpool.Pool, error) {
+	return connectStore(ctx, dsn, cfg, holds.NewStore)
+}
+
+// openReadStore connects to read only: no migration, so a role that may
+// only read schema throttled (pg_monitor) will do.
+func openReadStore(ctx context.Context, dsn string, cfg holds.Config) (*holds.Store, *pgxpool.Pool, error) {
+	return connectStore(ctx, dsn, cfg, holds.OpenStore)
+}
+
+func connectStore(ctx context.Context, dsn string, cfg holds.Config,
+	open func(context.Context, *pgxpool.Pool, holds.Config) (*holds.Store, error)) (*holds.Store, *pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, nil, usageError(fmt.Errorf("--primary-dsn: %w", err))
@@ -127,7 +138,7 @@ func openStore(ctx context.Context, dsn string, cfg holds.Config) (*holds.Store,
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := holds.NewStore(ctx, pool, cfg)
+	store, err := open(ctx, pool, cfg)
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
@@ -168,14 +179,14 @@ func (s *scopeFlags) scope() (throttle.Scope, error) {
 	return sc, nil
 }
 
-// newPlaceHoldCmd is pause (a hold that stops its jobs) and throttle (one
-// that scales them, --ratio): the same flags, the same checks, one audit
-// line.
+// newPlaceHoldCmd is pause (a hold that stops its jobs), throttle (one
+// that scales them, --ratio) and exempt (one that lets them ignore a
+// signal, --signal): the same flags, the same checks, one audit line.
 func newPlaceHoldCmd(lf *logFlags, name string) *cobra.Command {
 	var cf coordFlags
 	var sf scopeFlags
 	var ttl time.Duration
-	var reason string
+	var reason, signal string
 	var ratio float64
 	c := &cobra.Command{
 		Use:   name + " (--job NAME | --prefix PREFIX | --all) --reason WHY [flags]",
@@ -194,6 +205,16 @@ at its next heartbeat.`
 		c.Example = `  throttled throttle --job purge_sessions --ratio 0.3 --ttl 2h --reason "deploy"`
 		c.Use = name + " (--job NAME | --prefix PREFIX | --all) --ratio R --reason WHY [flags]"
 	}
+	if name == "exempt" {
+		c.Short = "exempt one job, a group or all jobs from one signal until it expires or is released; pages if they run while critical"
+		c.Long = `Places an exemption: a hold that lets the jobs in its scope ignore one signal (a rule's name, such as
+replica_lag_seconds) until it expires or is released (throttled resume). A job rule on that signal no
+longer gates them, and a critical or stale pause that only that signal causes lets them go on at the
+rate they had, without growing; running while critical pages (ThrottledExemptWhileCritical). Every
+other signal still binds them. Audited; a running exec follows it at its next heartbeat.`
+		c.Example = `  throttled exempt --job purge_sessions --signal replica_lag_seconds --ttl 1h --reason "replica1 is being rebuilt"`
+		c.Use = name + " (--job NAME | --prefix PREFIX | --all) --signal NAME --reason WHY [flags]"
+	}
 	coordCmd(lf, c, &cf, true, "print the hold placed as one JSON object, as GET /v1/holds lists it",
 		func(ctx context.Context, cmd *cobra.Command, out, errOut io.Writer) int {
 			sc, err := sf.scope()
@@ -210,17 +231,20 @@ at its next heartbeat.`
 			if name == "throttle" && !(ratio > 0 && ratio <= 1) {
 				errs = append(errs, fmt.Errorf("--ratio must be above 0 and at most 1, got %v (to stop the jobs, throttled pause)", ratio))
 			}
+			if name == "exempt" && signal == "" {
+				errs = append(errs, errors.New("--signal is required: the signal the jobs may ignore, such as replica_lag_seconds"))
+			}
 			if len(errs) > 0 {
 				return fail(errOut, name, usageError(errors.Join(errs...)))
 			}
 			ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 			defer cancel()
-			b, err := cf.backend(ctx)
+			b, err := cf.backend(ctx, true)
 			if err != nil {
 				return fail(errOut, name, err)
 			}
 			defer b.close()
-			h, err := b.add(ctx, sc, ttl, reason, ratio)
+			h, err := b.add(ctx, throttle.HoldRequest{Scope: sc, TTL: ttl, Reason: reason, Ratio: ratio, Exempt: signal})
 			if errors.Is(err, throttle.ErrInvalidHold) {
 				return fail(errOut, name, usageError(err))
 			}
@@ -232,7 +256,10 @@ at its next heartbeat.`
 				return exitOK
 			}
 			what := ""
-			if !h.Pauses() {
+			switch {
+			case h.Exempt != "":
+				what = " exempt from " + h.Exempt
+			case !h.Pauses():
 				what = fmt.Sprintf(" at %.0f%%", 100*h.Ratio)
 			}
 			fmt.Fprintf(out, "hold %s on %s%s by %s until %s: %s\n", h.ID, h.Scope, what, h.Actor, h.Expires.UTC().Format(time.RFC3339), h.Reason)
@@ -244,6 +271,9 @@ at its next heartbeat.`
 	fs.StringVar(&reason, "reason", "", "why (required; shown to everyone and audited)")
 	if name == "throttle" {
 		fs.Float64Var(&ratio, "ratio", 0, "the share of their rate the jobs run at, above 0 and at most 1, such as 0.3 (required; throttled pause stops them)")
+	}
+	if name == "exempt" {
+		fs.StringVar(&signal, "signal", "", "the signal the jobs ignore: a rule's name, such as replica_lag_seconds or vacuum_running (required)")
 	}
 	return c
 }
@@ -358,7 +388,7 @@ func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Wri
 		}
 		ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 		defer cancel()
-		b, err := cf.backend(ctx)
+		b, err := cf.backend(ctx, true)
 		if err != nil {
 			return fail(errOut, "resume", err)
 		}
@@ -402,7 +432,7 @@ func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Wri
 	// after a confirmation get their own.
 	bctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
-	r, err := cf.backend(bctx)
+	r, err := cf.backend(bctx, true)
 	if err != nil {
 		return fail(errOut, "resume", err)
 	}
@@ -519,7 +549,7 @@ func newHoldsCmd(lf *logFlags) *cobra.Command {
 	return coordCmd(lf, c, &cf, false, "print a JSON array", func(ctx context.Context, _ *cobra.Command, out, errOut io.Writer) int {
 		ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 		defer cancel()
-		b, err := cf.backend(ctx)
+		b, err := cf.backend(ctx, false)
 		if err != nil {
 			return fail(errOut, "holds", err)
 		}
@@ -546,7 +576,10 @@ func newHoldsCmd(lf *logFlags) *cobra.Command {
 		fmt.Fprintln(tw, "ID\tSCOPE\tDOES\tSOURCE\tACTOR\tEXPIRES IN\tREASON")
 		for _, h := range active {
 			does := "pause"
-			if !h.Pauses() {
+			switch {
+			case h.Exempt != "":
+				does = "exempt from " + h.Exempt
+			case !h.Pauses():
 				does = fmt.Sprintf("%.0f%%", 100*h.Ratio)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.ID, h.Scope, does, h.Source, h.Actor, time.Until(h.Expires).Round(time.Second), h.Reason)
@@ -571,7 +604,7 @@ func newAuditCmd(lf *logFlags) *cobra.Command {
 		}
 		ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 		defer cancel()
-		b, err := cf.backend(ctx)
+		b, err := cf.backend(ctx, false)
 		if err != nil {
 			return fail(errOut, "audit", err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -85,18 +86,18 @@ func TestNewcomerTranscript(t *testing.T) {
 		build := exec.Command("../../scripts/build-image", tag)
 		b, err := build.CombinedOutput()
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		tr.shown("make image", "…\n"+strings.Join(lines[max(0, len(lines)-3):], "\n"), exitCode(err))
+		tr.shown("make image", "…\n"+strings.Join(lines[max(0, len(lines)-3):], "\n"), procExit(err))
 		if err != nil {
 			t.Fatalf("build-image: %v\n%s", err, b)
 		}
 		ver, err := podman("run", "--rm", tag, "version")
-		tr.shown("podman run --rm "+tag+" version", ver, exitCode(err))
+		tr.shown("podman run --rm "+tag+" version", ver, procExit(err))
 		if err != nil && containsAny(ver, noContainers) {
 			// This sandbox's crun may not set rlimits: runc, with rlimits
 			// no higher than this process's, runs it (as the image test).
 			fmt.Fprintf(&tr.b, "\nThis machine's crun may not set rlimits; with runc and rlimits no higher than the shell's:\n")
 			ver, err = podman("run", "--rm", "--runtime", "runc", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", tag, "version")
-			tr.shown("podman run --rm --runtime runc --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 "+tag+" version", ver, exitCode(err))
+			tr.shown("podman run --rm --runtime runc --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 "+tag+" version", ver, procExit(err))
 		}
 		if err != nil && !containsAny(ver, noContainers) {
 			t.Fatalf("podman run: %v\n%s", err, ver)
@@ -132,7 +133,9 @@ job "purge" {}
 	ctx, stop := context.WithCancel(context.Background())
 	var sidecarOut pgtest.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"run", "--config", cfgPath, "--log-level", "warn"}, &sidecarOut, &sidecarOut) }()
+	go func() {
+		done <- run(ctx, []string{"run", "--config", cfgPath, "--log-level", "warn"}, &sidecarOut, &sidecarOut)
+	}()
 	t.Cleanup(func() {
 		stop()
 		<-done
@@ -212,7 +215,7 @@ job "purge" {}
 		scaled = last
 		return nil
 	})
-	holdsOut, _ := tr.runShown(t, "throttled holds", "holds", "--primary-dsn", c.Primary.DSN(pgcluster.RoleAdmin))
+	holdsOut, _ := tr.runShown(t, "throttled holds", "holds", "--primary-dsn", c.Primary.DSN(pgcluster.RoleMonitor))
 	id := ""
 	for _, f := range strings.Fields(holdsOut) {
 		if strings.HasPrefix(f, "h") && len(f) > 1 && strings.Trim(f[1:], "0123456789") == "" {
@@ -254,11 +257,13 @@ job "purge" {}
 	}
 }
 
-func exitCode(err error) int {
-	if err == nil {
+// procExit is a finished command's exit code: 0 for no error.
+func procExit(err error) int {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
 		return 0
-	}
-	if ee, ok := err.(*exec.ExitError); ok {
+	case errors.As(err, &ee):
 		return ee.ExitCode()
 	}
 	return 1

@@ -54,7 +54,7 @@ func status(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
 			st.Mode, st.Budget, firstNonEmpty(st.Binding, "-"), st.Reason, st.ConfigVersion)
 		return exitOK
 	}
-	_, pool, err := openStore(ctx, cf.dsn, holds.Config{})
+	_, pool, err := openReadStore(ctx, cf.dsn, holds.Config{})
 	if err != nil {
 		return fail(errOut, "status", err)
 	}

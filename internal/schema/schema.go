@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed migrations/*.sql
@@ -63,6 +64,40 @@ func Migrations() []Migration {
 // are one.
 type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Querier runs a query: *pgx.Conn, *pgxpool.Pool and pgx.Tx all are one.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Pending returns the migrations the database lacks, reading only: every
+// one when schema throttled does not exist yet. A role that may only read
+// (pg_monitor, through migration 0014) can ask.
+func Pending(ctx context.Context, db Querier) ([]Migration, error) {
+	rows, err := db.Query(ctx, "SELECT version FROM "+Name+".schema_migrations")
+	var have []int
+	if err == nil {
+		have, err = pgx.CollectRows(rows, pgx.RowTo[int])
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: never migrated
+		return Migrations(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("schema: read versions: %w", err)
+	}
+	all := Migrations()
+	if newest := slices.Max(append(have, 0)); newest > all[len(all)-1].Version {
+		return nil, fmt.Errorf("%w: it has migration %d, this binary knows up to %d", ErrTooNew, newest, all[len(all)-1].Version)
+	}
+	var out []Migration
+	for _, m := range all {
+		if !slices.Contains(have, m.Version) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 // Migrate applies the migrations the database lacks and returns them. It
