@@ -56,6 +56,10 @@ image: ## build the container image throttled:dev (Containerfile: a static binar
 	@scripts/ensure-podman
 	scripts/build-image throttled:dev
 
+.PHONY: chaos
+chaos: deps ## the fault campaign: every fault one after another under load, invariants after each (a few minutes); table in docs/CHAOS.md
+	THROTTLED_CHAOS=full THROTTLED_CHAOS_SEED=$${SEED:-1} THROTTLED_CHAOS_DOC=$(CURDIR)/docs/CHAOS.md $(GO) test -count=1 -timeout 30m -run '^TestChaosCampaign$$' -v ./internal/chaos/
+
 .PHONY: transcript
 transcript: deps ## regenerate docs/NEWCOMER.md: a newcomer's path (help, lint, image, a freno HEAD check, a live override on a running exec), run on a throwaway pair
 	THROTTLED_TRANSCRIPT=$(CURDIR)/docs/NEWCOMER.md $(GO) test -count=1 -run '^TestNewcomerTranscript$$' -v ./cmd/throttled/
