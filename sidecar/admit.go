@@ -99,6 +99,14 @@ func (s *Server) guard(r Route, h func(http.ResponseWriter, *http.Request, confi
 	cls := routeClass(r)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		cfg := s.config()
+		// Until its body is in, a refusal closes the connection: net/http
+		// would otherwise read the rest of the body before answering, and
+		// after a body deadline with no deadline at all, so one client
+		// trickling a byte a second would keep a connection and a
+		// goroutine for hours.
+		if req.ContentLength != 0 {
+			w.Header().Set("Connection", "close")
+		}
 		tok, cls, ok := s.authenticate(w, req, r, cls, cfg)
 		if !ok {
 			return
@@ -119,6 +127,7 @@ func (s *Server) guard(r Route, h func(http.ResponseWriter, *http.Request, confi
 		if !s.readBody(w, req, cls) {
 			return
 		}
+		w.Header().Del("Connection")
 		if cls != classHook {
 			if !s.take(w, cls) {
 				return
