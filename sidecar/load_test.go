@@ -3,6 +3,7 @@ package sidecar_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -185,7 +186,10 @@ type loadRecorder struct {
 	noAt, resumedAt atomic.Int64
 	okWhileStopped  atomic.Int64
 	workerErrs      atomic.Int64
-	slowOutcomes    sync.Map // first status line (or "closed") → *atomic.Int64
+	// gaveUp counts Waits that ended in remote.ErrGaveUp: the client's
+	// designed answer to MaxAttempts sheds in a row.
+	gaveUp       atomic.Int64
+	slowOutcomes sync.Map // first status line (or "closed") → *atomic.Int64
 }
 
 func newLoadRecorder(seconds int) *loadRecorder {
@@ -309,7 +313,11 @@ func workLoop(ctx context.Context, rec *loadRecorder, p *remote.Pacer) {
 	for ctx.Err() == nil {
 		done, err := p.Wait(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
+			switch {
+			case ctx.Err() != nil:
+			case errors.Is(err, remote.ErrGaveUp):
+				rec.gaveUp.Add(1)
+			default:
 				rec.workerErrs.Add(1)
 			}
 			continue
@@ -652,7 +660,8 @@ func loadReport(shape loadShape, rec *loadRecorder, mem memPeaks, before, after 
 	slices.Sort(slow)
 	fmt.Fprintf(&b, ".\n\nSlow connections' answers: %s.\n\n", strings.Join(slow, "; "))
 	fmt.Fprintf(&b, "Primary stopped: `/check` said no (500, fail closed) %s after the stop, and go again %s after the resume; "+
-		"no go in between (%d).\n\n", toNo.Round(10*time.Millisecond), toOK.Round(10*time.Millisecond), rec.okWhileStopped.Load())
+		"no go in between (%d). Remote workers' Waits that gave up after MaxAttempts sheds in a row (remote.ErrGaveUp): %d.\n\n",
+		toNo.Round(10*time.Millisecond), toOK.Round(10*time.Millisecond), rec.okWhileStopped.Load(), rec.gaveUp.Load())
 	fmt.Fprintf(&b, "Memory of the whole test process (sidecar, client and load generator), sampled every 250 ms (%d samples): "+
 		"peak HeapInuse %d MiB, peak Sys %d MiB, peak goroutines %d.\n", mem.samples, mem.heapInuse>>20, mem.sys>>20, mem.goroutines)
 	return b.String()
