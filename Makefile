@@ -24,7 +24,8 @@ FUZZ_TARGETS := \
 	./sidecar:FuzzCSRF \
 	./sidecar:FuzzGrafanaAuth \
 	./sidecar:FuzzGrafanaPayload \
-	./sidecar:FuzzRequestBodies
+	./sidecar:FuzzRequestBodies \
+	./sidecar:FuzzRoutes
 
 .PHONY: help
 help: ## list the targets
