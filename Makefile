@@ -24,7 +24,8 @@ FUZZ_TARGETS := \
 	./sidecar:FuzzCSRF \
 	./sidecar:FuzzGrafanaAuth \
 	./sidecar:FuzzGrafanaPayload \
-	./sidecar:FuzzRequestBodies
+	./sidecar:FuzzRequestBodies \
+	./sidecar:FuzzRoutes
 
 .PHONY: help
 help: ## list the targets
@@ -104,6 +105,14 @@ bench: deps ## run the micro-benchmarks beside their anchors (a few minutes); ta
 
 # Flags for `make replay`, such as REPLAY_FLAGS="--short" or "--scenario cpu-hog".
 REPLAY_FLAGS ?=
+
+# The sidecar under load: TestSidecarUnderLoad's full shape for LOAD_SECONDS.
+LOAD_SECONDS ?= 60
+
+.PHONY: load
+load: deps ## the sidecar under load: 1,000 /check clients, 200 remote workers, slow clients, the primary stopped 10 s (about 80 s); figures in docs/BENCHMARKS.md
+	THROTTLED_LOAD_SECONDS=$(LOAD_SECONDS) THROTTLED_LOAD_DOC=$(CURDIR)/docs/BENCHMARKS.md \
+		$(GO) test -run='^TestSidecarUnderLoad$$' -count=1 -v -timeout=10m ./sidecar
 
 .PHONY: replay
 replay: deps build ## the replay benchmark: every scenario and pacing policy on a throwaway pair (about 40 minutes); tables in docs/BENCHMARKS.md

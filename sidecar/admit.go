@@ -17,14 +17,19 @@ import (
 // takes any shared capacity or has its body read; only then does it take a
 // slot of its class's own budget. A crowd of anonymous or slow clients can
 // fill the budget of the class it reaches (at most the webhook's or the
-// anonymous one), never the check's or a person's.
+// anonymous one), never the check's or a person's. Reports have a budget of
+// their own: an acquire holds its slot while it waits for a token (up to
+// max_wait), and a report is what frees the job's in-flight slots, so
+// acquires queued behind a token must never shed the reports that would
+// give them one.
 //
 //	class    routes                                   budget
 //	free     /healthz, /readyz                         none: answered from memory, no body read
 //	check    /check/{job}                              MaxConcurrent
 //	person   pause, resume, reload, the confirm page   personSlots
 //	read     status, jobs, holds, audit, metrics       MaxConcurrent
-//	work     acquire, report                           MaxConcurrent
+//	work     acquire                                   MaxConcurrent
+//	report   report                                    MaxConcurrent
 //	hook     the Grafana webhook                       hookSlots, body read within hookReadTimeout
 //	anon     reads without a token under open_reads    anonSlots
 type class int
@@ -35,12 +40,13 @@ const (
 	classPerson
 	classRead
 	classWork
+	classReport
 	classHook
 	classAnon
 	numClasses
 )
 
-var classNames = [numClasses]string{"free", "check", "person", "read", "work", "hook", "anon"}
+var classNames = [numClasses]string{"free", "check", "person", "read", "work", "report", "hook", "anon"}
 
 func (c class) String() string { return classNames[c] }
 
@@ -69,6 +75,8 @@ func routeClass(r Route) class {
 		return classFree
 	case r.Name == "check":
 		return classCheck
+	case r.Name == "report":
+		return classReport
 	case r.Scope == config.ScopeWork:
 		return classWork
 	case r.Scope == ScopeHook:
@@ -83,7 +91,7 @@ func routeClass(r Route) class {
 // newBudgets makes each class's slots for a limit of maxConcurrent.
 func newBudgets(maxConcurrent int) [numClasses]chan struct{} {
 	var b [numClasses]chan struct{}
-	for c, n := range [numClasses]int{0, maxConcurrent, personSlots, maxConcurrent, maxConcurrent, hookSlots, anonSlots} {
+	for c, n := range [numClasses]int{0, maxConcurrent, personSlots, maxConcurrent, maxConcurrent, maxConcurrent, hookSlots, anonSlots} {
 		if n > 0 {
 			b[c] = make(chan struct{}, n)
 		}
@@ -99,6 +107,14 @@ func (s *Server) guard(r Route, h func(http.ResponseWriter, *http.Request, confi
 	cls := routeClass(r)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		cfg := s.config()
+		// Until its body is in, a refusal closes the connection: net/http
+		// would otherwise read the rest of the body before answering, and
+		// after a body deadline with no deadline at all, so one client
+		// trickling a byte a second would keep a connection and a
+		// goroutine for hours.
+		if req.ContentLength != 0 {
+			w.Header().Set("Connection", "close")
+		}
 		tok, cls, ok := s.authenticate(w, req, r, cls, cfg)
 		if !ok {
 			return
@@ -119,6 +135,7 @@ func (s *Server) guard(r Route, h func(http.ResponseWriter, *http.Request, confi
 		if !s.readBody(w, req, cls) {
 			return
 		}
+		w.Header().Del("Connection")
 		if cls != classHook {
 			if !s.take(w, cls) {
 				return

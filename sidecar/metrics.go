@@ -21,7 +21,7 @@ var (
 	descGrants      = prometheus.NewDesc("throttled_api_grants_outstanding", "Tokens granted to remote workers and not yet reported.", nil, nil)
 	descPagesSent   = prometheus.NewDesc("throttled_notifications_sent_total", "Pages and resolves delivered, by notifier kind.", []string{"notifier"}, nil)
 	descPagesFailed = prometheus.NewDesc("throttled_notifications_failed_total", "Pages and resolves not delivered after every retry, by notifier kind.", []string{"notifier"}, nil)
-	descShed        = prometheus.NewDesc("throttled_api_shed_requests_total", "Requests refused with 503 past their class's concurrency limit, by class (check, person, read, work, hook, anon).", []string{"class"}, nil)
+	descShed        = prometheus.NewDesc("throttled_api_shed_requests_total", "Requests refused with 503 past their class's concurrency limit, by class (check, person, read, work, report, hook, anon).", []string{"class"}, nil)
 	descAnnotations = prometheus.NewDesc("throttled_annotations_requests_total", "Calls to Grafana's annotations API, by result (ok or failed).", []string{"result"}, nil)
 )
 

@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -22,8 +23,48 @@ func (s *Server) Handler() http.Handler {
 			mux.Handle("OPTIONS "+path, s.preflight(method))
 		}
 	}
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, pattern := mux.Handler(r); pattern == "" {
+			// No route: ServeMux would answer 404 or 405 in plain text;
+			// every refusal is the API's error.
+			notRouted(w, r, h)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
+
+// notRouted answers a request no route serves with the status and Allow
+// header ServeMux's handler h would give it, as api.Error.
+func notRouted(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	probe := &statusOnly{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if allow := probe.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	switch probe.code {
+	case http.StatusMethodNotAllowed:
+		writeError(w, probe.code, fmt.Sprintf("%s is not served on %s; allowed: %s", r.Method, r.URL.Path, probe.header.Get("Allow")))
+	case http.StatusNotFound, 0:
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no route serves %s", r.URL.Path))
+	default: // a redirect to the cleaned path, or the like: ServeMux's own
+		h.ServeHTTP(w, r)
+	}
+}
+
+// statusOnly keeps a handler's status and headers and drops its body.
+type statusOnly struct {
+	header http.Header
+	code   int
+}
+
+func (s *statusOnly) Header() http.Header { return s.header }
+func (s *statusOnly) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+}
+func (s *statusOnly) Write(b []byte) (int, error) { s.WriteHeader(http.StatusOK); return len(b), nil }
 
 // ScopeHook marks a route that authenticates itself: a webhook signature,
 // or a bearer token with the pause scope.

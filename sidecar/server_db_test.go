@@ -27,7 +27,7 @@ func configWith(version string, js ...config.Job) *config.Config {
 // coordinatedClient opens a coordinated client on the package's pair,
 // closed at the end of the test, and returns it with the admin DSN of its
 // coordination database.
-func coordinatedClient(t *testing.T) (*throttled.Client, string) {
+func coordinatedClient(t testing.TB) (*throttled.Client, string) {
 	t.Helper()
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
