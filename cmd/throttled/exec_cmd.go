@@ -31,6 +31,7 @@ type execOptions struct {
 	primaryDSN, jobDSN string
 	replicaDSNs        []string
 	replicas           []string
+	config             string
 	cores              float64
 	job, sql           string
 	batch, minBatch    int
@@ -56,6 +57,8 @@ func (o *execOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.jobDSN, "job-dsn", "", "connection URL the statement runs on (default: the primary's)")
 	withEnv(fs, "job-dsn", "THROTTLED_JOB_DSN")
 	fs.StringArrayVar(&o.replicaDSNs, "replica-dsn", nil, "replica connection URL (repeatable)")
+	fs.StringVar(&o.config, "config", "", "a sidecar's configuration file: its primary's dsn and cores, and its required replicas, for the flags not given")
+	withEnv(fs, "config", "THROTTLED_CONFIG")
 	fs.StringArrayVar(&o.replicas, "replica", nil, "replica (slot or application_name) whose lag is required: missing or stale stops the job (repeatable)")
 	fs.Float64Var(&o.cores, "cores", 0, "the primary's CPU cores, which load is a share of (required)")
 	withEnv(fs, "cores", "THROTTLED_CORES")
@@ -129,9 +132,16 @@ func (o *execOptions) check(fs *pflag.FlagSet, getenv func(string) string) error
 	if _, err := applyEnv(fs, getenv); err != nil {
 		errs = append(errs, err)
 	}
+	if o.config != "" {
+		sc, err := samplerFromConfig(o.config)
+		if err != nil {
+			return err
+		}
+		sc.fill(&o.primaryDSN, &o.cores, &o.replicaDSNs, &o.replicas)
+	}
 	o.jobDSN = firstNonEmpty(o.jobDSN, o.primaryDSN)
 	if o.primaryDSN == "" {
-		errs = append(errs, errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN) is required"))
+		errs = append(errs, errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN, or --config) is required"))
 	}
 	if !(o.cores > 0) || o.cores > 1e6 {
 		errs = append(errs, fmt.Errorf("--cores must be a positive number of CPU cores, got %v", o.cores))

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/user"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,6 +32,7 @@ import (
 // how long to wait, and --json.
 type coordFlags struct {
 	dsn     string
+	config  string // a sidecar's configuration file, for its coordination_dsn
 	addr    string // a sidecar's API instead of the database
 	token   string
 	actor   string
@@ -42,6 +45,8 @@ func (c *coordFlags) register(fs *pflag.FlagSet, withActor bool, jsonHelp string
 	withEnv(fs, "primary-dsn", "THROTTLED_PRIMARY_DSN")
 	fs.StringVar(&c.addr, "addr", "", "a sidecar's URL, such as http://127.0.0.1:18087, to act through instead of the database (token in $THROTTLED_TOKEN; a --primary-dsn given beats this variable)")
 	withEnv(fs, "addr", "THROTTLED_ADDR")
+	fs.StringVar(&c.config, "config", "", "a sidecar's configuration file: act on its primary (coordination_dsn) when neither --primary-dsn nor --addr is given")
+	withEnv(fs, "config", "THROTTLED_CONFIG")
 	if withActor {
 		fs.StringVar(&c.actor, "actor", "", "who is acting (default: the OS user; through --addr, the token's name)")
 	}
@@ -70,8 +75,15 @@ func (c *coordFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) erro
 		}
 		return nil
 	}
+	if c.dsn == "" && c.config != "" {
+		dsn, err := configDSN(c.config)
+		if err != nil {
+			return err
+		}
+		c.dsn = dsn
+	}
 	if c.dsn == "" {
-		return usageError(errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN), or --addr (or THROTTLED_ADDR), is required"))
+		return usageError(errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN), --addr (or THROTTLED_ADDR), or --config (or THROTTLED_CONFIG) is required"))
 	}
 	if err := checkDSN("--primary-dsn", c.dsn); err != nil {
 		return usageError(err)
@@ -83,6 +95,67 @@ func (c *coordFlags) resolve(fs *pflag.FlagSet, getenv func(string) string) erro
 		}
 	}
 	return nil
+}
+
+// configDSN is the coordination DSN of the configuration file at path,
+// read as check-config reads it offline: only that secret must be there.
+func configDSN(path string) (string, error) {
+	cfg, err := config.LoadWithoutSecrets(path)
+	if err != nil {
+		return "", err
+	}
+	if what, unset := config.Unset(cfg.CoordinationDSN); unset {
+		return "", usageError(fmt.Errorf("--config %s: the primary's coordination_dsn (or dsn) is %s, which is not set", path, what))
+	}
+	return cfg.CoordinationDSN, nil
+}
+
+// samplerConfig is what signals and exec take from a sidecar's
+// configuration file for the flags not given: the primary's DSN and
+// cores, and the replicas (required ones, and those sampled directly).
+type samplerConfig struct {
+	primaryDSN       string
+	cores            float64
+	replicaDSNs      []string
+	requiredReplicas []string
+}
+
+func samplerFromConfig(path string) (samplerConfig, error) {
+	cfg, err := config.LoadWithoutSecrets(path)
+	if err != nil {
+		return samplerConfig{}, err
+	}
+	if what, unset := config.Unset(cfg.PrimaryDSN); unset {
+		return samplerConfig{}, usageError(fmt.Errorf("--config %s: the primary's dsn is %s, which is not set", path, what))
+	}
+	sc := samplerConfig{primaryDSN: cfg.PrimaryDSN, cores: cfg.Cores}
+	for _, name := range slices.Sorted(maps.Keys(cfg.ReplicaDSNs)) {
+		dsn := cfg.ReplicaDSNs[name]
+		if what, unset := config.Unset(dsn); unset {
+			return samplerConfig{}, usageError(fmt.Errorf("--config %s: replica %q's dsn is %s, which is not set", path, name, what))
+		}
+		sc.replicaDSNs = append(sc.replicaDSNs, dsn)
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Replicas)) {
+		if cfg.Replicas[name] == throttle.ReplicaRequired {
+			sc.requiredReplicas = append(sc.requiredReplicas, name)
+		}
+	}
+	return sc, nil
+}
+
+// fill sets what the flags left empty from sc.
+func (sc samplerConfig) fill(dsn *string, cores *float64, replicaDSNs, replicas *[]string) {
+	*dsn = firstNonEmpty(*dsn, sc.primaryDSN)
+	if *cores == 0 {
+		*cores = sc.cores
+	}
+	if len(*replicaDSNs) == 0 {
+		*replicaDSNs = sc.replicaDSNs
+	}
+	if len(*replicas) == 0 {
+		*replicas = sc.requiredReplicas
+	}
 }
 
 // coordCmd builds one of the commands on the cluster's holds and state:

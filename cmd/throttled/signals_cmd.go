@@ -29,6 +29,7 @@ type signalsOptions struct {
 	watch    bool
 	json     bool
 	custom   []string
+	config   string
 	log      logFlags
 }
 
@@ -49,6 +50,8 @@ func (o *signalsOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per snapshot, one per line")
 	fs.StringVar(&o.cfg.PgBouncerDSN, "pgbouncer-dsn", "", "PgBouncer's admin console (dbname=pgbouncer), as a role in its stats_users: the pool signals")
 	withEnv(fs, "pgbouncer-dsn", "THROTTLED_PGBOUNCER_DSN")
+	fs.StringVar(&o.config, "config", "", "a sidecar's configuration file: its primary's dsn and cores, and its replicas, for the flags not given")
+	withEnv(fs, "config", "THROTTLED_CONFIG")
 	fs.StringArrayVar(&o.custom, "custom", nil, "a custom signal to read too, as NAME=QUERY: one row of one number, run READ ONLY every second (repeatable)")
 }
 
@@ -111,8 +114,15 @@ func (o *signalsOptions) check(fs *pflag.FlagSet, getenv func(string) string) er
 		}
 		o.cfg.Custom = append(o.cfg.Custom, cs)
 	}
+	if o.config != "" {
+		sc, err := samplerFromConfig(o.config)
+		if err != nil {
+			return err
+		}
+		sc.fill(&o.cfg.PrimaryDSN, &o.cfg.Cores, &o.cfg.ReplicaDSNs, &o.cfg.Replicas)
+	}
 	if o.cfg.PrimaryDSN == "" {
-		errs = append(errs, errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN) is required"))
+		errs = append(errs, errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN, or --config) is required"))
 	}
 	if !(o.cfg.Cores > 0) || math.IsInf(o.cfg.Cores, 0) {
 		errs = append(errs, fmt.Errorf("--cores must be a positive number of CPU cores, got %v", o.cfg.Cores))
