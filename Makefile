@@ -33,8 +33,9 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 .PHONY: deps
-deps: ## install PostgreSQL, Alertmanager, Prometheus (with promtool) and Chromium if missing; download Go modules
+deps: ## install PostgreSQL, Patroni and etcd, Alertmanager, Prometheus (with promtool) and Chromium if missing; download Go modules
 	@scripts/ensure-postgres
+	@scripts/ensure-patroni
 	@scripts/ensure-pgbouncer
 	@scripts/ensure-podman
 	@scripts/ensure-alertmanager
