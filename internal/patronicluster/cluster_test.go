@@ -2,6 +2,7 @@ package patronicluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -54,12 +55,16 @@ func TestMultiHostDSN(t *testing.T) {
 	}
 }
 
-// start starts a cluster of n nodes, removed when the test ends.
+// start starts a cluster of n nodes, removed when the test ends. It skips
+// only when Patroni or etcd is not installed.
 func start(t *testing.T, n int) *Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := Start(ctx, Options{Nodes: n, Log: func(f string, a ...any) { t.Logf(f, a...) }})
+	if errors.Is(err, ErrNoPatroni) {
+		t.Skip(err)
+	}
 	if err != nil {
 		t.Fatal(fmt.Errorf("start patroni cluster: %w", err))
 	}
