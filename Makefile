@@ -34,8 +34,9 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 .PHONY: deps
-deps: ## install PostgreSQL, Alertmanager, Prometheus (with promtool) and Chromium if missing; download Go modules
+deps: ## install PostgreSQL, Patroni and etcd, Alertmanager, Prometheus (with promtool) and Chromium if missing; download Go modules
 	@scripts/ensure-postgres
+	@scripts/ensure-patroni
 	@scripts/ensure-pgbouncer
 	@scripts/ensure-podman
 	@scripts/ensure-alertmanager
@@ -102,6 +103,10 @@ bench: deps ## run the micro-benchmarks beside their anchors (a few minutes); ta
 	$(GO) test -run='^$$' -bench='^BenchmarkTick$$' -benchmem -count=$(BENCH_COUNT) ./signals | tee -a $(BENCH_OUT); \
 	$(GO) test -run='^$$' -bench='^BenchmarkSamplerCost' -benchtime=1x -count=1 -timeout=10m . | tee -a $(BENCH_OUT)
 	$(GO) run ./internal/benchdoc/cmd/benchdoc -in $(BENCH_OUT) -doc docs/BENCHMARKS.md
+
+.PHONY: failover
+failover: deps ## the Patroni failover test (switchover, kill -9 of the leader's postmaster; about a minute); table in docs/FAILOVER.md
+	THROTTLED_FAILOVER_DOC=docs/FAILOVER.md $(GO) test -race -count=1 -run '^TestFailover$$' -v ./internal/patronicluster/
 
 # Flags for `make replay`, such as REPLAY_FLAGS="--short" or "--scenario cpu-hog".
 REPLAY_FLAGS ?=

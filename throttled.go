@@ -58,6 +58,13 @@ type Options struct {
 	// OnEnforce, when set, receives every enforcement check's violations
 	// (none, when all is well), for paging.
 	OnEnforce func([]holds.Violation)
+	// OnPrimaryChange, when set (and CoordinationDSN is), receives the
+	// audit entry this process wrote when the primary it samples is not
+	// the one the audit log recorded last (a failover or switchover: from
+	// which server and timeline to which), for paging. It runs on the
+	// process that samples (the leader, in coordinated mode), at most once
+	// a tick, and must not block.
+	OnPrimaryChange func(holds.Entry)
 	// Coordinate (with CoordinationDSN) makes this process one of many
 	// pacing jobs against the same cluster: the processes elect one leader
 	// (a session advisory lock), which alone samples and decides and
@@ -86,6 +93,7 @@ type Client struct {
 	tick      time.Duration
 	audits    chan holds.Entry
 	onEnforce func([]holds.Violation)
+	onPrimary func(holds.Entry)
 	log       hclog.Logger
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -122,7 +130,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{poller: poller, ls: throttle.NewLimiters(nil), holds: local, log: log.Named("controller"), audits: make(chan holds.Entry, 64),
-		onEnforce: opts.OnEnforce}
+		onEnforce: opts.OnEnforce, onPrimary: opts.OnPrimaryChange}
 	var durable unionHolds
 	if opts.CoordinationDSN != "" {
 		if err := c.openCoordination(ctx, opts, log); err != nil {
@@ -177,6 +185,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	if c.store != nil {
 		c.wg.Go(func() { _ = c.watcher.Run(runCtx) })
 		c.wg.Go(func() { c.auditor(runCtx) })
+		c.wg.Go(func() { c.watchPrimary(runCtx) })
 		if opts.Enforce != nil {
 			c.wg.Go(func() { c.enforce(runCtx, *opts.Enforce) })
 		}
@@ -239,6 +248,43 @@ func (c *Client) auditor(ctx context.Context) {
 				c.log.Warn("cannot write the audit log", "error", err, "event", e.Reason)
 			}
 			cancel()
+		}
+	}
+}
+
+// watchPrimary records, once a tick, the primary this process samples in
+// the audit log when the log names another one last (holds.RecordPrimary
+// compares in the cluster, so a leader elected after a failover tells the
+// change too). A change is logged as a page and handed to
+// Options.OnPrimaryChange. Only a fresh identity counts: a follower's
+// stopped poller keeps the primary it sampled while it led.
+func (c *Client) watchPrimary(ctx context.Context) {
+	t := time.NewTicker(c.tick)
+	defer t.Stop()
+	var last signals.Primary
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		id, ok := c.poller.Primary()
+		if !ok || !c.mode.leader() || time.Since(id.Checked) > c.poller.Snapshot().MaxAge || id.Same(last) {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		e, changed, err := c.store.RecordPrimary(rctx, id.Addr, id.Timeline)
+		cancel()
+		if err != nil {
+			c.log.Warn("cannot record the primary in the audit log", "error", err, "primary", id.String())
+			continue
+		}
+		last = id
+		if changed && e.Detail["from_addr"] != nil {
+			c.log.Error("page", "event", holds.EventPrimaryChanged, "message", e.Reason)
+			if c.onPrimary != nil {
+				c.onPrimary(e)
+			}
 		}
 	}
 }

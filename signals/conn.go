@@ -77,6 +77,9 @@ type server struct {
 	// replicaName is, for a replica, its name as the primary knows it,
 	// learnt at connect.
 	replicaName string
+	// primary is, for the primary, the server this connection reached,
+	// learnt at connect.
+	primary Primary
 }
 
 func newServer(kind serverKind, dsn string, timeout time.Duration, allowSuperuser bool, log hclog.Logger) (*server, error) {
@@ -201,6 +204,13 @@ func (s *server) check(ctx context.Context, conn *pgx.Conn) error {
 	}
 	if s.kind == kindReplica {
 		s.replicaName = s.discoverReplicaName(ctx, conn)
+	}
+	if s.kind == kindPrimary {
+		var p Primary
+		if err := conn.QueryRow(ctx, primarySQL).Scan(&p.Addr, &p.Timeline); err != nil {
+			return fmt.Errorf("identify primary %s: %w", s.addr, classify(err, s.timeout))
+		}
+		s.primary = p
 	}
 	return nil
 }

@@ -150,10 +150,11 @@ type Poller struct {
 	// bouncer reads PgBouncer's pools; nil without Config.PgBouncerDSN.
 	bouncer *pgbouncerSampler
 
-	mu     sync.Mutex
-	latest map[string][]Sample // by sampler id
-	learnt map[string]bool     // replica names learnt from replica DSNs
-	stats  map[string]*ServerStats
+	mu      sync.Mutex
+	current Primary             // the primary sampled last
+	latest  map[string][]Sample // by sampler id
+	learnt  map[string]bool     // replica names learnt from replica DSNs
+	stats   map[string]*ServerStats
 }
 
 // ServerStats is how sampling one server has gone.
@@ -216,7 +217,7 @@ func New(cfg Config) (*Poller, error) {
 		return nil, fmt.Errorf("signals: PrimaryDSN: %w", err)
 	}
 	p.primary = &primarySampler{srv: ps, cores: cfg.Cores, smooth: newLoadSmoother(cfg.Smoothing),
-		seen: map[string]bool{}, expected: p.expectedReplicas}
+		seen: map[string]bool{}, expected: p.expectedReplicas, publish: p.setPrimary}
 	for i, dsn := range cfg.ReplicaDSNs {
 		rs, err := newServer(kindReplica, dsn, cfg.Timeout, cfg.AllowSuperuser, cfg.Logger)
 		if err != nil {
@@ -369,6 +370,22 @@ func (p *Poller) Snapshot() Snapshot {
 	return Snapshot{At: p.cfg.now(), MaxAge: p.cfg.MaxAge, Samples: all}
 }
 
+// Primary returns the server the Poller sampled as the primary last, and
+// whether it has sampled one. After a failover it names the new primary
+// (a new address or timeline, and Since when it was first sampled) once a
+// tick has succeeded there. Safe for concurrent use.
+func (p *Poller) Primary() (Primary, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.current, !p.current.Since.IsZero()
+}
+
+func (p *Poller) setPrimary(id Primary) {
+	p.mu.Lock()
+	p.current = id
+	p.mu.Unlock()
+}
+
 func (p *Poller) learn(name string) {
 	if name == "" {
 		return
@@ -421,6 +438,9 @@ type primarySampler struct {
 	wal      walRate
 	seen     map[string]bool
 	expected func() []string
+	// cur is the primary sampled last; publish hands it to the Poller.
+	cur     Primary
+	publish func(Primary)
 }
 
 func (s *primarySampler) id() string      { return "primary" }
@@ -496,6 +516,13 @@ func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sam
 		return nil
 	})
 	at := now()
+	if err == nil {
+		if old, ok := s.observe(s.srv.primary, at); ok {
+			s.srv.log.Warn("primary changed; replica inventory re-read from the new primary", "from", old.String(), "to", s.cur.String())
+		}
+		s.cur.Checked = at
+		s.publish(s.cur)
+	}
 	known := s.expected()
 	for n := range s.seen {
 		known = append(known, n)

@@ -104,6 +104,12 @@ func lagOf(name string, rs []walsenderRow) replicaLag {
 	if r.LagBytes == nil {
 		return fail(fmt.Errorf("signals: replica %q (state %s) has not reported a replay position yet", name, deref(r.State)))
 	}
+	if st := deref(r.State); st != "streaming" {
+		// A replica that joins (a rebuilt one, a demoted primary after a
+		// failover) is trusted only once it streams: in startup or
+		// catchup its lag is no steady reading.
+		return fail(fmt.Errorf("signals: replica %q is not streaming yet (state %s)", name, st))
+	}
 	l := replicaLag{name: name, bytes: max(*r.LagBytes, 0)}
 	switch {
 	case r.LagSeconds != nil:

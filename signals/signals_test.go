@@ -70,6 +70,10 @@ func TestClassifyReplicas(t *testing.T) {
 		{"no replay position yet",
 			[]walsenderRow{{PID: ptr(int32(10)), AppName: ptr("r1"), State: ptr("startup")}}, nil,
 			[]want{{name: "r1", bytesErr: errors.New("not reported"), secondsErr: "has not reported a replay position"}}},
+		{"a replica not streaming yet is not trusted",
+			[]walsenderRow{{PID: ptr(int32(10)), AppName: ptr("r1"), State: ptr("catchup"), LagBytes: ptr(0.0), LagSeconds: ptr(0.0),
+				SlotName: ptr("r1"), SlotType: ptr("physical"), SlotTemp: ptr(false)}}, nil,
+			[]want{{name: "r1", bytesErr: errors.New("not streaming"), secondsErr: "not streaming yet (state catchup)"}}},
 		{"sorted by name",
 			[]walsenderRow{streaming(10, "b", "b", 0, nil), streaming(11, "a", "a", 1, ptr(0.1))}, []string{"a"},
 			[]want{{name: "a", bytes: 1, seconds: 0.1}, {name: "b"}}},
@@ -294,5 +298,34 @@ func TestLostSlotFailsTheLargest(t *testing.T) {
 	healthy := slotSamples([]slotRow{{name: "replica1", kind: "physical", retained: 2e6, walStatus: "extended"}}, at)
 	if s := healthy[len(healthy)-1]; s.Name != SlotRetainedBytesMax || s.Err != nil || s.Value != 2e6 {
 		t.Fatalf("healthy: %+v", s)
+	}
+}
+
+// A changed primary (another server, or a new timeline behind the same
+// address) is a changed map: the replicas seen on the old one are
+// forgotten, so one that no longer exists (the new primary itself, which
+// streamed from the old one) is not reported against the new primary.
+func TestPrimaryChangeForgetsTheOldInventory(t *testing.T) {
+	s := &primarySampler{seen: map[string]bool{}}
+	a := Primary{Addr: "10.0.0.1:5432", Timeline: 1}
+	if _, ok := s.observe(a, t0); ok {
+		t.Fatal("the first primary is no change")
+	}
+	s.seen["node2"], s.seen["node3"] = true, true
+	if _, ok := s.observe(a, t0.Add(time.Second)); ok || len(s.seen) != 2 || !s.cur.Since.Equal(t0) {
+		t.Fatalf("same primary: change %v, seen %v, since %v", ok, s.seen, s.cur.Since)
+	}
+	for _, nu := range []Primary{{Addr: "10.0.0.2:5432", Timeline: 2}, {Addr: "10.0.0.2:5432", Timeline: 3}} {
+		s.seen["node1"] = true
+		old, ok := s.observe(nu, t0.Add(time.Minute))
+		if !ok || old.Same(nu) || len(s.seen) != 0 || !s.cur.Same(nu) || !s.cur.Since.Equal(t0.Add(time.Minute)) {
+			t.Errorf("to %s: change %v from %s, seen %v, current %+v", nu, ok, old, s.seen, s.cur)
+		}
+	}
+	// Forgotten names are not reported; configured ones still are.
+	got := classifyReplicas([]walsenderRow{{PID: ptr(int32(7)), AppName: ptr("node1"), State: ptr("streaming"), LagBytes: ptr(0.0),
+		SlotName: ptr("node1"), SlotType: ptr("physical"), SlotTemp: ptr(false)}}, []string{"node9"})
+	if len(got) != 2 || got[0].name != "node1" || got[0].bytesErr != nil || got[1].name != "node9" || !errors.Is(got[1].bytesErr, ErrReplicaMissing) {
+		t.Errorf("after the change: %+v", got)
 	}
 }

@@ -112,3 +112,23 @@ func serverUser() (osUser, error) {
 	}
 	return osUser{}, errors.New("pgcluster: running as root and neither the postgres nor the nobody account exists; PostgreSQL refuses to run as root")
 }
+
+// Account is the OS account the servers run as, for other harnesses
+// (internal/patronicluster) that start PostgreSQL the same way.
+type Account struct {
+	// UID and GID own the data directories.
+	UID, GID uint32
+	// Credential switches a child process to the account; nil when this
+	// process is not root and no switch is needed.
+	Credential *syscall.Credential
+}
+
+// ServerAccount returns the account PostgreSQL runs as: this process's
+// own, or, when it is root, the "postgres" account (else "nobody").
+func ServerAccount() (Account, error) {
+	u, err := serverUser()
+	if err != nil {
+		return Account{}, err
+	}
+	return Account{UID: u.uid, GID: u.gid, Credential: u.cred}, nil
+}

@@ -549,3 +549,7 @@ func tail(path string, lines int) string {
 	}
 	return strings.Join(all, "\n")
 }
+
+// FreePorts returns n distinct free TCP ports on 127.0.0.1, for other
+// harnesses that start servers beside the pair.
+func FreePorts(n int) ([]int, error) { return freePorts(n) }
