@@ -31,7 +31,7 @@ import (
 type Alert struct {
 	// Key deduplicates: one page per cluster and cause.
 	Key   string `json:"key"`
-	Cause string `json:"cause"` // critical, latched, stale, pause_not_honoured or exempt_critical
+	Cause string `json:"cause"` // critical, latched, stale, pause_not_honoured, exempt_critical or primary_changed
 	// Cluster names the database cluster.
 	Cluster   string             `json:"cluster"`
 	Summary   string             `json:"summary"`
@@ -133,6 +133,7 @@ func (p *Pager) Decision(d throttle.Decision) {
 			p.resolvePrefix("latched", e.At)
 		}
 	}
+	p.expirePrimaryChanged(d.At)
 	p.mu.Lock()
 	stale := d.Mode == throttle.ModeStale
 	switch {
@@ -153,6 +154,29 @@ func (p *Pager) Decision(d throttle.Decision) {
 	}
 	if !stale {
 		p.resolvePrefix("stale", d.At)
+	}
+}
+
+// PrimaryChangedFor is how long a primary_changed page stays firing: a
+// failover is an event, not a state, so the page resolves by itself.
+const PrimaryChangedFor = 10 * time.Minute
+
+// PrimaryChanged pages that the primary throttled samples is another
+// server than the one the audit log named last (a failover or a
+// switchover; summary says from which server and timeline to which). It
+// resolves PrimaryChangedFor later, at the first decision after.
+func (p *Pager) PrimaryChanged(at time.Time, summary string) {
+	p.fire(Alert{Key: "primary_changed", Cause: "primary_changed", Summary: summary, StartsAt: at})
+}
+
+// expirePrimaryChanged resolves a primary_changed page older than
+// PrimaryChangedFor.
+func (p *Pager) expirePrimaryChanged(now time.Time) {
+	p.mu.Lock()
+	a, ok := p.active[p.cfg.Cluster+":primary_changed"]
+	p.mu.Unlock()
+	if ok && now.Sub(a.StartsAt) >= PrimaryChangedFor {
+		p.resolveKey("primary_changed", now)
 	}
 }
 
@@ -443,6 +467,7 @@ func RunbookFor(base, cause string) string {
 var alertNames = map[string]string{
 	"critical": "ThrottledCritical", "latched": "ThrottledLatched", "stale": "ThrottledStale",
 	"pause_not_honoured": "ThrottledPauseNotHonoured", "exempt_critical": "ThrottledExemptWhileCritical",
+	"primary_changed": "ThrottledPrimaryChanged",
 }
 
 // Alertmanager posts to Prometheus Alertmanager's API v2 (URL is its

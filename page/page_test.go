@@ -221,3 +221,24 @@ func TestEveryPageLinksItsRunbookSection(t *testing.T) {
 		t.Errorf("page runbook %q; want the configured runbook's #throttledcritical", a.Runbook)
 	}
 }
+
+// A failover pages once, with what changed, and the page resolves by
+// itself PrimaryChangedFor later, at the first decision after.
+func TestPrimaryChangedPagesOnceAndResolvesItself(t *testing.T) {
+	p := New(Config{})
+	p.PrimaryChanged(t0, "primary changed from 127.0.0.1:5432 (timeline 1) to 127.0.0.1:5433 (timeline 2)")
+	p.PrimaryChanged(t0.Add(time.Second), "again")
+	got := p.Active()
+	if len(got) != 1 || got[0].Cause != "primary_changed" || !strings.Contains(got[0].Summary, "timeline 2") ||
+		!strings.HasSuffix(got[0].Runbook, "#throttledprimarychanged") {
+		t.Fatalf("active pages %+v; want one primary_changed page, naming the new timeline, with its runbook section", got)
+	}
+	p.Decision(throttle.Decision{At: t0.Add(PrimaryChangedFor - time.Second), Mode: throttle.ModeRunning})
+	if len(p.Active()) != 1 {
+		t.Fatal("the page resolved before PrimaryChangedFor")
+	}
+	p.Decision(throttle.Decision{At: t0.Add(PrimaryChangedFor), Mode: throttle.ModeRunning})
+	if got := p.Active(); len(got) != 0 {
+		t.Fatalf("active pages %+v after PrimaryChangedFor; want none", got)
+	}
+}

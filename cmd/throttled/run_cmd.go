@@ -130,6 +130,7 @@ func serve(ctx context.Context, path string, timeout time.Duration, log hclog.Lo
 		}
 		pager.Unhonoured(time.Now(), jobs)
 	}
+	opts.OnPrimaryChange = func(e holds.Entry) { pager.PrimaryChanged(e.At, e.Reason) }
 	octx, cancel := context.WithTimeout(ctx, timeout)
 	client, err := throttled.Open(octx, opts)
 	cancel()
