@@ -14,6 +14,8 @@ import (
 	"github.com/throttled/throttled/config"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
 
@@ -24,6 +26,11 @@ func docs(t *testing.T, path string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return split(b)
+}
+
+// split splits a multi-document YAML stream.
+func split(b []byte) []string {
 	var out []string
 	for _, d := range regexp.MustCompile(`(?m)^---$`).Split(string(b), -1) {
 		if strings.TrimSpace(d) != "" {
@@ -41,9 +48,54 @@ func docs(t *testing.T, path string) []string {
 // pod the Restricted Pod Security Standard admits, and a configuration
 // throttled accepts.
 func TestKubernetesManifestDecodesStrictly(t *testing.T) {
+	checkManifests(t, docs(t, "kubernetes-sidecar.yaml"))
+}
+
+// render builds the kustomization in dir as kustomize build does.
+func render(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	b, err := m.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return split(b)
+}
+
+// The kustomize base (deploy/) and the example overlay render, and what
+// they render passes the manifest's checks; the overlay's images, namespace
+// and patch take effect.
+func TestKustomizeBaseAndOverlayRender(t *testing.T) {
+	base := render(t, ".")
+	if len(base) != 2 {
+		t.Fatalf("the base renders %d resources; want the ConfigMap and the Deployment", len(base))
+	}
+	checkManifests(t, base)
+	overlay := render(t, "../examples/kustomize")
+	cm, dep := checkManifests(t, overlay)
+	if dep.Namespace != "batch" || cm.Namespace != "batch" || dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
+		t.Errorf("overlay: namespace %q/%q, replicas %v; want batch and 2", dep.Namespace, cm.Namespace, dep.Spec.Replicas)
+	}
+	for _, ct := range dep.Spec.Template.Spec.Containers {
+		if !strings.HasPrefix(ct.Image, "registry.example.com/") {
+			t.Errorf("overlay: container %s image %q; want the overlay's registry", ct.Name, ct.Image)
+		}
+	}
+	if dep.Labels["app.kubernetes.io/part-of"] != "throttled" {
+		t.Errorf("labels %v; want the base's part-of label", dep.Labels)
+	}
+}
+
+// checkManifests decodes each document strictly and checks them as
+// TestKubernetesManifestDecodesStrictly says.
+func checkManifests(t *testing.T, documents []string) (corev1.ConfigMap, appsv1.Deployment) {
+	t.Helper()
 	var cm corev1.ConfigMap
 	var dep appsv1.Deployment
-	for _, d := range docs(t, "kubernetes-sidecar.yaml") {
+	for _, d := range documents {
 		var head struct{ Kind string }
 		if err := yaml.Unmarshal([]byte(d), &head); err != nil {
 			t.Fatal(err)
@@ -96,6 +148,7 @@ func TestKubernetesManifestDecodesStrictly(t *testing.T) {
 	}
 	if sidecar == nil {
 		t.Fatal("no throttled container")
+		return cm, dep
 	}
 	if sc := sidecar.SecurityContext; sc.RunAsUser == nil || strconv.FormatInt(*sc.RunAsUser, 10) != user || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		t.Errorf("sidecar securityContext %+v; want runAsUser %s (the image's USER) and a read-only root", sc, user)
@@ -123,6 +176,7 @@ func TestKubernetesManifestDecodesStrictly(t *testing.T) {
 	if want := []string{"run", "--config", "/etc/throttled/throttled.hcl"}; len(sidecar.Args) < 3 || strings.Join(sidecar.Args[:3], " ") != strings.Join(want, " ") {
 		t.Errorf("sidecar args %v; want %v", sidecar.Args, want)
 	}
+	return cm, dep
 }
 
 // containerfileUser is the image's USER uid.
