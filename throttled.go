@@ -73,6 +73,11 @@ type Options struct {
 	// lease expires (no leader, database unreachable) stops. Sampling load
 	// on the primary stays that of one process, however many there are.
 	Coordinate bool
+	// DeferLeadership, in coordinated mode, makes this process lead only
+	// once no leader has published for this long: for a process that
+	// cannot page (throttled exec sets it), so that one that can (the
+	// sidecar) leads whenever one runs. 0 competes at once.
+	DeferLeadership time.Duration
 	// Logger defaults to a null logger.
 	Logger hclog.Logger
 }
@@ -168,7 +173,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		// leads.
 		poller.Close()
 		e := coord.New(coord.Deps{Log: c.log, Pool: c.coord, Holds: c.sources, Changed: c.watcher.Changed, Poller: poller,
-			Controller: opts.Controller, Published: c.published, Tick: c.tick,
+			Controller: opts.Controller, Published: c.published, Tick: c.tick, DeferLeadership: opts.DeferLeadership,
 			Prepare: func(cfg throttle.Config) throttle.Config {
 				cfg = withResolution(cfg, opts.Cores)
 				cfg.Holds = c.durable

@@ -198,6 +198,10 @@ func (o *execOptions) check(fs *pflag.FlagSet, getenv func(string) string) error
 	return usageError(errors.Join(errs...))
 }
 
+// execDeferLeadership is how long no leader must have published before
+// an exec tries to lead.
+const execDeferLeadership = 3 * time.Second
+
 func firstNonEmpty(s ...string) string {
 	for _, x := range s {
 		if x != "" {
@@ -265,6 +269,10 @@ func runExec(ctx context.Context, o execOptions, out, errOut io.Writer) int {
 		// stops this run within the second.
 		CoordinationDSN: o.jobDSN,
 		Coordinate:      !o.solo,
+		// exec has no notifier: a sidecar, which pages, leads whenever
+		// one runs; an exec takes over only once no leader has
+		// published for three seconds.
+		DeferLeadership: execDeferLeadership,
 		Logger:          log,
 	})
 	cancel()

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // The campaign's knobs. THROTTLED_CHAOS=full (make chaos) runs every
 // fault, longer; the default is a short seeded run of a few, for make test.
 // THROTTLED_CHAOS_SEED picks the order; THROTTLED_CHAOS_DOC, a file to write
-// the report to.
+// the report to; THROTTLED_CHAOS_FAULTS, a list of faults to run instead.
 const (
 	// grace is how long after a hold is placed or a critical pause begins
 	// a batch may still commit: the hold reaches every process within the
@@ -73,6 +73,25 @@ type proc struct {
 	out  pgtest.Buffer
 	done chan struct{}
 	code atomic.Int32
+	// reported: its exit is in the report already.
+	reported bool
+}
+
+// lastLine is the last error line of out (else its last line), at most
+// 200 bytes.
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	l := lines[len(lines)-1]
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "[ERROR]") || strings.HasPrefix(lines[i], "throttled exec:") {
+			l = lines[i]
+			break
+		}
+	}
+	if len(l) > 300 {
+		l = l[:300] + "…"
+	}
+	return l
 }
 
 func (p *proc) start(t *testing.T, bin string) {
@@ -84,7 +103,7 @@ func (p *proc) start(t *testing.T, bin string) {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p.done = make(chan struct{})
+	p.done, p.reported = make(chan struct{}), false
 	cmd, done := p.cmd, p.done
 	go func() {
 		_ = cmd.Wait()
@@ -194,9 +213,10 @@ type fault struct {
 	inject func(ctx context.Context, r *rig) (undo func(ctx context.Context) error, err error)
 	// page: whether the fault should page.
 	page bool
-	// restarts: the processes the fault kills, started again by the undo;
-	// they are not counted as crashed.
-	restarts bool
+	// exitsAs, when set, is the error a worker may exit with under this
+	// fault, by design: the campaign restarts it then, as its supervisor
+	// would, and reports it.
+	exitsAs string
 }
 
 // rig is the campaign's running system.
@@ -317,6 +337,17 @@ func TestChaosCampaign(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	rng.Shuffle(len(faults), func(i, j int) { faults[i], faults[j] = faults[j], faults[i] })
 	faults = faults[:count]
+	if only := os.Getenv("THROTTLED_CHAOS_FAULTS"); only != "" {
+		// A comma-separated list of faults, in that order: to study one.
+		faults = nil
+		for _, name := range strings.Split(only, ",") {
+			i := slices.IndexFunc(allFaults(), func(f fault) bool { return f.name == name })
+			if i < 0 {
+				t.Fatalf("THROTTLED_CHAOS_FAULTS: no fault %q", name)
+			}
+			faults = append(faults, allFaults()[i])
+		}
+	}
 
 	var rows []reportRow
 	for _, f := range faults {
@@ -337,6 +368,12 @@ func TestChaosCampaign(t *testing.T) {
 	}
 	for _, p := range final.problems {
 		t.Errorf("at the end: %s", p)
+	}
+	if t.Failed() || os.Getenv("THROTTLED_CHAOS_LOGS") != "" {
+		for _, p := range append([]*proc{r.sidecar}, r.workers...) {
+			out := p.out.String()
+			t.Logf("%s's output (last 6000 bytes):\n%s", p.name, out[max(0, len(out)-6000):])
+		}
 	}
 }
 
@@ -466,7 +503,9 @@ notifier "webhook" {
 	go r.foreground(runCtx)
 	go r.scanExecPages(runCtx)
 	// Every job works before the first fault.
-	r.waitAllWork(ctx, time.Now(), recoverWithin)
+	if _, idle := r.waitAllWork(ctx, time.Now(), recoverWithin); len(idle) > 0 {
+		t.Fatalf("before any fault, %v did no work within %s", idle, recoverWithin)
+	}
 }
 
 // remoteWorker is a worker beside the sidecar: the jobs library paced by
@@ -563,25 +602,25 @@ func (r *rig) scanExecPages(ctx context.Context) {
 }
 
 // waitAllWork waits until every job committed a batch after since, and
-// returns how long after since the last of them did; false past within.
-func (r *rig) waitAllWork(ctx context.Context, since time.Time, within time.Duration) (time.Duration, bool) {
+// returns how long after since the last of them did, or the jobs that did
+// not past within.
+func (r *rig) waitAllWork(ctx context.Context, since time.Time, within time.Duration) (time.Duration, []string) {
 	deadline := time.Now().Add(within)
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		last := r.lastBatch(ctx)
-		ok := true
+		var idle []string
 		for _, j := range chaosJobs {
 			if !last[j].After(since) {
-				ok = false
-				break
+				idle = append(idle, j)
 			}
 		}
-		if ok {
-			return time.Since(since), true
+		if len(idle) == 0 {
+			return time.Since(since), nil
 		}
 		if time.Now().After(deadline) {
-			return within, false
+			return within, idle
 		}
 		<-tick.C
 	}
@@ -594,14 +633,21 @@ type reportRow struct {
 	recovered   bool
 	underPause  int
 	crashed     []string
+	designed    []string // workers that exited as the fault's design says, restarted
 	pagesWant   bool
 	pages       []seenPage
 	fgOK, fgErr int64
-	problems    []string
+	// leaderBefore and leader: who led when the fault began, and once it
+	// was over.
+	leaderBefore, leader string
+	problems             []string
 }
 
 func (r *rig) runFault(ctx context.Context, f fault) reportRow {
 	row := reportRow{fault: f.name, what: f.what, pagesWant: f.page}
+	if p := r.procByPID(r.leaderPID(ctx)); p != nil {
+		row.leaderBefore = p.name
+	}
 	fgOK, fgErr := r.fgOK.Load(), r.fgErr.Load()
 	start := time.Now()
 	undo, err := f.inject(ctx, r)
@@ -614,14 +660,24 @@ func (r *rig) runFault(ctx context.Context, f fault) reportRow {
 	undoCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	err = undo(undoCtx)
 	cancel()
-	undone := time.Now()
-	row.injected = undone.Sub(start)
 	if err != nil {
 		row.problems = append(row.problems, "undo: "+err.Error())
 	}
-	row.recovery, row.recovered = r.waitAllWork(ctx, undone, recoverWithin)
+	if f.exitsAs != "" {
+		for _, w := range r.workers {
+			if line := lastLine(w.out.String()); !w.alive() && strings.Contains(line, f.exitsAs) {
+				row.designed = append(row.designed, fmt.Sprintf("%s exited %d (%s), restarted", w.name, w.code.Load(), line))
+				w.start(r.t, r.bin)
+			}
+		}
+	}
+	undone := time.Now()
+	row.injected = undone.Sub(start)
+	var idle []string
+	row.recovery, idle = r.waitAllWork(ctx, undone, recoverWithin)
+	row.recovered = len(idle) == 0
 	if !row.recovered {
-		row.problems = append(row.problems, fmt.Sprintf("not every job worked again within %s of the undo", recoverWithin))
+		row.problems = append(row.problems, fmt.Sprintf("%s did no work within %s of the undo", strings.Join(idle, ", "), recoverWithin))
 	}
 	// Pages land within a few seconds of what causes them.
 	settle := time.NewTimer(2 * time.Second)
@@ -635,8 +691,9 @@ func (r *rig) runFault(ctx context.Context, f fault) reportRow {
 		row.problems = append(row.problems, fmt.Sprintf("%d rows committed under a hold or a critical pause", n))
 	}
 	for _, p := range append([]*proc{r.sidecar}, r.workers...) {
-		if !p.alive() {
-			row.crashed = append(row.crashed, fmt.Sprintf("%s exited %d", p.name, p.code.Load()))
+		if !p.alive() && !p.reported {
+			p.reported = true
+			row.crashed = append(row.crashed, fmt.Sprintf("%s exited %d: %s", p.name, p.code.Load(), lastLine(p.out.String())))
 		}
 	}
 	if len(row.crashed) > 0 {
@@ -650,6 +707,10 @@ func (r *rig) runFault(ctx context.Context, f fault) reportRow {
 		row.problems = append(row.problems, fmt.Sprintf("%d pages, though it should not page", len(row.pages)))
 	}
 	row.fgOK, row.fgErr = r.fgOK.Load()-fgOK, r.fgErr.Load()-fgErr
+	row.leader = "none"
+	if p := r.procByPID(r.leaderPID(ctx)); p != nil {
+		row.leader = p.name
+	}
 	return row
 }
 

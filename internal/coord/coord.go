@@ -241,6 +241,13 @@ type Deps struct {
 	Published func(throttle.Decision)
 	// Tick is how often the leader decides.
 	Tick time.Duration
+	// DeferLeadership, when above 0, makes this process a reluctant
+	// candidate: it tries to lead only once no leader has published for
+	// this long. A process that cannot page (throttled exec) defers, so
+	// that a sidecar, which pages, takes leadership whenever one runs,
+	// after a primary restart as at start; with none, leadership passes
+	// to it this much later.
+	DeferLeadership time.Duration
 }
 
 // Engine runs coordinated mode: every process is a worker; the one
@@ -257,7 +264,8 @@ type Engine struct {
 	tick      time.Duration
 	procID    string
 	lease     time.Duration
-	election  *pgx.Conn // the leader's lock lives on this session
+	deferLead time.Duration // Deps.DeferLeadership
+	election  *pgx.Conn     // the leader's lock lives on this session
 
 	mu      sync.Mutex
 	workers map[throttle.Job]*worker
@@ -302,7 +310,7 @@ func New(d Deps) *Engine {
 		changed = func() <-chan struct{} { return nil }
 	}
 	return &Engine{log: d.Log, pool: d.Pool, store: store.New(d.Pool), holds: d.Holds, changed: changed, poller: d.Poller, prepare: d.Prepare,
-		published: d.Published, tick: d.Tick, controller: d.Controller,
+		published: d.Published, tick: d.Tick, controller: d.Controller, deferLead: d.DeferLeadership,
 		procID: fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b)),
 		lease:  leaseFor(d.Tick), workers: map[throttle.Job]*worker{}, seen: map[string][3]float64{}}
 }
@@ -549,6 +557,14 @@ func (e *Engine) elect(ctx context.Context) {
 			e.stepDown("leader session lost: " + err.Error())
 		}
 		return
+	}
+	if e.deferLead > 0 {
+		var quiet bool
+		err := e.election.QueryRow(ectx, `SELECT coalesce((SELECT published_at < now() - make_interval(secs => $1) FROM throttled.leader WHERE id = 1), true)`,
+			e.deferLead.Seconds()).Scan(&quiet)
+		if err != nil || !quiet {
+			return // a leader published recently, or we cannot tell: let it lead
+		}
 	}
 	var got bool
 	if err := e.election.QueryRow(ectx, "SELECT pg_try_advisory_lock($1)", int64(leaderLockKey)).Scan(&got); err != nil {
