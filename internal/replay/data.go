@@ -33,8 +33,24 @@ const Retention = 30 * 24 * time.Hour
 // the load. Autovacuum is off on EventsTable: restore vacuums it between
 // runs instead, so no run meets a vacuum another run caused.
 func setupTables(ctx context.Context, pool *pgxpool.Pool, scale int, rows int64) error {
-	stmts := []string{
-		fmt.Sprintf("DROP TABLE IF EXISTS %s, %s, %s, %s, %s", EventsTable, accounts, tellers, branches, history),
+	stmts := append(foregroundTables(scale),
+		fmt.Sprintf("DROP TABLE IF EXISTS %s", EventsTable),
+		fmt.Sprintf(`CREATE TABLE %s (id bigint NOT NULL, created_at timestamptz NOT NULL, payload text NOT NULL)
+			WITH (autovacuum_enabled = off)`, EventsTable),
+		fmt.Sprintf(`INSERT INTO %s SELECT g, CASE WHEN g %% 2 = 0 THEN now() - interval '60 days' ELSE now() - interval '1 day' END, md5(g::text)
+			FROM generate_series(1, %d) g`, EventsTable, rows),
+		fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", EventsTable),
+		fmt.Sprintf("VACUUM (ANALYZE) %s, %s, %s, %s", EventsTable, accounts, tellers, branches),
+		"CHECKPOINT",
+	)
+	return execAll(ctx, pool, stmts)
+}
+
+// foregroundTables are the statements that drop and create the
+// foreground's pgbench-like tables at scale branches.
+func foregroundTables(scale int) []string {
+	return []string{
+		fmt.Sprintf("DROP TABLE IF EXISTS %s, %s, %s, %s", accounts, tellers, branches, history),
 		fmt.Sprintf("CREATE TABLE %s (bid int PRIMARY KEY, bbalance int NOT NULL, filler char(88))", branches),
 		fmt.Sprintf("CREATE TABLE %s (tid int PRIMARY KEY, bid int NOT NULL, tbalance int NOT NULL, filler char(84))", tellers),
 		fmt.Sprintf("CREATE TABLE %s (aid int NOT NULL, bid int NOT NULL, abalance int NOT NULL, filler char(84))", accounts),
@@ -43,14 +59,10 @@ func setupTables(ctx context.Context, pool *pgxpool.Pool, scale int, rows int64)
 		fmt.Sprintf("INSERT INTO %s SELECT g, (g - 1) / %d + 1, 0 FROM generate_series(1, %d) g", tellers, tellersPerBranch, scale*tellersPerBranch),
 		fmt.Sprintf("INSERT INTO %s SELECT g, (g - 1) / %d + 1, 0, '' FROM generate_series(1, %d) g", accounts, accountsPerBranch, scale*accountsPerBranch),
 		fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (aid)", accounts),
-		fmt.Sprintf(`CREATE TABLE %s (id bigint NOT NULL, created_at timestamptz NOT NULL, payload text NOT NULL)
-			WITH (autovacuum_enabled = off)`, EventsTable),
-		fmt.Sprintf(`INSERT INTO %s SELECT g, CASE WHEN g %% 2 = 0 THEN now() - interval '60 days' ELSE now() - interval '1 day' END, md5(g::text)
-			FROM generate_series(1, %d) g`, EventsTable, rows),
-		fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", EventsTable),
-		fmt.Sprintf("VACUUM (ANALYZE) %s, %s, %s, %s", EventsTable, accounts, tellers, branches),
-		"CHECKPOINT",
 	}
+}
+
+func execAll(ctx context.Context, pool *pgxpool.Pool, stmts []string) error {
 	for _, q := range stmts {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 		_, err := pool.Exec(qctx, q)
