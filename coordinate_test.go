@@ -387,4 +387,21 @@ func TestADeferringProcessLeadsOnlyWhenNoneElseDoes(t *testing.T) {
 	if d := now.Sub(lastPublished); d < deferring.DeferLeadership {
 		t.Errorf("the deferring process led %s after the last publication; want at least DeferLeadership %s", d, deferring.DeferLeadership)
 	}
+
+	// A process that prefers to lead starts (with a job, so it has a
+	// worker row): the deferring leader yields, and it leads.
+	c2, err := throttled.Open(ctx, eager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c2.Close() })
+	if _, err := c2.Pacer(jobs.Config{Name: "prefers-lead"}); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		if b.Leader() || !c2.Leader() {
+			return fmt.Errorf("deferring leads %v, preferring leads %v; want the deferring one to yield", b.Leader(), c2.Leader())
+		}
+		return nil
+	})
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/replay"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/sidecar/remote"
 )
@@ -221,23 +222,23 @@ type fault struct {
 
 // rig is the campaign's running system.
 type rig struct {
-	t           *testing.T
-	c           *pgcluster.Cluster
-	bin         string
-	admin       *pgxpool.Pool
-	proxy       *Proxy
-	sidecar     *proc
-	workers     []*proc
-	pages       *pageLog
-	hookURL     string
-	cfgPath     string
-	sidecarB    string // the sidecar's base URL
-	hold        time.Duration
-	cancel      func()
-	remoteWG    sync.WaitGroup
-	remoteOK    atomic.Int64
-	remoteErr   atomic.Int64
-	fgOK, fgErr atomic.Int64
+	t         *testing.T
+	c         *pgcluster.Cluster
+	bin       string
+	admin     *pgxpool.Pool
+	proxy     *Proxy
+	sidecar   *proc
+	workers   []*proc
+	pages     *pageLog
+	hookURL   string
+	cfgPath   string
+	sidecarB  string // the sidecar's base URL
+	hold      time.Duration
+	cancel    func()
+	remoteWG  sync.WaitGroup
+	remoteOK  atomic.Int64
+	remoteErr atomic.Int64
+	fg        *replay.Foreground
 }
 
 const opsToken, workerToken, hookSecret = "ops-token-0123456789abcdef", "worker-token-0123456789abcdef", "hook-secret-0123456789abcdef"
@@ -387,11 +388,9 @@ func (r *rig) setup(ctx context.Context) {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.admin.Close)
-	stmts := []string{"DROP TABLE IF EXISTS chaos_ledger, chaos_fg",
+	stmts := []string{"DROP TABLE IF EXISTS chaos_ledger",
 		"CREATE TABLE chaos_ledger (job text NOT NULL, id bigint NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())",
-		"CREATE INDEX ON chaos_ledger (job, at)",
-		"CREATE TABLE chaos_fg (id int PRIMARY KEY, n bigint NOT NULL DEFAULT 0)",
-		"INSERT INTO chaos_fg (id) SELECT g FROM generate_series(1, 100) g"}
+		"CREATE INDEX ON chaos_ledger (job, at)"}
 	for _, j := range chaosJobs {
 		tb := table(j)
 		stmts = append(stmts, "DROP TABLE IF EXISTS "+tb,
@@ -403,6 +402,9 @@ func (r *rig) setup(ctx context.Context) {
 		if _, err := r.admin.Exec(ctx, q); err != nil && !strings.Contains(err.Error(), "throttled.checkpoints") {
 			t.Fatalf("%s: %v", q, err)
 		}
+	}
+	if r.fg, err = replay.NewForeground(ctx, r.admin, 1, 8); err != nil {
+		t.Fatal(err)
 	}
 	if r.proxy, err = NewProxy("127.0.0.1:" + strconv.Itoa(r.c.Primary.Port)); err != nil {
 		t.Fatal(err)
@@ -545,29 +547,11 @@ func (r *rig) remoteWorker(ctx context.Context) {
 	}
 }
 
-// foreground is the application: small transactions at 50 a second,
-// open loop, straight to the primary (never through the proxy).
+// foreground is the application: the replay benchmark's open-loop
+// pgbench-like mix at 50 transactions a second, straight to the primary
+// (never through the proxy).
 func (r *rig) foreground(ctx context.Context) {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	i := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		i++
-		go func(id int) {
-			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			if _, err := r.admin.Exec(qctx, "UPDATE chaos_fg SET n = n + 1 WHERE id = $1", id%100+1); err != nil {
-				r.fgErr.Add(1)
-				return
-			}
-			r.fgOK.Add(1)
-		}(i)
-	}
+	r.fg.Run(ctx, 50, 1)
 }
 
 // scanExecPages records the page lines exec workers log while one of
@@ -637,6 +621,7 @@ type reportRow struct {
 	pagesWant   bool
 	pages       []seenPage
 	fgOK, fgErr int64
+	fgP99       time.Duration // the foreground's p99 so far, over the whole campaign
 	// leaderBefore and leader: who led when the fault began, and once it
 	// was over.
 	leaderBefore, leader string
@@ -648,7 +633,7 @@ func (r *rig) runFault(ctx context.Context, f fault) reportRow {
 	if p := r.procByPID(r.leaderPID(ctx)); p != nil {
 		row.leaderBefore = p.name
 	}
-	fgOK, fgErr := r.fgOK.Load(), r.fgErr.Load()
+	fgOK, fgErr, _ := r.fg.Counts()
 	start := time.Now()
 	undo, err := f.inject(ctx, r)
 	if err != nil {
@@ -706,7 +691,8 @@ func (r *rig) runFault(ctx context.Context, f fault) reportRow {
 	case !f.page && len(row.pages) > 0:
 		row.problems = append(row.problems, fmt.Sprintf("%d pages, though it should not page", len(row.pages)))
 	}
-	row.fgOK, row.fgErr = r.fgOK.Load()-fgOK, r.fgErr.Load()-fgErr
+	ok, failed, p99 := r.fg.Counts()
+	row.fgOK, row.fgErr, row.fgP99 = ok-fgOK, failed-fgErr, p99
 	row.leader = "none"
 	if p := r.procByPID(r.leaderPID(ctx)); p != nil {
 		row.leader = p.name
@@ -716,6 +702,8 @@ func (r *rig) runFault(ctx context.Context, f fault) reportRow {
 
 type finalRow struct {
 	ledger, dups, remainingOld, newRows, wantOld, wantNew int64
+	fgOK, fgErr                                           int64
+	fgP99                                                 time.Duration
 	stops                                                 []string
 	problems                                              []string
 }
@@ -725,6 +713,7 @@ type finalRow struct {
 // the rest are still there, and no new row was touched.
 func (r *rig) finish(ctx context.Context) finalRow {
 	var f finalRow
+	f.fgOK, f.fgErr, f.fgP99 = r.fg.Counts()
 	r.cancel()
 	r.remoteWG.Wait()
 	for _, p := range append(slices.Clone(r.workers), r.sidecar) {

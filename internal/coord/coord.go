@@ -376,7 +376,8 @@ func (e *Engine) upsert(ctx context.Context, w *worker) error {
 	weight, minRate, maxRate := max(w.cfg.Weight, 0), w.cfg.MinRate, w.cfg.MaxRate
 	tables, sigs := w.cfg.Tables, w.cfg.Signals
 	w.mu.Unlock()
-	if err := e.db().Upsert(ctx, store.Worker{ID: w.id, Job: w.cfg.Name, Weight: weight, MinRate: minRate, MaxRate: maxRate, Tables: tables, Signals: sigs}); err != nil {
+	if err := e.db().Upsert(ctx, store.Worker{ID: w.id, Job: w.cfg.Name, Weight: weight, MinRate: minRate, MaxRate: maxRate, Tables: tables, Signals: sigs,
+		PrefersLead: e.deferLead == 0}); err != nil {
 		return fmt.Errorf("throttled: register worker %s: %w", w.id, e.denied(err))
 	}
 	return nil
@@ -555,6 +556,16 @@ func (e *Engine) elect(ctx context.Context) {
 			e.election.Close(context.WithoutCancel(ctx))
 			e.election = nil
 			e.stepDown("leader session lost: " + err.Error())
+			return
+		}
+		// A deferring leader (it cannot page) yields to a live process
+		// that prefers to lead: closing the session releases the lock.
+		if e.deferLead > 0 {
+			if yes, err := e.db().PreferredAlive(ectx, e.procID, e.lease); err == nil && yes {
+				e.election.Close(context.WithoutCancel(ctx))
+				e.election = nil
+				e.stepDown("a process that pages (a sidecar) is running: it leads")
+			}
 		}
 		return
 	}

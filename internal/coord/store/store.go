@@ -61,6 +61,9 @@ type Worker struct {
 	// Tables the job writes; Signals the job rules that bind it, nil for
 	// every one.
 	Tables, Signals []string
+	// PrefersLead: the worker's process should lead when it can (it
+	// pages); a deferring leader yields to it.
+	PrefersLead bool
 }
 
 // Upsert registers w, or renews its heartbeat and limits.
@@ -69,10 +72,19 @@ func (s *Store) Upsert(ctx context.Context, w Worker) error {
 	if tables == nil {
 		tables = []string{}
 	}
-	_, err := s.db.Exec(ctx, `INSERT INTO throttled.workers (id, job, weight, min_rate, max_rate, tables, signals) VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), weight = $3, min_rate = $4, max_rate = $5, tables = $6, signals = $7`,
-		w.ID, w.Job, w.Weight, w.MinRate, w.MaxRate, tables, w.Signals)
+	_, err := s.db.Exec(ctx, `INSERT INTO throttled.workers (id, job, weight, min_rate, max_rate, tables, signals, prefers_lead) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), weight = $3, min_rate = $4, max_rate = $5, tables = $6, signals = $7, prefers_lead = $8`,
+		w.ID, w.Job, w.Weight, w.MinRate, w.MaxRate, tables, w.Signals, w.PrefersLead)
 	return on(WorkersTable, err)
+}
+
+// PreferredAlive reports whether a live worker (one that heartbeat within
+// within) of another process than proc prefers to lead.
+func (s *Store) PreferredAlive(ctx context.Context, proc string, within time.Duration) (bool, error) {
+	var ok bool
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM throttled.workers WHERE prefers_lead AND NOT starts_with(id, $1 || '/')
+		AND heartbeat_at > now() - make_interval(secs => $2))`, proc, within.Seconds()).Scan(&ok)
+	return ok, on(WorkersTable, err)
 }
 
 // Delete removes the worker id.
