@@ -66,7 +66,11 @@ func newRootCmd(out, errOut io.Writer) *cobra.Command {
 		newManCmd(),
 	)
 	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
 	for _, c := range root.Commands() {
+		if c.Name() == "help" {
+			c.Short = "what a command does, its flags, environment, examples and exit codes: throttled help <command>"
+		}
 		if c.Name() == "completion" {
 			c.Short = "print the shell completion script for bash, zsh, fish or powershell"
 			c.Annotations = map[string]string{annotationEnv: "none", annotationExit: "Exit codes: 0 ok, 2 usage."}
