@@ -84,6 +84,11 @@ func TestLongHoldsPauseTheRiverQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Stop(context.WithoutCancel(ctx))
+	// Other tests of the package count the email jobs: leave none behind.
+	defer func() {
+		pool.Exec(context.Background(), "DELETE FROM river_job WHERE queue = ANY($1)", []string{queue, control})
+		pool.Exec(context.Background(), "DELETE FROM river_queue WHERE name = ANY($1)", []string{queue, control})
+	}()
 	newGuard := func(threshold time.Duration) *riverpace.QueueGuard {
 		g, err := riverpace.NewQueueGuard(riverpace.QueueGuardConfig{Client: rc, Queue: queue, Pacer: pacer,
 			Threshold: threshold, Interval: 100 * time.Millisecond, Logf: t.Logf})
