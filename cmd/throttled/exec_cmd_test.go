@@ -76,7 +76,7 @@ func TestParseExecFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--cores", "2"}, "--primary-dsn (or THROTTLED_PRIMARY_DSN) is required"},
+		{[]string{"--cores", "2"}, "--primary-dsn (or THROTTLED_PRIMARY_DSN, or --config) is required"},
 		{append(base, "--job", "Purge Now"), `--job: throttle: invalid job name "Purge Now"`},
 		{append(base, "--sql", "DELETE FROM t"), "--sql must use $1 for the batch size"},
 		{append(base, "--max-rate", "0"), "--max-rate must be a positive number"},

@@ -42,7 +42,7 @@ func TestParseSignalsFlags(t *testing.T) {
 	}{
 		{[]string{"--primary-dsn", "postgres://h/db", "--cores", "2"}, "", ""},
 		{[]string{"--cores", "2"}, "postgres://h/db", ""},
-		{[]string{"--cores", "2"}, "", "--primary-dsn (or THROTTLED_PRIMARY_DSN) is required"},
+		{[]string{"--cores", "2"}, "", "--primary-dsn (or THROTTLED_PRIMARY_DSN, or --config) is required"},
 		{[]string{"--primary-dsn", "postgres://h/db"}, "", "--cores must be a positive number of CPU cores, got 0"},
 		{[]string{"--primary-dsn", "postgres://h/db", "--cores", "-1"}, "", "got -1"},
 		{[]string{"--primary-dsn", "postgres://h/db", "--cores", "NaN"}, "", "got NaN"},
