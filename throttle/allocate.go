@@ -12,7 +12,8 @@ import (
 // exemptions it has, and whether every job (or, with none registered, all
 // jobs) is paused.
 func (c *Controller) holds(now time.Time) (map[Job][]Hold, map[Job]Hold, map[Job][]Hold, bool) {
-	out, scaled, exempt := map[Job][]Hold{}, map[Job]Hold{}, map[Job][]Hold{}
+	out, scaled := map[Job][]Hold{}, map[Job]Hold{}
+	var exempt map[Job][]Hold // nil without exemptions: the common step allocates nothing for them
 	if c.cfg.Holds == nil {
 		return out, scaled, exempt, false
 	}
@@ -29,6 +30,9 @@ func (c *Controller) holds(now time.Time) (map[Job][]Hold, map[Job]Hold, map[Job
 		}
 		for _, h := range hs {
 			if h.Exempt != "" {
+				if exempt == nil {
+					exempt = map[Job][]Hold{}
+				}
 				exempt[j] = append(exempt[j], h)
 			}
 		}

@@ -336,7 +336,9 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 	var gated map[Job][]gate
 	for _, j := range c.order {
 		gs := c.gatesFor(now, snap, j, c.jobs[j])
-		gs = slices.DeleteFunc(gs, func(g gate) bool { return Exempts(exempt[j], keyName(g.key)) })
+		if hs := exempt[j]; len(gs) > 0 && len(hs) > 0 {
+			gs = slices.DeleteFunc(gs, func(g gate) bool { return Exempts(hs, keyName(g.key)) })
+		}
 		if len(gs) > 0 {
 			if gated == nil {
 				gated = map[Job][]gate{}

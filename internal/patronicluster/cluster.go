@@ -2,8 +2,6 @@ package patronicluster
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,7 +138,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("patronicluster: temp dir: %w", err)
 	}
-	c := &Cluster{opts: opts, dir: dir, acct: acct, passwords: map[string]string{}, Scope: "throttled-" + randomHex(4)}
+	c := &Cluster{opts: opts, dir: dir, acct: acct, passwords: map[string]string{}, Scope: "throttled-" + pgcluster.RandomHex(4)}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -150,7 +148,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	for _, r := range []string{RoleAdmin, RoleReplication, RoleMonitor, RoleOwner, RoleJob} {
-		c.passwords[r] = randomHex(16)
+		c.passwords[r] = pgcluster.RandomHex(16)
 	}
 	ports, err := pgcluster.FreePorts(2 + 2*opts.Nodes)
 	if err != nil {
@@ -302,7 +300,7 @@ func (c *Cluster) startEtcd(ctx context.Context, clientPort, peerPort int) error
 		return h.Health == "true", nil
 	})
 	if err != nil {
-		return fmt.Errorf("patronicluster: etcd not healthy: %w\n%s", err, tail(p.log, 20))
+		return fmt.Errorf("patronicluster: etcd not healthy: %w\n%s", err, pgcluster.Tail(p.log, 20))
 	}
 	return nil
 }
@@ -513,23 +511,4 @@ func (c *Cluster) mkdirOwned(dir string, mode os.FileMode) error {
 		return err
 	}
 	return os.Chown(dir, int(c.acct.UID), int(c.acct.GID))
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// tail returns the last lines of the file at path.
-func tail(path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(ls) > lines {
-		ls = ls[len(ls)-lines:]
-	}
-	return strings.Join(ls, "\n")
 }

@@ -218,7 +218,7 @@ func (c *Cluster) logs() string {
 	var b bytes.Buffer
 	for _, n := range c.Nodes {
 		if n.patroni != nil {
-			fmt.Fprintf(&b, "\n--- %s (patroni.log) ---\n%s", n.Name, tail(n.patroni.log, 15))
+			fmt.Fprintf(&b, "\n--- %s (patroni.log) ---\n%s", n.Name, pgcluster.Tail(n.patroni.log, 15))
 		}
 	}
 	return b.String()

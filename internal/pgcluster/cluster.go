@@ -135,7 +135,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	for _, r := range []string{RoleAdmin, RoleMonitor, RolePlain, RoleReplication} {
-		c.passwords[r] = randomHex(16)
+		c.passwords[r] = RandomHex(16)
 	}
 	ports, err := freePorts(2)
 	if err != nil {
@@ -386,7 +386,7 @@ func (s *Server) start(ctx context.Context) error {
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("pgcluster: %s did not accept connections: %w\n%s", s.Name, err, tail(s.log, 20))
+		return fmt.Errorf("pgcluster: %s did not accept connections: %w\n%s", s.Name, err, Tail(s.log, 20))
 	}
 	return nil
 }
@@ -532,13 +532,16 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-func randomHex(n int) string {
+// RandomHex returns n random bytes in hex: a throwaway password.
+func RandomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
 
-func tail(path string, lines int) string {
+// Tail returns the last lines of the file at path ("" if unreadable):
+// a server's log, in an error that says why it did not start.
+func Tail(path string, lines int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""

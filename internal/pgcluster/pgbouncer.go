@@ -234,10 +234,10 @@ func (b *PgBouncer) waitReady(ctx context.Context, timeout time.Duration) error 
 		return err == nil, err
 	})
 	if err != nil && !b.Running() {
-		return fmt.Errorf("pgcluster: pgbouncer :%d exited before it answered:\n%s", b.Port, tail(b.log, 20))
+		return fmt.Errorf("pgcluster: pgbouncer :%d exited before it answered:\n%s", b.Port, Tail(b.log, 20))
 	}
 	if err != nil {
-		return fmt.Errorf("pgcluster: pgbouncer :%d did not answer: %w\n%s", b.Port, err, tail(b.log, 20))
+		return fmt.Errorf("pgcluster: pgbouncer :%d did not answer: %w\n%s", b.Port, err, Tail(b.log, 20))
 	}
 	return nil
 }

@@ -87,6 +87,12 @@ func Pending(ctx context.Context, db Querier) ([]Migration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema: read versions: %w", err)
 	}
+	return missing(have)
+}
+
+// missing is what a database that has the migrations have lacks, in
+// order; a database newer than this binary is ErrTooNew.
+func missing(have []int) ([]Migration, error) {
 	all := Migrations()
 	if newest := slices.Max(append(have, 0)); newest > all[len(all)-1].Version {
 		return nil, fmt.Errorf("%w: it has migration %d, this binary knows up to %d", ErrTooNew, newest, all[len(all)-1].Version)
@@ -131,15 +137,12 @@ func Migrate(ctx context.Context, db Beginner) ([]Migration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema: read versions: %w", err)
 	}
-	all := Migrations()
-	if newest := slices.Max(append(have, 0)); newest > all[len(all)-1].Version {
-		return nil, fmt.Errorf("%w: it has migration %d, this binary knows up to %d", ErrTooNew, newest, all[len(all)-1].Version)
+	todo, err := missing(have)
+	if err != nil {
+		return nil, err
 	}
 	var applied []Migration
-	for _, m := range all {
-		if slices.Contains(have, m.Version) {
-			continue
-		}
+	for _, m := range todo {
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return nil, fmt.Errorf("schema: migration %04d_%s: %w", m.Version, m.Name, err)
 		}

@@ -10,15 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
-	"github.com/throttled/throttled"
-	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/pgtest"
-	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/jobs/riverpace"
 	"github.com/throttled/throttled/throttle"
 )
@@ -28,30 +23,8 @@ import (
 // hold resumes the queue, even from a guard that did not pause it; and an
 // operator's own pause of the queue is never lifted.
 func TestLongHoldsPauseTheRiverQueue(t *testing.T) {
-	c := pgtest.Cluster(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, c.Primary.DSN(pgcluster.RoleAdmin))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		t.Fatal(err)
-	}
-	tc, err := throttled.Open(ctx, throttled.Options{PrimaryDSN: c.Primary.DSN(pgcluster.RoleMonitor), Cores: 2,
-		Controller: throttle.Config{MaxBudget: 50, InitialBudget: 50}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tc.Close()
-	pacer, err := tc.Pacer(jobs.Config{Name: "river_guarded"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, tc, pacer := riverSetup(t, 50, "river_guarded")
 	const queue, control = "guarded", "control"
 	mw, err := riverpace.New(riverpace.Config{
 		PacerFor: func(job *rivertype.JobRow) riverpace.Pacer {

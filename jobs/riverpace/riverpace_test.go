@@ -38,14 +38,17 @@ func (w *EmailWorker) Work(ctx context.Context, job *river.Job[EmailArgs]) error
 	return nil
 }
 
-func TestRiverJobsArePacedAndSnoozedWhilePaused(t *testing.T) {
+// riverSetup migrates River's tables on the pair and opens a throttled
+// client at budget with one job's pacer; both close when the test ends.
+func riverSetup(t *testing.T, budget float64, job string) (*pgxpool.Pool, *throttled.Client, throttled.Pacer) {
+	t.Helper()
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, c.Primary.DSN(pgcluster.RoleAdmin))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -54,15 +57,21 @@ func TestRiverJobsArePacedAndSnoozedWhilePaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc, err := throttled.Open(ctx, throttled.Options{PrimaryDSN: c.Primary.DSN(pgcluster.RoleMonitor), Cores: 2,
-		Controller: throttle.Config{MaxBudget: 5, InitialBudget: 5}})
+		Controller: throttle.Config{MaxBudget: budget, InitialBudget: budget}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tc.Close()
-	pacer, err := tc.Pacer(jobs.Config{Name: "river_email"})
+	t.Cleanup(func() { tc.Close() })
+	pacer, err := tc.Pacer(jobs.Config{Name: job})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pool, tc, pacer
+}
+
+func TestRiverJobsArePacedAndSnoozedWhilePaused(t *testing.T) {
+	ctx := context.Background()
+	pool, tc, pacer := riverSetup(t, 5, "river_email")
 	mw, err := riverpace.New(riverpace.Config{
 		PacerFor: func(job *rivertype.JobRow) riverpace.Pacer {
 			if job.Kind == "email" {
