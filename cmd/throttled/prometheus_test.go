@@ -282,7 +282,15 @@ func TestEveryDashboardQueryHasDataInPrometheus(t *testing.T) {
 	pgtest.Eventually(t, 10*time.Second, func() error { return pushed("PATCH /api/annotations/7 ", `"timeEnd"`) })
 	load := `max(throttled_signals_value{signal="primary_load",cluster="db1"})`
 	budget := `max(throttled_controller_budget_batches_per_second{cluster="db1"})`
-	before := promValue(t, prom, budget)
+	// After the release the budget restarts slowly from 0: take the one
+	// before the load once it is back above 0, or no cut could show.
+	var before float64
+	pgtest.Eventually(t, 30*time.Second, func() error {
+		if before = promValue(t, prom, budget); before <= 0 {
+			return fmt.Errorf("budget %g after the release; waiting for it to grow back", before)
+		}
+		return nil
+	})
 	spin, err := c.CPULoad(ctx, 2, 8*time.Second, "")
 	if err != nil {
 		t.Fatal(err)
