@@ -30,19 +30,23 @@
 //     on heavyweight locks, smoothed the same way.
 //   - primary_job_sessions: active sessions whose application_name starts
 //     with "throttled:", the background work throttled paces itself.
-//   - foreground_latency, foreground_latency_seconds: opt-in
-//     (Config.ForegroundLatency). A canary, a one-row UPDATE on
-//     throttled.canary committed with synchronous_commit on, timed every
-//     Interval on a connection of its own: what a short foreground
-//     transaction waits on, CPU queueing, LWLocks and WAL flush, which
-//     primary_load cannot see. foreground_latency_seconds is the
-//     latency (Raw this probe's, Value an EWMA of the median of the last
-//     five); foreground_latency is it over a baseline learnt from windows
-//     with no job session active (1.0 is the baseline; Raw the median of
-//     the last five probes over it), unknown ([ErrBaselineWarmup]) until
-//     the first such window. A canary that cannot commit fails both with
-//     [ErrCanary]. Why a canary and not pg_stat_statements is in
-//     foreground_latency.go.
+//   - foreground_latency, foreground_latency_seconds: with
+//     Config.ForegroundLatency (throttled.Open turns it on wherever the
+//     canary can run). A canary, a one-row UPDATE on throttled.canary
+//     committed with synchronous_commit on, timed every
+//     ForegroundLatencyInterval (50 ms) on a connection of its own: what
+//     a short foreground transaction waits on, CPU queueing, LWLocks and
+//     WAL flush, which primary_load cannot see.
+//     foreground_latency_seconds is the latency (Raw this probe's, Value
+//     the mean of the last two seconds'); foreground_latency is that mean
+//     over the mean of the probes among them that saw no job session at
+//     work (Raw; Value an EWMA of it): what the jobs add, 1.0 with no job
+//     at work. Unknown ([ErrBaselineWarmup]) until ten job-free probes,
+//     and again after a minute (Config.ForegroundLatencyWindow) with
+//     jobs at work at nearly every probe. A canary that cannot commit
+//     fails both with [ErrCanary]; one that cannot run here at all is
+//     also [ErrCanaryUnavailable]. Why a canary and not pg_stat_statements
+//     is in foreground_latency.go.
 //   - connection_headroom: free client slots, max_connections minus
 //     superuser_reserved_connections (and reserved_connections where the
 //     server has it) minus client backends, clamped at 0;

@@ -15,7 +15,7 @@ import (
 
 // Foreground latency is the latency the primary's own users feel, read
 // from a canary: a tiny write, committed with synchronous_commit on, timed
-// on a connection of its own every Interval.
+// on a connection of its own every ForegroundLatencyInterval.
 //
 // Why a canary and not pg_stat_statements. pg_stat_statements keeps
 // cumulative times per (userid, dbid, queryid); it cannot tell the job's
@@ -33,19 +33,31 @@ import (
 // users' own tables (primary_lock_wait does), and a plan gone slow in one
 // query of theirs.
 //
-// The cost: one more connection, and about four one-row commits a second
-// (a few hundred bytes of WAL each) on throttled.canary, the one table the
+// The cost: one more connection, and twenty one-row commits a second by
+// default (a few hundred bytes of WAL each) on throttled.canary, the one
+// table the
 // otherwise read-only sampling role writes (migration 0008 grants it to
 // pg_monitor; `throttled migrate` creates it).
 //
-// The signal is a ratio to a baseline the canary learns while no job is
-// working: a window (Config.ForegroundLatencyWindow) in which every
-// primary_job_sessions reading was 0 and every probe succeeded gives its
-// median, and the baseline follows those slowly up (5 % of the
-// difference a window) and faster down (30 %), so a load that follows a
-// job (autovacuum, a checkpoint) does not become the new normal. While the
-// jobs work the baseline holds still. Until the first such window the
-// ratio is unknown (ErrBaselineWarmup), never 1 or 0.
+// The signal is a ratio: the mean latency of the probes of the last two
+// seconds over the mean of those of them that saw no job session at work
+// as they committed (the statement counts the job sessions at work). Both
+// see whatever else moves the foreground's latency in those seconds (a
+// surge of users, a neighbour on the host, another process's load), so
+// the ratio is what the jobs add, what the controller may cut them for:
+// 1 with no job at work, 1 + d(s-1) with jobs at work at a share d of the
+// probes, slowing them by s. With fewer than ten job-free probes in the
+// span the last baseline measured stands in, for up to
+// Config.ForegroundLatencyWindow; past that the ratio is unknown, and a
+// required rule stops the jobs until the canary has measured it again.
+// Until the first baseline the ratio is unknown (ErrBaselineWarmup), never
+// 1 or 0: ten job-free probes, half a second at the default interval. (A
+// new leader does not start from the last one's baseline: measured on
+// another connection at another time, it read a host busy with processes
+// starting as the jobs' doing, and cut them to the floor.) When it becomes
+// known the smoothing starts afresh, so the warm-up's readings do not
+// weigh on the first ratios. A new connection's first commits fill its
+// caches and do not count.
 
 // CanaryAppName is the application_name of the canary's session. It does
 // not start with [JobAppPrefix]: the canary is not background work.
@@ -57,38 +69,46 @@ const CanaryTable = "throttled.canary"
 
 // canarySQL bumps one free slot of the canary table: SKIP LOCKED, so two
 // samplers never queue on each other's row and the latency is the
-// server's, not theirs. Run with no arguments, pgx sends it with the
-// simple protocol: one round trip, committed before the reply.
+// server's, not theirs. One round trip, committed before the reply.
+//
+// It returns how many job sessions were at work as it committed: a probe
+// that saw none teaches the baseline, so the baseline is the
+// foreground's own latency, whatever else slows it, and a rise over it is
+// the jobs'.
 const canarySQL = `UPDATE ` + CanaryTable + ` SET beats = beats + 1, beat_at = now()
-WHERE slot = (SELECT slot FROM ` + CanaryTable + ` ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED)`
+WHERE slot = (SELECT slot FROM ` + CanaryTable + ` ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING (SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND starts_with(application_name, '` + JobAppPrefix + `'))`
 
-// DefaultForegroundLatencyWindow is the default length of a baseline
-// window.
-const DefaultForegroundLatencyWindow = 10 * time.Second
+// DefaultForegroundLatencyWindow is how long, by default, a baseline
+// measured earlier stands in while jobs are at work at nearly every
+// probe. Past it the baseline is unknown: a required rule then stops the
+// jobs for the half second the canary needs to measure it again.
+const DefaultForegroundLatencyWindow = time.Minute
 
-// Baseline learning.
+// DefaultForegroundLatencyInterval is how often the canary commits by
+// default.
+const DefaultForegroundLatencyInterval = 50 * time.Millisecond
+
+// Comparing the probes.
 const (
-	// baselineQuantile of a quiet window's latencies is what the window
-	// teaches: the median, so a stray slow commit does not raise the
-	// baseline and an idle server reads 1.0.
-	baselineQuantile = 0.5
-	// baselineUp and baselineDown are the share of the difference one
-	// quiet window moves the baseline by, upward and downward.
-	baselineUp   = 0.05
-	baselineDown = 0.3
-	// baselineFloor is the least baseline, in seconds: under it the
-	// latency is the clock's and the scheduler's noise, and a ratio to it
-	// would swing by whole units.
-	baselineFloor = 50e-6
-	// minWindowProbes is how many probes a window needs to teach.
-	minWindowProbes = 4
-	// recentProbes is how many of the latest probes the raw ratio is the
-	// median of: one slow commit (a stray fsync) is not a reading the
-	// controller should cut by 75 % for, three are.
-	recentProbes = 5
-	// warmupWarnWindows is how many windows without a baseline pass before
-	// the wait is logged as a warning.
-	warmupWarnWindows = 6
+	// compareSpan is how far back the probes compared reach: the mean
+	// latency of all of them over the mean of those that saw no job at
+	// work is the ratio.
+	compareSpan = 2 * time.Second
+	// maxCompared bounds the probes kept in compareSpan.
+	maxCompared = 256
+	// minFree is how many job-free probes within compareSpan measure the
+	// baseline afresh; with fewer the last one measured stands in, for up
+	// to the window.
+	minFree = 10
+	// baselineFloor is the least baseline, in seconds. Under it the
+	// latency is the scheduler's noise, and a ratio to it swings by whole
+	// units: on an idle primary without fsync a commit takes 0.1-0.2 ms.
+	// A commit within half a millisecond is fast whatever its ratio.
+	baselineFloor = 500e-6
+	// warmupWarn is how long without a baseline passes before the wait
+	// is logged as a warning.
+	warmupWarn = 10 * time.Second
 )
 
 var (
@@ -99,20 +119,32 @@ var (
 	// baseline was learnt: the latency is known (foreground_latency_seconds)
 	// but not what it should be compared with.
 	ErrBaselineWarmup = errors.New("signals: foreground latency baseline not learnt yet")
-	errNoCanarySlot   = errors.New("no free row in " + CanaryTable + " (every slot locked, or the table is empty)")
+	// ErrCanaryUnavailable marks a canary that cannot run on this primary
+	// at all, as opposed to one that failed this time: its table is
+	// missing, the sampling role may not write it, or the primary refuses
+	// writes. With Config.ForegroundLatencyAuto, [Poller.Connect] turns
+	// the canary off on it instead of failing.
+	ErrCanaryUnavailable = errors.New("signals: the foreground latency canary cannot run here")
+	errNoCanarySlot      = errors.New("no free row in " + CanaryTable + " (every slot locked, or the table is empty)")
 )
 
 // canarySampler times the canary on its own connection to the primary.
 type canarySampler struct {
 	srv *server
-	// idle reports whether the jobs were idle at an instant: a fresh
-	// primary_job_sessions reading of 0.
-	idle func(now time.Time) bool
-	fg   foreground
-	log  hclog.Logger
+	log hclog.Logger
+
+	fg foreground
+	// warm is the connection the last probes ran on: a new one warms up
+	// before its probes count.
+	warm *pgx.Conn
 }
 
-func newCanarySampler(cfg Config, idle func(time.Time) bool) (*canarySampler, error) {
+// warmProbes is how many commits a new canary connection makes before
+// its latency counts: a backend's first statements fill its caches and
+// plan, and read two to three times a warm one's latency.
+const warmProbes = 3
+
+func newCanarySampler(cfg Config) (*canarySampler, error) {
 	log := cfg.Logger.With("signal", string(ForegroundLatency))
 	srv, err := newServer(kindPrimary, cfg.PrimaryDSN, cfg.Timeout, cfg.AllowSuperuser, log)
 	if err != nil {
@@ -123,7 +155,7 @@ func newCanarySampler(cfg Config, idle func(time.Time) bool) (*canarySampler, er
 	srv.cfg.RuntimeParams["application_name"] = CanaryAppName
 	srv.cfg.RuntimeParams["default_transaction_read_only"] = "off"
 	srv.cfg.RuntimeParams["synchronous_commit"] = "on"
-	return &canarySampler{srv: srv, idle: idle, log: log,
+	return &canarySampler{srv: srv, log: log,
 		fg: foreground{window: cfg.ForegroundLatencyWindow, smooth: ewma{tau: cfg.Smoothing}}}, nil
 }
 
@@ -131,25 +163,34 @@ func (s *canarySampler) id() string      { return "canary" }
 func (s *canarySampler) server() *server { return s.srv }
 
 func (s *canarySampler) sample(ctx context.Context, now func() time.Time) []Sample {
-	idle := s.idle(now())
 	var took time.Duration
+	var jobs int64
 	err := s.srv.do(ctx, now(), func(ctx context.Context, conn *pgx.Conn) error {
+		if conn != s.warm {
+			for range warmProbes {
+				if _, _, err := probe(ctx, conn); err != nil {
+					return err
+				}
+			}
+			s.warm = conn
+		}
 		var err error
-		took, err = probe(ctx, conn)
+		took, jobs, err = probe(ctx, conn)
 		return err
 	})
 	at := now()
 	if err != nil {
 		return s.fg.failed(at, canaryError(err))
 	}
-	had := s.fg.baseline
-	out := s.fg.add(took.Seconds(), idle, at)
+	had := s.fg.known
+	out := s.fg.add(took.Seconds(), jobs == 0, at)
 	switch {
-	case had == 0 && s.fg.baseline > 0:
-		s.log.Info("foreground latency baseline learnt", "baseline_ms", s.fg.baseline*1e3)
-	case s.fg.baseline == 0 && !s.fg.warned && at.Sub(s.fg.first) >= warmupWarnWindows*s.fg.window:
+	case !had && s.fg.known:
+		s.fg.warned = false
+		s.log.Info("foreground latency baseline known", "baseline_ms", s.fg.base*1e3)
+	case !s.fg.known && !s.fg.warned && at.Sub(s.fg.first) >= warmupWarn:
 		s.fg.warned = true
-		s.log.Warn("foreground latency baseline still not learnt: no job-free window yet; the signal stays unknown",
+		s.log.Warn("foreground latency baseline unknown: job sessions were at work at every probe; the signal stays unknown",
 			"waited", at.Sub(s.fg.first).Round(time.Second), "window", s.fg.window)
 	}
 	return out
@@ -160,25 +201,25 @@ func (s *canarySampler) sample(ctx context.Context, now func() time.Time) []Samp
 func (s *canarySampler) preflight(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, max(StartTimeout, s.srv.timeout))
 	defer cancel()
-	if _, err := probe(ctx, s.srv.conn); err != nil {
+	if _, _, err := probe(ctx, s.srv.conn); err != nil {
 		return canaryError(fmt.Errorf("primary %s: %w", s.srv.addr, classify(err, s.srv.timeout)))
 	}
 	return nil
 }
 
 // probe commits one canary write and returns how long it took, round
-// trip included.
-func probe(ctx context.Context, conn *pgx.Conn) (time.Duration, error) {
+// trip included, and how many job sessions were at work as it ran.
+func probe(ctx context.Context, conn *pgx.Conn) (took time.Duration, jobs int64, err error) {
 	start := time.Now()
-	tag, err := conn.Exec(ctx, canarySQL)
-	took := time.Since(start)
+	err = conn.QueryRow(ctx, canarySQL).Scan(&jobs)
+	took = time.Since(start)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, errNoCanarySlot
+	}
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	if tag.RowsAffected() != 1 {
-		return 0, errNoCanarySlot
-	}
-	return took, nil
+	return took, jobs, nil
 }
 
 // canaryError marks err as a canary failure, with what to do about the
@@ -188,97 +229,110 @@ func canaryError(err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "42P01", "3F000": // undefined_table, invalid_schema_name
-			return fmt.Errorf("%w: %s is missing; run `throttled migrate` on the primary's database: %w", ErrCanary, CanaryTable, err)
+			return fmt.Errorf("%w: %w: %s is missing; run `throttled migrate` on the primary's database: %w", ErrCanary, ErrCanaryUnavailable, CanaryTable, err)
 		case "42501": // insufficient_privilege
-			return fmt.Errorf("%w: the sampling role may not write %s; grant it pg_monitor (the migration grants the table to pg_monitor): %w", ErrCanary, CanaryTable, err)
+			return fmt.Errorf("%w: %w: the sampling role may not write %s; grant it pg_monitor (the migration grants the table to pg_monitor): %w", ErrCanary, ErrCanaryUnavailable, CanaryTable, err)
 		case "25006": // read_only_sql_transaction
-			return fmt.Errorf("%w: the primary refuses writes (read-only transaction): %w", ErrCanary, err)
+			return fmt.Errorf("%w: %w: the primary refuses writes (read-only transaction): %w", ErrCanary, ErrCanaryUnavailable, err)
 		}
 	}
 	return fmt.Errorf("%w: %w", ErrCanary, err)
 }
 
-// foreground turns canary latencies into the foreground-latency samples
-// and learns their baseline. It is pure: time comes in with each reading.
-// The zero value with a window set is ready; it is not safe for
-// concurrent use.
+// foreground turns canary probes into the foreground-latency samples.
+// It compares the probes of the last compareSpan: the mean latency of all
+// of them over the mean of those that saw no job session at work (the
+// baseline, at least baselineFloor). Both see whatever else moves the
+// foreground's latency in those seconds, a surge or a neighbour, so the
+// ratio is what the jobs add: 1 with no job at work, 1 + d(s-1) with jobs
+// at work at a share d of the probes, slowing those by s. With too few
+// job-free probes in the span (jobs at work nearly all the time) the last
+// baseline measured stands in, for up to window. It is pure: time comes
+// in with each reading. The zero value with a window set is ready; it is
+// not safe for concurrent use.
 type foreground struct {
 	window time.Duration
-	smooth ewma
-	// recent are the latest latencies, oldest first, at most recentProbes.
-	recent []float64
-	// win holds the current window's latencies while it is quiet (every
-	// reading idle, none failed), since winStart.
-	win      []float64
-	winStart time.Time
-	// baseline is the learnt latency in seconds; 0 until the first quiet
-	// window.
-	baseline float64
+	smooth ewma // of the ratio
+	// probes are the latest, oldest first, within compareSpan of the
+	// newest and at most maxCompared.
+	probes []canaryProbe
+	// base is the last baseline measured, in seconds, at baseAt; 0
+	// before any.
+	base   float64
+	baseAt time.Time
+	// known: the last reading had a baseline.
+	known bool
 	// first is the first reading's time, for the warm-up's length.
 	first  time.Time
 	warned bool
 }
 
-// add records a latency in seconds taken at at, idle telling whether the
-// jobs were idle, and returns the samples.
-func (f *foreground) add(latency float64, idle bool, at time.Time) []Sample {
+// canaryProbe is one probe: when, its latency in seconds, and whether it
+// saw no job session at work.
+type canaryProbe struct {
+	at   time.Time
+	lat  float64
+	free bool
+}
+
+// add records a probe's latency in seconds taken at at, free telling
+// whether it saw no job session at work, and returns the samples.
+func (f *foreground) add(latency float64, free bool, at time.Time) []Sample {
 	if f.first.IsZero() {
 		f.first = at
 	}
-	f.learn(latency, idle, at)
-	f.recent = append(f.recent, latency)
-	if len(f.recent) > recentProbes {
-		f.recent = slices.Delete(f.recent, 0, len(f.recent)-recentProbes)
+	f.probes = append(f.probes, canaryProbe{at: at, lat: latency, free: free})
+	drop := max(0, len(f.probes)-maxCompared)
+	for drop < len(f.probes)-1 && at.Sub(f.probes[drop].at) >= compareSpan {
+		drop++
 	}
-	recent := quantile(f.recent, 0.5)
-	smoothed := f.smooth.add(recent, at)
-	out := []Sample{{Name: ForegroundLatencySeconds, Value: smoothed, Raw: latency, Unit: UnitSeconds, At: at}}
-	if f.baseline == 0 {
-		err := fmt.Errorf("%w: waiting for a %s window with no job session active (%s so far)",
-			ErrBaselineWarmup, f.window, at.Sub(f.first).Round(time.Second))
-		return append(out, failed(ForegroundLatency, nil, UnitRatio, at, err))
-	}
-	return append(out, Sample{Name: ForegroundLatency, Value: smoothed / f.baseline,
-		Raw: recent / f.baseline, Unit: UnitRatio, At: at})
-}
-
-// learn adds a reading to the current window and, when a quiet window is
-// complete, moves the baseline toward its median. A reading taken
-// while a job worked ends the window unlearnt.
-func (f *foreground) learn(latency float64, idle bool, at time.Time) {
-	if !idle {
-		f.win = f.win[:0]
-		return
-	}
-	if len(f.win) == 0 {
-		f.winStart = at
-	}
-	f.win = append(f.win, latency)
-	if at.Sub(f.winStart) < f.window {
-		return
-	}
-	if len(f.win) >= minWindowProbes {
-		q := max(quantile(f.win, baselineQuantile), baselineFloor)
-		switch {
-		case f.baseline == 0:
-			f.baseline = q
-		case q > f.baseline:
-			f.baseline += baselineUp * (q - f.baseline)
-		default:
-			f.baseline += baselineDown * (q - f.baseline)
+	f.probes = slices.Delete(f.probes, 0, drop)
+	var all, freeSum float64
+	nFree := 0
+	for _, p := range f.probes {
+		all += p.lat
+		if p.free {
+			freeSum += p.lat
+			nFree++
 		}
 	}
-	f.win = f.win[:0]
+	mean := all / float64(len(f.probes))
+	if nFree >= minFree {
+		f.base, f.baseAt = max(freeSum/float64(nFree), baselineFloor), at
+	}
+	base := f.baseline(at)
+	if base > 0 && !f.known {
+		// The warm-up's readings do not weigh on the first ratios.
+		f.smooth = ewma{tau: f.smooth.tau}
+	}
+	f.known = base > 0
+	out := []Sample{{Name: ForegroundLatencySeconds, Value: mean, Raw: latency, Unit: UnitSeconds, At: at}}
+	if base == 0 {
+		err := fmt.Errorf("%w: waiting for %d probes with no job session at work within %s (%d now; %s so far)",
+			ErrBaselineWarmup, minFree, compareSpan, nFree, at.Sub(f.first).Round(time.Second))
+		return append(out, failed(ForegroundLatency, nil, UnitRatio, at, err))
+	}
+	ratio := mean / base
+	return append(out, Sample{Name: ForegroundLatency, Value: f.smooth.add(ratio, at), Raw: ratio, Unit: UnitRatio, At: at})
 }
 
-// failed returns the samples of a failed probe. A failure ends the
-// current window unlearnt and forgets the recent latencies, so the raw
-// ratio after it comes from new probes only.
+// baseline is the last baseline measured, while it is no older than the
+// window; 0 otherwise.
+func (f *foreground) baseline(at time.Time) float64 {
+	if f.base == 0 || at.Sub(f.baseAt) > f.window {
+		return 0
+	}
+	return f.base
+}
+
+// failed returns the samples of a failed probe. A failure forgets the
+// probes, so the ratio after it comes from new ones only; the baseline
+// measured stays.
 func (f *foreground) failed(at time.Time, err error) []Sample {
 	if f.first.IsZero() {
 		f.first = at
 	}
-	f.win, f.recent = f.win[:0], f.recent[:0]
+	f.probes = f.probes[:0]
 	return []Sample{
 		failed(ForegroundLatencySeconds, nil, UnitSeconds, at, err),
 		failed(ForegroundLatency, nil, UnitRatio, at, err),
@@ -295,3 +349,7 @@ func quantile(xs []float64, q float64) float64 {
 	i := int(math.Ceil(q*float64(len(s)))) - 1
 	return s[min(max(i, 0), len(s)-1)]
 }
+
+// minWindowProbes is the fewest probes Config.ForegroundLatencyWindow
+// must hold.
+const minWindowProbes = 20

@@ -122,14 +122,13 @@ END $$`
 	return stop
 }
 
-// canaryPoller returns a connected poller with the canary on, learning
-// its baseline over 2 s windows.
+// canaryPoller returns a connected poller with the canary on, at its
+// default interval and window.
 func canaryPoller(t *testing.T, c *pgcluster.Cluster, mod func(*Config)) *Poller {
 	t.Helper()
 	return newPoller(t, c, func(cfg *Config) {
 		cfg.ReplicaDSNs = nil
 		cfg.ForegroundLatency = true
-		cfg.ForegroundLatencyWindow = 2 * time.Second
 		cfg.Interval = 100 * time.Millisecond
 		if mod != nil {
 			mod(cfg)
@@ -159,8 +158,9 @@ func TestForegroundLatencyIsOffByDefault(t *testing.T) {
 	}
 }
 
-// The canary learns its baseline while no job works, reads near 1.0 on an
-// idle primary, and rises when a job's sessions commit many small writes,
+// The canary learns its baseline from probes that saw no job at work,
+// reads near 1.0 on an idle primary, and rises when a job's sessions
+// commit many small writes,
 // and clearly when they keep the CPUs busy. On the test pair fsync is off,
 // so a commit's WAL flush costs nothing and the writes show only through
 // CPU queueing and WAL-insert locks; on a real disk the flush wait adds to
@@ -173,7 +173,7 @@ func TestForegroundLatencyNearOneIdleRisesUnderJobLoad(t *testing.T) {
 	runPoller(t, p)
 
 	// Warm-up: the latency is known at once, the ratio is unknown (never 1
-	// or 0) until a job-free window has passed.
+	// or 0) until 20 job-free probes.
 	pgtest.Eventually(t, 5*time.Second, func() error {
 		_, err := latest(p, ForegroundLatencySeconds)
 		return err

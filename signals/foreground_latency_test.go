@@ -10,13 +10,14 @@ import (
 
 const ms = 1e-3
 
-// feed adds one latency (in milliseconds) every 250 ms from at, all idle
-// or all not, and returns the last samples and the next instant.
-func feed(f *foreground, at time.Time, idle bool, lats ...float64) ([]Sample, time.Time) {
+// feed adds one latency (in milliseconds) every 50 ms from at, each
+// probe job-free or not, and returns the last samples and the next
+// instant.
+func feed(f *foreground, at time.Time, free bool, lats ...float64) ([]Sample, time.Time) {
 	var out []Sample
 	for _, l := range lats {
-		out = f.add(l*ms, idle, at)
-		at = at.Add(250 * time.Millisecond)
+		out = f.add(l*ms, free, at)
+		at = at.Add(50 * time.Millisecond)
 	}
 	return out, at
 }
@@ -44,16 +45,16 @@ func sampleOf(t *testing.T, out []Sample, name Name) Sample {
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 func newForeground() *foreground {
-	return &foreground{window: 2 * time.Second, smooth: ewma{tau: time.Second}}
+	return &foreground{window: time.Minute, smooth: ewma{tau: time.Second}}
 }
 
-func TestForegroundWarmUpIsUnknownUntilAnIdleWindow(t *testing.T) {
+func TestForegroundWarmUpIsUnknownUntilEnoughJobFreeProbes(t *testing.T) {
 	f := newForeground()
-	// 2 s of readings at 250 ms: the window is complete at the 9th.
-	out, at := feed(f, t0, true, repeat(1, 8)...)
+	out, at := feed(f, t0, true, repeat(1, minFree-1)...)
 	r := sampleOf(t, out, ForegroundLatency)
-	if !errors.Is(r.Err, ErrBaselineWarmup) || r.Value != 0 || r.Raw != 0 || r.Unit != UnitRatio {
-		t.Fatalf("ratio during warm-up: %+v; want ErrBaselineWarmup, no value", r)
+	if !errors.Is(r.Err, ErrBaselineWarmup) || r.Value != 0 || r.Raw != 0 || r.Unit != UnitRatio ||
+		!strings.Contains(r.Err.Error(), "waiting for 10 probes with no job session at work within 2s (9 now") {
+		t.Fatalf("ratio during warm-up: %+v; want ErrBaselineWarmup saying how many of how many, no value", r)
 	}
 	if s := sampleOf(t, out, ForegroundLatencySeconds); s.Err != nil || !near(s.Raw, 1*ms) || s.Unit != UnitSeconds {
 		t.Fatalf("latency during warm-up: %+v; want 1 ms, known", s)
@@ -61,79 +62,65 @@ func TestForegroundWarmUpIsUnknownUntilAnIdleWindow(t *testing.T) {
 	out, _ = feed(f, at, true, 1)
 	r = sampleOf(t, out, ForegroundLatency)
 	if r.Err != nil || !near(r.Value, 1) || !near(r.Raw, 1) {
-		t.Fatalf("ratio after an idle window: %+v; want 1.0", r)
+		t.Fatalf("ratio after 10 job-free probes: %+v; want 1.0", r)
 	}
 }
 
-func TestForegroundLearnsOnlyFromJobFreeWindows(t *testing.T) {
+// The ratio is what the jobs add: the probes of the last two seconds
+// over those of them that saw no job at work. A foreground that slows
+// with no job at work reads 1 (it is not the jobs'); jobs at work at half
+// the probes, slowing them threefold, read 1 + 0.5*(3-1) = 2.
+func TestForegroundRatioIsWhatTheJobsAdd(t *testing.T) {
 	f := newForeground()
-	// Minutes of readings while a job works teach nothing.
-	out, at := feed(f, t0, false, repeat(5, 400)...)
-	if r := sampleOf(t, out, ForegroundLatency); !errors.Is(r.Err, ErrBaselineWarmup) ||
-		!strings.Contains(r.Err.Error(), "1m40s so far") {
-		t.Fatalf("ratio after 100 s of job work: %v; want still warming up, saying for how long", r.Err)
+	_, at := feed(f, t0, true, repeat(1, 40)...)
+	out, at := feed(f, at, true, repeat(3, 40)...)
+	if r := sampleOf(t, out, ForegroundLatency); !near(r.Raw, 1) {
+		t.Fatalf("a foreground three times slower with no job at work: ratio %v; want 1", r.Raw)
 	}
-	// An idle stretch broken by one busy reading restarts the window.
-	_, at = feed(f, at, true, repeat(1, 6)...)
-	_, at = feed(f, at, false, 5)
-	out, at = feed(f, at, true, repeat(1, 6)...)
-	if r := sampleOf(t, out, ForegroundLatency); !errors.Is(r.Err, ErrBaselineWarmup) {
-		t.Fatalf("ratio after a broken window: %+v; want still warming up", r)
+	for range 20 {
+		_, at = feed(f, at, false, 3)
+		out, at = feed(f, at, true, 1)
 	}
-	// A failed probe restarts it too.
-	f.failed(at, errors.New("boom"))
-	out, at = feed(f, at.Add(250*time.Millisecond), true, repeat(1, 8)...)
-	if r := sampleOf(t, out, ForegroundLatency); !errors.Is(r.Err, ErrBaselineWarmup) {
-		t.Fatalf("ratio 2 s after a failure, window not complete: %+v; want still warming up", r)
+	if r := sampleOf(t, out, ForegroundLatency); !near(r.Raw, 2) {
+		t.Fatalf("jobs at work at half the probes, three times slower: ratio %v; want 2", r.Raw)
 	}
-	out, _ = feed(f, at, true, 1)
-	if r := sampleOf(t, out, ForegroundLatency); r.Err != nil || f.baseline != 1*ms {
-		t.Fatalf("after a whole idle window: %v, baseline %v; want learnt at 1 ms", r.Err, f.baseline)
+	if !near(f.base, 1*ms) {
+		t.Fatalf("baseline %v ms; want the job-free probes' 1 ms", f.base/ms)
 	}
 }
 
-func TestForegroundBaselineRisesSlowlyFallsFaster(t *testing.T) {
-	tests := []struct {
-		name   string
-		window float64 // the window's latencies, ms
-		want   float64 // the baseline after it, ms
-	}{
-		{"a slower window moves it 5 %", 3, 1 + 0.05*2},
-		{"a faster window moves it 30 %", 0.5, 1 + 0.3*(0.5-1)},
-		{"a window under the floor counts as the floor", 0.001, 1 + 0.3*(0.05-1)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newForeground()
-			_, at := feed(f, t0, true, repeat(1, 9)...)
-			if !near(f.baseline, 1*ms) {
-				t.Fatalf("first baseline %v ms; want 1", f.baseline/ms)
-			}
-			feed(f, at, true, repeat(tt.window, 9)...)
-			if !near(f.baseline, tt.want*ms) {
-				t.Fatalf("baseline %v ms; want %v", f.baseline/ms, tt.want)
-			}
-		})
-	}
-}
-
-func TestForegroundRawIsTheMedianOfRecentProbes(t *testing.T) {
+// With jobs at work at nearly every probe, the last baseline measured
+// stands in for the window; past it the ratio is unknown again.
+func TestForegroundBaselineStandsInForAWindow(t *testing.T) {
 	f := newForeground()
-	_, at := feed(f, t0, true, repeat(1, 9)...)
-	// One slow commit among five is not a reading; three are.
-	out, at := feed(f, at, false, 1, 1, 1, 1, 20)
-	r := sampleOf(t, out, ForegroundLatency)
-	if !near(r.Raw, 1) {
-		t.Fatalf("raw ratio with one slow probe in five: %v; want 1", r.Raw)
+	_, at := feed(f, t0, true, repeat(1, 40)...)
+	out, at := feed(f, at, false, repeat(4, 40)...)
+	if r := sampleOf(t, out, ForegroundLatency); r.Err != nil || !near(r.Raw, 4) {
+		t.Fatalf("jobs at work at every probe: %+v; want 4 against the last baseline", r)
 	}
-	if s := sampleOf(t, out, ForegroundLatencySeconds); !near(s.Raw, 20*ms) {
-		t.Fatalf("foreground_latency_seconds raw %v; want the probe's own 20 ms", s.Raw)
+	out, _ = feed(f, at.Add(time.Minute), false, 4)
+	if r := sampleOf(t, out, ForegroundLatency); !errors.Is(r.Err, ErrBaselineWarmup) {
+		t.Fatalf("a minute with no job-free probe: %+v; want the baseline unknown", r)
 	}
-	out, at = feed(f, at, false, 20, 20)
+	// Under the floor it is the floor.
+	g := newForeground()
+	out, _ = feed(g, t0, true, repeat(0.1, minFree)...)
+	if r := sampleOf(t, out, ForegroundLatency); !near(g.base, baselineFloor) || !near(r.Raw, 0.2) {
+		t.Fatalf("0.1 ms probes: baseline %v ms, ratio %v; want the %v ms floor, 0.2", g.base/ms, r.Raw, baselineFloor/ms)
+	}
+}
+
+func TestForegroundFailureForgetsTheProbes(t *testing.T) {
+	f := newForeground()
+	_, at := feed(f, t0, true, repeat(1, minFree)...)
+	out, at := feed(f, at, false, repeat(20, 40)...)
 	if r := sampleOf(t, out, ForegroundLatency); !near(r.Raw, 20) || r.Value <= 1 || r.Value >= 20 {
-		t.Fatalf("raw ratio with three slow probes in five: %v (smoothed %v); want 20, smoothed rising", r.Raw, r.Value)
+		t.Fatalf("after two seconds of slow probes with jobs at work: raw %v, smoothed %v; want 20, smoothed rising", r.Raw, r.Value)
 	}
-	// A failure fails both, with no value, and forgets the recent probes.
+	if s := sampleOf(t, out, ForegroundLatencySeconds); !near(s.Raw, 20*ms) || !near(s.Value, 20*ms) {
+		t.Fatalf("foreground_latency_seconds %v (raw %v); want 20 ms", s.Value, s.Raw)
+	}
+	// A failure fails both, with no value, and forgets the probes.
 	out = f.failed(at, ErrCanary)
 	for _, s := range out {
 		if !errors.Is(s.Err, ErrCanary) || s.Value != 0 || s.Raw != 0 {
@@ -142,10 +129,10 @@ func TestForegroundRawIsTheMedianOfRecentProbes(t *testing.T) {
 	}
 	out, _ = feed(f, at.Add(250*time.Millisecond), false, 2)
 	if r := sampleOf(t, out, ForegroundLatency); !near(r.Raw, 2) {
-		t.Fatalf("raw ratio after a failure: %v; want the new probe's 2", r.Raw)
+		t.Fatalf("ratio after a failure: %v; want the new probe's 2", r.Raw)
 	}
-	if f.baseline != 1*ms {
-		t.Fatalf("baseline moved while jobs worked: %v ms", f.baseline/ms)
+	if !near(f.base, 1*ms) {
+		t.Fatalf("baseline moved while jobs worked: %v ms", f.base/ms)
 	}
 }
 
@@ -175,9 +162,14 @@ func TestQuantile(t *testing.T) {
 func TestForegroundLatencyConfig(t *testing.T) {
 	base := Config{PrimaryDSN: "postgres://u@h/db", Cores: 2}
 	on := base
-	on.ForegroundLatency, on.ForegroundLatencyWindow = true, 500*time.Millisecond
-	if _, err := New(on); err == nil || !strings.Contains(err.Error(), "ForegroundLatencyWindow 500ms") {
-		t.Fatalf("New with a 2-probe window: %v; want an error naming ForegroundLatencyWindow", err)
+	on.ForegroundLatency, on.ForegroundLatencyWindow = true, 150*time.Millisecond
+	if _, err := New(on); err == nil || !strings.Contains(err.Error(), "ForegroundLatencyWindow 150ms must hold at least 20 probes, one every ForegroundLatencyInterval 50ms") {
+		t.Fatalf("New with a 3-probe window: %v; want an error naming ForegroundLatencyWindow and the interval", err)
+	}
+	slow := on
+	slow.ForegroundLatencyWindow, slow.ForegroundLatencyInterval = 0, 3*time.Second
+	if _, err := New(slow); err == nil || !strings.Contains(err.Error(), "ForegroundLatencyInterval 3s must be shorter than MaxAge 3s") {
+		t.Fatalf("a canary as slow as MaxAge: %v; want an error naming ForegroundLatencyInterval", err)
 	}
 	off := base
 	off.ForegroundLatencyWindow = 500 * time.Millisecond
@@ -189,8 +181,9 @@ func TestForegroundLatencyConfig(t *testing.T) {
 		t.Fatalf("canary off, samplers %d", len(p.samplers()))
 	}
 	on.ForegroundLatencyWindow = 0
-	if p, err = New(on); err != nil || p.canary == nil || p.cfg.ForegroundLatencyWindow != DefaultForegroundLatencyWindow {
-		t.Fatalf("New with the canary on: %v; want a canary with the default window", err)
+	if p, err = New(on); err != nil || p.canary == nil || p.cfg.ForegroundLatencyWindow != DefaultForegroundLatencyWindow ||
+		p.cfg.ForegroundLatencyInterval != DefaultForegroundLatencyInterval {
+		t.Fatalf("New with the canary on: %v; want a canary with the default window and interval", err)
 	}
 	neg := on
 	neg.ForegroundLatencyWindow = -time.Second

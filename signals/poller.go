@@ -48,18 +48,29 @@ type Config struct {
 	// Interval. Defaults to 3s.
 	MaxAge time.Duration
 	// ForegroundLatency turns on the foreground-latency canary: a one-row
-	// commit on throttled.canary, timed every Interval on a connection of
-	// its own, read as foreground_latency (the latency over a baseline
-	// learnt while no job works; 1.0 is the baseline) and
+	// commit on throttled.canary, timed every ForegroundLatencyInterval on
+	// a connection of its own, read as foreground_latency (the latency
+	// over a baseline learnt while no job works; 1.0 is the baseline) and
 	// foreground_latency_seconds. It needs throttled's schema in the
 	// primary's database (`throttled migrate`) and costs one connection
-	// and about four tiny commits a second. Off by default: without it
-	// neither signal is sampled.
+	// and, by default, twenty tiny commits a second. Off by default:
+	// without it neither signal is sampled.
 	ForegroundLatency bool
-	// ForegroundLatencyWindow is how long the jobs must stay idle (no
-	// primary_job_sessions reading above 0) for the canary's latencies
-	// over it to teach the baseline; the first such window ends the
-	// warm-up. It must hold at least 4 probes. Defaults to 10s.
+	// ForegroundLatencyAuto, with ForegroundLatency, makes the canary
+	// optional: where it cannot run (its table missing, the role unable
+	// to write it, a read-only primary; see [ErrCanaryUnavailable])
+	// [Poller.Connect] turns it off and [Poller.ForegroundLatency] says
+	// why, instead of failing. Without it such a canary fails Connect.
+	ForegroundLatencyAuto bool
+	// ForegroundLatencyInterval is how often the canary commits. Defaults
+	// to 50ms: a median over a second of probes moves with the server,
+	// not with one probe's luck, and a baseline window of 1 s holds 20.
+	ForegroundLatencyInterval time.Duration
+	// ForegroundLatencyWindow is how long a baseline measured earlier
+	// stands in while jobs are at work at nearly every probe (the
+	// baseline is the mean latency of the probes that saw no job session
+	// at work, measured afresh whenever the last two seconds hold ten of
+	// them). It must hold at least 20 probes. Defaults to 1m.
 	ForegroundLatencyWindow time.Duration
 	// Custom are the custom signals (see custom.go): scalar queries run
 	// on a connection of their own in READ ONLY transactions. None by
@@ -95,6 +106,7 @@ func (c *Config) fill() {
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.Smoothing = cmp.Or(c.Smoothing, DefaultSmoothing)
 	c.MaxAge = cmp.Or(c.MaxAge, DefaultMaxAge)
+	c.ForegroundLatencyInterval = cmp.Or(c.ForegroundLatencyInterval, DefaultForegroundLatencyInterval)
 	c.ForegroundLatencyWindow = cmp.Or(c.ForegroundLatencyWindow, DefaultForegroundLatencyWindow)
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
@@ -117,7 +129,7 @@ func (c *Config) validate() error {
 		name string
 		d    time.Duration
 	}{{"Interval", c.Interval}, {"Timeout", c.Timeout}, {"Smoothing", c.Smoothing}, {"MaxAge", c.MaxAge},
-		{"ForegroundLatencyWindow", c.ForegroundLatencyWindow}} {
+		{"ForegroundLatencyInterval", c.ForegroundLatencyInterval}, {"ForegroundLatencyWindow", c.ForegroundLatencyWindow}} {
 		if f.d < 0 {
 			bad("%s must not be negative, got %s", f.name, f.d)
 		}
@@ -125,8 +137,11 @@ func (c *Config) validate() error {
 	if c.Interval > 0 && c.MaxAge > 0 && c.Interval >= c.MaxAge {
 		bad("Interval %s must be shorter than MaxAge %s, or every sample is stale", c.Interval, c.MaxAge)
 	}
-	if c.ForegroundLatency && c.Interval > 0 && c.ForegroundLatencyWindow > 0 && c.ForegroundLatencyWindow < minWindowProbes*c.Interval {
-		bad("ForegroundLatencyWindow %s must hold at least %d probes, one every Interval %s", c.ForegroundLatencyWindow, minWindowProbes, c.Interval)
+	if c.ForegroundLatency && c.ForegroundLatencyInterval > 0 && c.ForegroundLatencyWindow > 0 && c.ForegroundLatencyWindow < minWindowProbes*c.ForegroundLatencyInterval {
+		bad("ForegroundLatencyWindow %s must hold at least %d probes, one every ForegroundLatencyInterval %s", c.ForegroundLatencyWindow, minWindowProbes, c.ForegroundLatencyInterval)
+	}
+	if c.ForegroundLatency && c.ForegroundLatencyInterval > 0 && c.MaxAge > 0 && c.ForegroundLatencyInterval >= c.MaxAge {
+		bad("ForegroundLatencyInterval %s must be shorter than MaxAge %s, or every canary sample is stale", c.ForegroundLatencyInterval, c.MaxAge)
 	}
 	for i, r := range c.Replicas {
 		if r == "" {
@@ -146,7 +161,9 @@ type Poller struct {
 	primary  *primarySampler
 	replicas []*replicaSampler
 	canary   *canarySampler // nil unless Config.ForegroundLatency
-	custom   *customSampler // nil without Config.Custom
+	// canaryOff says why an automatic canary was turned off at Connect.
+	canaryOff string
+	custom    *customSampler // nil without Config.Custom
 	// bouncer reads PgBouncer's pools; nil without Config.PgBouncerDSN.
 	bouncer *pgbouncerSampler
 
@@ -226,7 +243,7 @@ func New(cfg Config) (*Poller, error) {
 		p.replicas = append(p.replicas, &replicaSampler{srv: rs, sid: fmt.Sprintf("replica-%d", i), learn: p.learn})
 	}
 	if cfg.ForegroundLatency {
-		if p.canary, err = newCanarySampler(cfg, p.jobsIdle); err != nil {
+		if p.canary, err = newCanarySampler(cfg); err != nil {
 			return nil, fmt.Errorf("signals: PrimaryDSN: %w", err)
 		}
 	}
@@ -275,7 +292,27 @@ func (p *Poller) Connect(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	if p.canary != nil && p.cfg.ForegroundLatencyAuto {
+		// An automatic canary that cannot run here is off, not an error:
+		// say why once, and sample without it.
+		for i, err := range errs {
+			if errors.Is(err, ErrCanaryUnavailable) {
+				p.canary.server().close()
+				p.canary, p.canaryOff = nil, err.Error()
+				p.log.Info("foreground latency off: the canary cannot run on this primary", "why", err)
+				errs = slices.Delete(errs, i, i+1)
+				break
+			}
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// ForegroundLatency reports whether the foreground-latency canary is on
+// and, when Config.ForegroundLatency asked for it but Connect turned it
+// off (Config.ForegroundLatencyAuto), why. Call it after Connect.
+func (p *Poller) ForegroundLatency() (on bool, off string) {
+	return p.canary != nil, p.canaryOff
 }
 
 // Tick samples every server once, concurrently, and returns when all
@@ -303,10 +340,11 @@ func (p *Poller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, s := range p.samplers() {
 		wg.Go(func() {
-			if s == sampler(p.canary) && !p.offset(ctx) {
-				return
+			every := p.cfg.Interval
+			if s == sampler(p.canary) {
+				every = p.cfg.ForegroundLatencyInterval
 			}
-			t := time.NewTicker(p.cfg.Interval)
+			t := time.NewTicker(every)
 			defer t.Stop()
 			for {
 				p.sampleAndStore(ctx, s)
@@ -321,34 +359,6 @@ func (p *Poller) Run(ctx context.Context) error {
 	wg.Wait()
 	p.Close()
 	return ctx.Err()
-}
-
-// offset waits half an Interval, so the canary commits between the
-// primary's activity reads rather than during them (where it would count
-// as a session on CPU). It reports false when ctx ended first.
-func (p *Poller) offset(ctx context.Context) bool {
-	t := time.NewTimer(p.cfg.Interval / 2)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-// jobsIdle reports whether the primary's latest primary_job_sessions
-// reading, fresh at now, is 0: no job session was active. A failed,
-// stale or absent reading is not idle.
-func (p *Poller) jobsIdle(now time.Time) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, s := range p.latest[p.primary.id()] {
-		if s.Name == PrimaryJobSessions {
-			return s.Err == nil && !s.Stale(now, p.cfg.MaxAge) && s.Value == 0
-		}
-	}
-	return false
 }
 
 // Close closes every connection. Call it after Tick when not using Run.

@@ -9,7 +9,9 @@ const JobAppPrefix = "throttled:"
 // activitySQL counts the primary's active sessions by what they wait on.
 // Only client backends and parallel workers count: walsenders, autovacuum
 // and background workers are not foreground work, and pg_sleep has a wait
-// event (PgSleep), so it is not on CPU. The sampler excludes itself. The
+// event (PgSleep), so it is not on CPU. The sampler excludes itself, and
+// the foreground-latency canary, whose commit twenty times a second would
+// otherwise count as a session on CPU now and then. The
 // last column is whether the counts can be trusted: without
 // pg_read_all_stats other users' sessions have a NULL state and vanish
 // from every count.
@@ -20,7 +22,8 @@ const activitySQL = `SELECT
   count(*) FILTER (WHERE state = 'active' AND starts_with(application_name, '` + JobAppPrefix + `')),
   ` + seesSessionsSQL + `
 FROM pg_stat_activity
-WHERE backend_type IN ('client backend', 'parallel worker') AND pid <> pg_backend_pid()`
+WHERE backend_type IN ('client backend', 'parallel worker') AND pid <> pg_backend_pid()
+  AND application_name IS DISTINCT FROM '` + CanaryAppName + `'`
 
 // activity is one row of activitySQL.
 type activity struct {
