@@ -131,6 +131,14 @@ func TestSlowAnonymousCrowdStarvesNeitherCheckNorPause(t *testing.T) {
 func crowdProbe(t *testing.T, openReads bool) {
 	hs := admitServer(t, openReads)
 	waitReady(t, hs.URL)
+	// Ready, /check answers; the job goes once the foreground-latency
+	// canary has its baseline (429 "warming up" for about a second).
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		if code, body := probe(t, "GET", hs.URL+"/check/a", admitRead, ""); code != http.StatusOK {
+			return fmt.Errorf("/check/a = %d %s before the crowd", code, body)
+		}
+		return nil
+	})
 	slowCrowd(t, hs.URL, 200)
 	var holdIDs []string
 	for i := range 15 {

@@ -113,9 +113,10 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, _ config.Token) {
 	writeJSON(w, http.StatusOK, js.Job)
 }
 
-// check answers as freno does, from memory: 200 go, 429 throttled, 417
-// held or paused, 404 unknown job, 500 when the state is stale or the
-// database unreachable. It never waits on the database.
+// check answers as freno does, from memory: 200 go, 429 throttled (or a
+// signal warming up at start), 417 held or paused, 404 unknown job, 500
+// when the state is stale or the database unreachable. It never waits on
+// the database.
 func (s *Server) check(w http.ResponseWriter, r *http.Request, _ config.Token) {
 	js, ok := s.jobState(r.PathValue("job"))
 	code, msg := http.StatusOK, "go"
@@ -124,6 +125,9 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, _ config.Token) {
 		code, msg = http.StatusNotFound, "unknown job"
 	case js.status.Code == throttle.CodeUnavailable, js.status.Code == throttle.CodeStale:
 		code, msg = http.StatusInternalServerError, js.Reason
+	case js.status.Code == throttle.CodeWarmingUp:
+		// Nothing is wrong and nothing holds it: ask again in a moment.
+		code, msg = http.StatusTooManyRequests, js.Reason
 	case js.status.State == throttle.JobPaused:
 		code, msg = http.StatusExpectationFailed, js.Reason
 	case js.status.Code == throttle.CodeCut, js.status.Code == throttle.CodeTooSlow, js.Rate <= 0:

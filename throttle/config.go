@@ -231,6 +231,14 @@ var defaultRules = map[signals.Name]Rule{
 	signals.ReplicaLagSeconds:  {Target: 2},
 }
 
+// DefaultForegroundLatencyRule is the rule on foreground_latency that
+// throttled.Open adds where the canary can run and no rule names the
+// signal: keep a canary commit's latency within 1.3 times its job-free
+// baseline, and stop work while it cannot be read. A rule, not a default
+// of Config: whether a canary runs is the sampler's to know, not the
+// controller's.
+var DefaultForegroundLatencyRule = Rule{Target: 1.3, Required: true}
+
 // DefaultRules returns a copy of the default rules.
 func DefaultRules() map[signals.Name]Rule { return maps.Clone(defaultRules) }
 
@@ -316,6 +324,9 @@ func (c *Config) validate() error {
 		}
 		if lowerIsWorse(name) && r.Critical > 0 && c.ResumeLevel > 0 && r.Critical/c.ResumeLevel >= 1 {
 			bad("Rules[%q]: Critical %v / ResumeLevel %v = %v free would be needed to resume, more than every slot", name, r.Critical, c.ResumeLevel, r.Critical/c.ResumeLevel)
+		}
+		if name == signals.ForegroundLatency && r.Target <= 1 && r.Target > 0 {
+			bad("Rules[%q].Target is a multiple of the latency without jobs and must be above 1, such as 1.3; got %v", name, r.Target)
 		}
 		if lowerIsWorse(name) && r.Target >= 1 {
 			bad("Rules[%q].Target is a free fraction of client slots and must be under 1, got %v", name, r.Target)
@@ -407,7 +418,7 @@ func (c *Config) validate() error {
 		if r.Critical <= 0 || !(r.Target > 0) {
 			continue
 		}
-		if cp := pressure(r.Critical, r.Target, lowerIsWorse(name)); c.EmergencyPressure >= cp {
+		if cp := pressure(name, r.Critical, r.Target); c.EmergencyPressure >= cp {
 			bad("EmergencyPressure %v must be below Rules[%q]'s critical pressure %.3g (critical %v over target %v): the emergency cut must come before a critical pause",
 				c.EmergencyPressure, name, cp, r.Critical, r.Target)
 		}

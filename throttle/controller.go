@@ -71,6 +71,7 @@ type Controller struct {
 	critical     *criticalPause
 	criticals    []time.Time // starts of critical pauses, for the latch
 	pause        *pauseEpisode
+	worked       bool // an ordinary step has allowed work at least once
 	errWindow    []errTick
 	errorFloor   float64 // while errors bind: the least their cuts leave
 	prev         Decision
@@ -214,14 +215,17 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 	// Which samples are new since the last step, and which are unknown. A
 	// sample seen at an earlier step counts once: it is not a second
 	// reading.
-	var staleReq, unknownOpt []ruleEval
+	var staleReq, warmingReq, unknownOpt []ruleEval
 	missed := false
 	for i := range evals {
 		e := &evals[i]
 		if e.unknown != "" {
-			if e.required {
+			switch {
+			case e.required && e.warming:
+				warmingReq = append(warmingReq, *e)
+			case e.required:
 				staleReq = append(staleReq, *e)
-			} else {
+			default:
 				unknownOpt = append(unknownOpt, *e)
 			}
 			continue
@@ -238,7 +242,7 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 	var rawWorst, jump ruleEval // the fresh sample under most raw pressure; one that is an emergency alone
 	var rising ruleEval         // an integrating signal rising toward its target
 	var maxRaw, maxRawFresh float64
-	anyFresh, healthy := false, len(staleReq) == 0 && len(unknownOpt) == 0 && !missed
+	anyFresh, healthy := false, len(staleReq) == 0 && len(warmingReq) == 0 && len(unknownOpt) == 0 && !missed
 	for _, e := range evals {
 		if e.unknown != "" {
 			continue
@@ -303,6 +307,18 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		for _, e := range staleReq {
 			pausedBy = append(pausedBy, keyName(e.key))
 		}
+	case len(warmingReq) > 0 && !allHeld:
+		// A required signal still learning its normal (the canary's
+		// baseline): no work until it knows, but nothing is wrong, so no
+		// event and no page; the budget before it is kept.
+		c.enterPause(ModeThrottled)
+		d.Mode, d.Binding = ModeThrottled, warmingReq[0].key
+		var parts []string
+		for _, e := range warmingReq {
+			parts = append(parts, fmt.Sprintf("%s (%s)", e.key, e.unknown))
+			pausedBy = append(pausedBy, keyName(e.key))
+		}
+		d.Code, d.Reason = CodeWarmingUp, "warming up: "+strings.Join(parts, ", ")
 	case allHeld:
 		if c.enterPause(ModePaused) {
 			d.Events = append(d.Events, Event{Kind: EventPaused, At: now, Jobs: c.runningJobs(), Message: "every job is held"})
@@ -320,7 +336,7 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		}
 		c.control(now, readings{worst: worst, rawWorst: rawWorst, jump: jump, rising: rising, maxRaw: maxRaw, maxRawFresh: maxRawFresh, anyFresh: anyFresh,
 			batches: batches, errors: errs}, len(unknownOpt) > 0 || missed, &d)
-		c.tookOver = false
+		c.tookOver, c.worked = false, true
 		if (len(unknownOpt) > 0 || missed) && d.Mode == ModeRunning {
 			d.Code = CodeNotGrowing
 		}
@@ -330,7 +346,7 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 			d.Reason += "; not growing: a required signal has no new sample"
 		}
 	}
-	if d.Mode == ModeRunning || d.Mode == ModeThrottled {
+	if (d.Mode == ModeRunning || d.Mode == ModeThrottled) && d.Code != CodeWarmingUp {
 		d.Budget = c.budget
 	}
 	var gated map[Job][]gate

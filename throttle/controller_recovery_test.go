@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -288,3 +289,31 @@ func TestACriticalBegunAtTheFloorDoesNotCapRecovery(t *testing.T) {
 		t.Errorf("30 s after the load went: budget %v (%s); want it grown back toward the 10/s it had before", d.Budget, d.Reason)
 	}
 }
+
+// A required signal still warming up when the controller starts (the
+// foreground-latency canary learning its baseline) stops work, but there
+// is nothing to come back to slowly: when it is ready the jobs start at
+// the initial budget, not at SlowStart of it. In the replay the canary's
+// first seconds left the job at a quarter of the initial budget, and it
+// took the rest of the run to grow back. A stale signal after work has
+// run still restarts slowly.
+func TestAWarmUpAtStartIsNoPause(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 10})
+	if d := f.steps(3, world{load: 0.2, used: 0.2, loadErr: errWarming}); d.Mode != ModeStale || d.Budget != 0 {
+		t.Fatalf("a required signal warming up: %s at %v; want stale at 0", d.Mode, d.Budget)
+	}
+	if d := f.step(world{load: 0.2, used: 0.2}); d.Mode != ModeRunning || d.Budget != 10 {
+		t.Fatalf("first fresh step after the warm-up: %s at %v (%s); want running at the initial 10", d.Mode, d.Budget, d.Reason)
+	}
+	f.steps(6, world{load: 0.2, used: 0.2})
+	before := f.last.Budget
+	f.steps(2, world{load: 0.2, used: 0.2, loadErr: errWarming})
+	if d := f.step(world{load: 0.2, used: 0.2}); d.Budget != before*slowStartDefault {
+		t.Fatalf("fresh again after a stale spell mid-run: %v; want %v, a slow start from %v", d.Budget, before*slowStartDefault, before)
+	}
+}
+
+var errWarming = errors.New("warming up")
+
+// slowStartDefault is Config.SlowStart's default.
+const slowStartDefault = 0.25

@@ -100,6 +100,7 @@ func TestNewValidatesAndNamesTheField(t *testing.T) {
 		{Config{Tick: -time.Second}, "Tick must be positive, got -1s"},
 		{Config{EmergencyPressure: 1.5}, `EmergencyPressure 1.5 must be below Rules["primary_load"]'s critical pressure 1.43`},
 		{Config{MaxBudget: math.NaN()}, "MaxBudget must be positive, got NaN"},
+		{Config{Rules: map[signals.Name]Rule{signals.ForegroundLatency: {Target: 0.9}}}, `Rules["foreground_latency"].Target is a multiple of the latency without jobs and must be above 1, such as 1.3; got 0.9`},
 	} {
 		_, err := New(tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

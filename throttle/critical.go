@@ -34,6 +34,10 @@ type resumeLevel struct {
 type pauseEpisode struct {
 	mode   Mode
 	budget float64 // budget before the pause, for slow start
+	// startup: the pause began before any work was allowed (a signal
+	// still warming up at start), so there is no earlier rate to come
+	// back to slowly.
+	startup bool
 }
 
 // inherit takes over a previous leader's critical pause: the rule that
@@ -140,7 +144,7 @@ func (c *Controller) trackCritical(now time.Time, evals []ruleEval, d *Decision)
 // pastCritical reports whether the raw reading is at or past the rule's
 // critical level.
 func (e ruleEval) pastCritical() bool {
-	if e.lowerWorse() {
+	if lowerIsWorse(e.name) {
 		return e.raw <= e.rule.Critical
 	}
 	return e.raw >= e.rule.Critical
@@ -150,7 +154,7 @@ func (e ruleEval) pastCritical() bool {
 // pause: a fraction of the critical level, or for a level to stay over,
 // the critical level divided by it.
 func (e ruleEval) resumeLevel(fraction float64) resumeLevel {
-	if e.lowerWorse() {
+	if lowerIsWorse(e.name) {
 		return resumeLevel{at: e.rule.Critical / fraction, lowerWorse: true}
 	}
 	return resumeLevel{at: e.rule.Critical * fraction}
@@ -183,7 +187,7 @@ func (c *Controller) startCritical(now time.Time, e ruleEval, budgetBefore float
 	rl := e.resumeLevel(c.cfg.ResumeLevel)
 	c.critical = &criticalPause{
 		since: now, signal: e.key, value: e.raw, threshold: e.rule.Critical, valueKnown: true, resumeAt: rl.at,
-		lowerWorse: e.lowerWorse(), members: map[string]resumeLevel{e.key: rl}, quiet: quiet,
+		lowerWorse: lowerIsWorse(e.name), members: map[string]resumeLevel{e.key: rl}, quiet: quiet,
 		latched: len(c.criticals) >= c.cfg.LatchAfter,
 	}
 	// Slow start restarts from the budget before the breach began, not
@@ -268,7 +272,7 @@ func (c *Controller) criticalReason(now time.Time) string {
 // this mode is new.
 func (c *Controller) enterPause(m Mode) bool {
 	if c.pause == nil {
-		c.pause = &pauseEpisode{mode: m, budget: c.budget}
+		c.pause = &pauseEpisode{mode: m, budget: c.budget, startup: !c.worked}
 		return true
 	}
 	if c.pause.mode != m {
@@ -298,6 +302,14 @@ func (c *Controller) leavePause(now time.Time, d *Decision) {
 			before = c.ceiling
 		}
 		c.rememberBreach(before, now)
+	}
+	if c.pause.mode == ModeThrottled || c.pause.startup && c.pause.mode == ModeStale {
+		// A warm-up (a required signal still learning its normal) says
+		// nothing against the budget before it, and a stale spell before
+		// any work ran has no rate to come back to slowly: go on where a
+		// controller with every signal ready would have been.
+		c.pause = nil
+		return
 	}
 	c.pause, c.inherited = nil, 0
 	c.budget = c.clamp(before * c.cfg.SlowStart)

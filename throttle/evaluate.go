@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -20,19 +21,18 @@ type ruleEval struct {
 	pressure   float64 // smoothed value over target
 	rawPress   float64
 	unknown    string // why the sample is unusable; "" when usable
+	warming    bool   // unusable because the signal is still learning (signals.ErrBaselineWarmup)
 	at         time.Time
 	fresh      bool // a sample not seen at an earlier step
 }
 
-func (e ruleEval) lowerWorse() bool { return lowerIsWorse(e.name) }
-
 // oneStepLower is the raw pressure the sample would have one Resolution
 // step better: what a single sample proves beyond quantization.
 func (e ruleEval) oneStepLower() float64 {
-	if e.lowerWorse() {
-		return pressure(e.raw+e.rule.Resolution, e.rule.Target, true)
+	if lowerIsWorse(e.name) {
+		return pressure(e.name, e.raw+e.rule.Resolution, e.rule.Target)
 	}
-	return pressure(e.raw-e.rule.Resolution, e.rule.Target, false)
+	return pressure(e.name, e.raw-e.rule.Resolution, e.rule.Target)
 }
 
 // evaluate applies every rule to the snapshot.
@@ -107,6 +107,7 @@ func (c *Controller) read(now time.Time, e *ruleEval, s signals.Sample) {
 	switch age := s.Age(now); {
 	case s.Err != nil:
 		e.unknown = "error: " + s.Err.Error()
+		e.warming = errors.Is(s.Err, signals.ErrBaselineWarmup)
 		return
 	case age > e.rule.MaxAge:
 		e.unknown = fmt.Sprintf("age %s over max_age %s", age.Round(time.Millisecond), e.rule.MaxAge)
@@ -123,7 +124,7 @@ func (c *Controller) read(now time.Time, e *ruleEval, s signals.Sample) {
 	if e.name == signals.ConnectionHeadroom {
 		e.value, e.raw = max(0, 1-s.Value), max(0, 1-s.Raw)
 	}
-	e.pressure, e.rawPress = pressure(e.value, e.rule.Target, e.lowerWorse()), pressure(e.raw, e.rule.Target, e.lowerWorse())
+	e.pressure, e.rawPress = pressure(e.name, e.value, e.rule.Target), pressure(e.name, e.raw, e.rule.Target)
 }
 
 // withPool is the server's used fraction of client slots, s, counting a
@@ -156,9 +157,21 @@ func minTime(a, b time.Time) time.Time {
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
-func pressure(v, target float64, lowerWorse bool) float64 {
-	if lowerWorse {
+// pressure is a reading of signal n against its rule's target: 1 at the
+// target, over 1 past it. For connection_headroom, a level to stay over,
+// it is target/v. For foreground_latency, a ratio to the latency without
+// jobs, it is the excess over that baseline against the excess the target
+// allows, (v-1)/(target-1): 0 at the baseline, as a level of 0 is for a
+// load, so that "far under target" and the growth that goes with it mean
+// the same on every signal. (As v/target, a foreground at its baseline
+// read 0.77 of a 1.3 target: never far under it, so a new leader on an
+// idle primary never came back to the initial budget, and growth crept.)
+func pressure(n signals.Name, v, target float64) float64 {
+	switch {
+	case lowerIsWorse(n):
 		return target / max(v, 1e-9)
+	case n == signals.ForegroundLatency:
+		return max(0, v-1) / (target - 1)
 	}
 	return v / target
 }

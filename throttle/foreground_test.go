@@ -2,6 +2,8 @@ package throttle
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,8 +40,11 @@ func TestPacerReportsTheForegroundStretch(t *testing.T) {
 		err     error
 		want    float64
 	}{
-		{fg: 1.3, raw: 1.95, want: 1.5},                // the raw reading is the worse
-		{fg: 0.65, raw: 0.52, want: 0.5},               // the smoothed one is
+		// The pressure is the excess over the baseline against the 0.3
+		// the target allows.
+		{fg: 1.3, raw: 1.45, want: 1.5},                // the raw reading is the worse
+		{fg: 1.15, raw: 1.06, want: 0.5},               // the smoothed one is
+		{fg: 0.9, raw: 0.95, want: 0},                  // under the baseline: no stretch, and still a reading
 		{err: errors.New("canary timed out"), want: 1}, // unreadable: at the target, not below
 	} {
 		now := at(i + 1)
@@ -63,5 +68,44 @@ func TestPacerReportsTheForegroundStretch(t *testing.T) {
 	ls2.Apply(plain.Step(at(1), withFg(at(1), calm, 2, 2, nil)))
 	if v, _, ok := p2.ForegroundStretch(); ok {
 		t.Fatalf("without the rule ForegroundStretch = %v, true; want false", v)
+	}
+}
+
+// While the canary learns its baseline the required rule stops work, as
+// a stale signal would, but nothing is wrong: the decision says warming
+// up, raises no event (nothing to page about), and work starts at the
+// budget it would have had, with no slow start after it.
+func TestAWarmingUpSignalIsNoStalePause(t *testing.T) {
+	c, err := New(Config{InitialBudget: 10, Rules: map[signals.Name]Rule{signals.ForegroundLatency: DefaultForegroundLatencyRule}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(JobConfig{Name: "purge"}); err != nil {
+		t.Fatal(err)
+	}
+	step := func(i int, fg signals.Sample) Decision {
+		now := at(i)
+		s := snap(now, world{load: 0.2, used: 0.1})
+		fg.At = now
+		s.Samples = append(s.Samples, fg)
+		return c.Step(now, s)
+	}
+	warming := signals.Sample{Name: signals.ForegroundLatency, Err: fmt.Errorf("%w: waiting for a 1s window", signals.ErrBaselineWarmup)}
+	for i := 1; i <= 2; i++ {
+		d := step(i, warming)
+		if d.Mode != ModeThrottled || d.Code != CodeWarmingUp || d.Budget != 0 || len(d.Events) != 0 || !strings.HasPrefix(d.Reason, "warming up: foreground_latency") {
+			t.Fatalf("tick %d: %s %s budget %v events %v (%s); want throttled, warming_up, 0, no event", i, d.Mode, d.Code, d.Budget, d.Events, d.Reason)
+		}
+		if jd := d.Jobs["purge"]; jd.State != JobPaused || jd.Code != CodeWarmingUp || jd.Code.Go() {
+			t.Fatalf("tick %d: the job is %s %s; want paused, warming_up, no go", i, jd.State, jd.Code)
+		}
+	}
+	d := step(3, signals.Sample{Name: signals.ForegroundLatency, Value: 1, Raw: 1})
+	if d.Mode != ModeRunning || d.Budget != 10 || len(d.Events) != 0 {
+		t.Fatalf("baseline learnt: %s at %v, events %v (%s); want running at the initial 10, no event", d.Mode, d.Budget, d.Events, d.Reason)
+	}
+	// A canary that fails, unlike one learning, is stale.
+	if d := step(4, signals.Sample{Name: signals.ForegroundLatency, Err: signals.ErrCanary}); d.Mode != ModeStale || d.Code != CodeStale || len(d.Events) != 1 {
+		t.Fatalf("canary failed: %s %s events %v; want stale, with its event", d.Mode, d.Code, d.Events)
 	}
 }

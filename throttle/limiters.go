@@ -130,7 +130,7 @@ func (p *Pacer) done(g Grant) func(rows int64, took time.Duration, err error) {
 // too big, however short it is itself.
 func (p *Pacer) ForegroundStretch() (stretch float64, at time.Time, ok bool) {
 	_, d, ok := p.ls.explain(p.job)
-	if !ok || d.Foreground == 0 {
+	if !ok || d.ForegroundAt.IsZero() {
 		return 0, time.Time{}, false
 	}
 	return d.Foreground, d.ForegroundAt, true

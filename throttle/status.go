@@ -56,6 +56,11 @@ const (
 	// CodeStale: a required signal is too old or unreadable; every job is
 	// paused.
 	CodeStale Code = "stale"
+	// CodeWarmingUp: a required signal is still learning what normal is
+	// (the foreground-latency canary's job-free baseline, about a second
+	// at start); no job starts yet, and nothing is wrong: no event, no
+	// page, and no slow start after it at start.
+	CodeWarmingUp Code = "warming_up"
 	// CodeUnavailable: the job has no valid allocation: no decision yet,
 	// no leader, or a lease that lapsed.
 	CodeUnavailable Code = "unavailable"
@@ -65,7 +70,7 @@ const (
 // rate): false for the codes that pause it.
 func (c Code) Go() bool {
 	switch c {
-	case CodeHeld, CodeGated, CodeCritical, CodeStale, CodeUnavailable:
+	case CodeHeld, CodeGated, CodeCritical, CodeStale, CodeWarmingUp, CodeUnavailable:
 		return false
 	}
 	return true
@@ -119,7 +124,7 @@ func CodeFor(s JobState, c Code) Code {
 	fits := map[JobState][]Code{
 		JobRunning:   {CodeRunning, CodeBinding, CodeSlowStart, CodeInherited, CodeMaxRate, CodeLowUtilization, CodeNotGrowing, CodeHolding},
 		JobThrottled: {CodeCut, CodeHolding, CodeNotGrowing, CodeTooSlow, CodeScaled, CodeExempt},
-		JobPaused:    {CodeHeld, CodeGated, CodeCritical, CodeStale, CodeUnavailable, CodeTooSlow},
+		JobPaused:    {CodeHeld, CodeGated, CodeCritical, CodeStale, CodeWarmingUp, CodeUnavailable, CodeTooSlow},
 	}[s]
 	if slices.Contains(fits, c) {
 		return c

@@ -80,7 +80,7 @@ type Job struct {
 	State string `json:"state"`
 	// Code is why, for machines: running, binding, slow_start, inherited,
 	// max_rate, low_utilization, not_growing, holding, cut, too_slow,
-	// held, critical, stale or unavailable.
+	// held, critical, stale, warming_up or unavailable.
 	Code string `json:"code"`
 	// Reason is why in words, with its numbers; never parse it.
 	Reason string `json:"reason"`
