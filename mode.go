@@ -149,6 +149,21 @@ func withResolution(cfg throttle.Config, cores float64) throttle.Config {
 	return cfg
 }
 
+// withForegroundLatency adds throttle.DefaultForegroundLatencyRule to a
+// configuration with no rule on foreground_latency.
+func withForegroundLatency(cfg throttle.Config) throttle.Config {
+	if _, ok := cfg.Rules[signals.ForegroundLatency]; ok {
+		return cfg
+	}
+	rules := maps.Clone(cfg.Rules)
+	if rules == nil {
+		rules = map[signals.Name]throttle.Rule{}
+	}
+	rules[signals.ForegroundLatency] = throttle.DefaultForegroundLatencyRule
+	cfg.Rules = rules
+	return cfg
+}
+
 var (
 	_ Pacer = (*throttle.Pacer)(nil)
 	_ mode  = solo{}

@@ -39,6 +39,17 @@ type Options struct {
 	// Controller tunes pacing (rules, replica policies, budget, ...).
 	// Its Holds, when set, add to the Client's own.
 	Controller throttle.Config
+	// NoForegroundLatency turns off pacing on the foreground's latency.
+	// By default, when Controller.Rules has no rule on
+	// foreground_latency, Open turns the canary on (signals.Config
+	// ForegroundLatency) and, where it can run (throttled.canary exists
+	// and the sampling role may write it: `throttled migrate`), adds
+	// throttle.DefaultForegroundLatencyRule; where it cannot, the jobs
+	// are paced without it and the log says why
+	// ([Client.ForegroundLatency] too). A rule in Controller.Rules turns
+	// it on whatever this says, and a canary that cannot run then fails
+	// Open. Setting both is an error.
+	NoForegroundLatency bool
 	// CoordinationDSN, when set, names the database whose throttled
 	// schema holds the durable pauses and the audit log (normally the
 	// primary, as a role that may write that schema). A hold made there by
@@ -103,6 +114,11 @@ type Client struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 
+	// latency: the foreground-latency canary runs; latencyOff says why
+	// not, when it was tried and could not.
+	latency    bool
+	latencyOff string
+
 	mu   sync.Mutex
 	last throttle.Decision
 	subs []chan throttle.Decision
@@ -119,11 +135,17 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	}
 	scfg := opts.Signals
 	scfg.PrimaryDSN, scfg.ReplicaDSNs, scfg.Cores = opts.PrimaryDSN, opts.ReplicaDSNs, opts.Cores
-	// A rule on foreground_latency turns its canary on: the signal is off
-	// by default, and a rule on a signal never sampled would only read
-	// "not sampled".
-	if _, ok := opts.Controller.Rules[signals.ForegroundLatency]; ok {
+	// A rule on foreground_latency turns its canary on, and a canary that
+	// cannot run fails Open; without a rule the canary is tried, and the
+	// default rule added where it runs.
+	_, explicit := opts.Controller.Rules[signals.ForegroundLatency]
+	switch {
+	case explicit && opts.NoForegroundLatency:
+		return nil, fmt.Errorf("throttled: Options.NoForegroundLatency is set and Controller.Rules has a rule on %s: one or the other", signals.ForegroundLatency)
+	case explicit:
 		scfg.ForegroundLatency = true
+	case !opts.NoForegroundLatency:
+		scfg.ForegroundLatency, scfg.ForegroundLatencyAuto = true, true
 	}
 	scfg.Logger = cmp.Or[hclog.Logger](scfg.Logger, log.Named("signals"))
 	poller, err := signals.New(scfg)
@@ -143,9 +165,33 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		}
 		durable = append(durable, c.watcher)
 	}
+	if opts.Coordinate && c.store == nil {
+		c.closeCoordination()
+		return nil, fmt.Errorf("throttled: Coordinate needs CoordinationDSN")
+	}
+	// Check the sampler's role and servers now, for a clear error at
+	// start, and whether the canary can run.
+	if err := poller.Connect(ctx); err != nil {
+		poller.Close()
+		c.closeCoordination()
+		return nil, err
+	}
+	c.latency, c.latencyOff = poller.ForegroundLatency()
+	auto := c.latency && !explicit
+	if auto {
+		log.Info("pacing on foreground latency too: the canary runs", "target", throttle.DefaultForegroundLatencyRule.Target)
+	}
 	// Solo or leading, one session on CPU is a step of 1/cores in
-	// primary_load: on few cores one sample a session up is no emergency.
-	ccfg := withResolution(opts.Controller, opts.Cores)
+	// primary_load (on few cores one sample a session up is no
+	// emergency), and a canary that runs on its own paces by default.
+	prepare := func(cfg throttle.Config) throttle.Config {
+		cfg = withResolution(cfg, opts.Cores)
+		if auto {
+			cfg = withForegroundLatency(cfg)
+		}
+		return cfg
+	}
+	ccfg := prepare(opts.Controller)
 	if ccfg.Holds != nil {
 		durable = append(durable, ccfg.Holds)
 	}
@@ -153,19 +199,11 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	ccfg.Holds = sources
 	c.sources, c.durable = sources, durable
 	if c.ctl, err = throttle.New(ccfg); err != nil {
-		c.closeCoordination()
-		return nil, err
-	}
-	c.tick = c.ctl.Config().Tick
-	if opts.Coordinate && c.store == nil {
-		return nil, fmt.Errorf("throttled: Coordinate needs CoordinationDSN")
-	}
-	// Check the sampler's role and servers now, for a clear error at start.
-	if err := poller.Connect(ctx); err != nil {
 		poller.Close()
 		c.closeCoordination()
 		return nil, err
 	}
+	c.tick = c.ctl.Config().Tick
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
 	if opts.Coordinate {
@@ -175,7 +213,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		e := coord.New(coord.Deps{Log: c.log, Pool: c.coord, Holds: c.sources, Changed: c.watcher.Changed, Poller: poller,
 			Controller: opts.Controller, Published: c.published, Tick: c.tick, DeferLeadership: opts.DeferLeadership,
 			Prepare: func(cfg throttle.Config) throttle.Config {
-				cfg = withResolution(cfg, opts.Cores)
+				cfg = prepare(cfg)
 				cfg.Holds = c.durable
 				cfg.ScaleAtWorkers = true // each worker scales its own lease by the ratio holds it knows
 				return cfg
@@ -469,6 +507,11 @@ func (c *Client) Decisions() <-chan throttle.Decision {
 // here pauses this process's jobs at the next tick, and no other
 // process's (for those, see DurableHolds).
 func (c *Client) LocalHolds() *throttle.LocalHolds { return c.holds }
+
+// ForegroundLatency reports whether the jobs are paced on the
+// foreground's latency (the canary runs) and, when Open tried the canary
+// by default and it could not run, why not.
+func (c *Client) ForegroundLatency() (on bool, off string) { return c.latency, c.latencyOff }
 
 // Controller is the client's controller.
 func (c *Client) Controller() *throttle.Controller { return c.ctl }

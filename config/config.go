@@ -173,9 +173,10 @@ type notifierBlock struct {
 }
 
 type controllerBlock struct {
-	MaxBudget   *float64  `hcl:"max_budget,optional"`
-	QuietPeriod *string   `hcl:"quiet_period,optional"`
-	Range       hcl.Range `hcl:",def_range"`
+	MaxBudget         *float64  `hcl:"max_budget,optional"`
+	QuietPeriod       *string   `hcl:"quiet_period,optional"`
+	ForegroundLatency *bool     `hcl:"foreground_latency,optional"`
+	Range             hcl.Range `hcl:",def_range"`
 }
 
 // Scope is what a token may do.
@@ -267,6 +268,10 @@ type Config struct {
 	Notifiers     []Notifier
 	MaxBudget     float64
 	QuietPeriod   time.Duration
+	// NoForegroundLatency turns off the foreground-latency canary that
+	// throttled runs by default where it can (controller block,
+	// foreground_latency = false).
+	NoForegroundLatency bool `restart:"controller.foreground_latency"`
 	// Cluster names the database cluster in pages. Defaults to
 	// "postgres".
 	Cluster string `restart:"cluster"`
@@ -904,6 +909,9 @@ func (c *Config) buildControl(doc *file, v *validator) {
 			c.MaxBudget = *ctl.MaxBudget
 		}
 		c.QuietPeriod = v.duration(ctl.Range, "quiet_period", ctl.QuietPeriod, 0)
+		if ctl.ForegroundLatency != nil {
+			c.NoForegroundLatency = !*ctl.ForegroundLatency
+		}
 	}
 }
 
@@ -1052,6 +1060,10 @@ func (c *Config) checkController(doc *file, v *validator, ruleBlocks map[signals
 		}
 	}
 	if refused {
+		return
+	}
+	if at, ok := ruleBlocks[signals.ForegroundLatency]; ok && c.NoForegroundLatency {
+		v.bad(at, "signal %q: a rule on it, and the controller block's foreground_latency = false: one or the other", signals.ForegroundLatency)
 		return
 	}
 	if _, err := throttle.New(c.ControllerConfig()); err != nil {

@@ -312,6 +312,12 @@ func TestControllerErrorsNameTheBlockInTheFilesWords(t *testing.T) {
 		{"critical", "signal \"replica_lag_seconds\" {\n  target = 2\n  critical = -1\n}\n", `signal "replica_lag_seconds": critical must not be negative, got -1`},
 		{"informs only", "signal \"primary_job_sessions\" {\n  target = 4\n}\n",
 			`signal "primary_job_sessions": takes no rule, it only informs; rules may name primary_load, primary_io_wait`},
+		{"latency target", "signal \"foreground_latency\" {\n  target = 0.9\n}\n",
+			`signal "foreground_latency": target 0.9: foreground_latency is a multiple of the canary's latency without jobs; want a target above 1, such as 1.3`},
+		{"latency critical within the emergency cut", "signal \"foreground_latency\" {\n  target = 1.5\n  critical = 1.6\n}\n",
+			`signal "foreground_latency": critical 1.6 is too close to target 1.5: every job is cut at once at 1.3 times the excess the target allows (1.65)`},
+		{"latency off and on", "signal \"foreground_latency\" {\n  target = 1.5\n}\ncontroller {\n  foreground_latency = false\n}\n",
+			`signal "foreground_latency": a rule on it, and the controller block's foreground_latency = false: one or the other`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("throttled.hcl", []byte(smallest+tc.extra), getenv)
@@ -396,6 +402,27 @@ signal "wraparound_fraction" {
 	} {
 		if got := c.Rules[name]; got.Target != want.Target || got.Critical != want.Critical {
 			t.Errorf("rule %s = %+v; want target %v critical %v", name, got, want.Target, want.Critical)
+		}
+	}
+}
+
+// The foreground-latency canary runs by default where it can; the
+// controller block turns it off.
+func TestControllerTurnsForegroundLatencyOff(t *testing.T) {
+	for _, tc := range []struct {
+		extra string
+		off   bool
+	}{
+		{"", false},
+		{"controller {\n  foreground_latency = true\n}\n", false},
+		{"controller {\n  foreground_latency = false\n}\n", true},
+	} {
+		cfg, err := Parse("throttled.hcl", []byte(smallest+tc.extra), getenv)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.extra, err)
+		}
+		if cfg.NoForegroundLatency != tc.off {
+			t.Errorf("%q: NoForegroundLatency %v; want %v", tc.extra, cfg.NoForegroundLatency, tc.off)
 		}
 	}
 }

@@ -49,6 +49,8 @@ func TestRestartOnlyIsDerivedFromTheTags(t *testing.T) {
 					field.SetFloat(field.Float() + 1)
 				case reflect.Int, reflect.Int64:
 					field.SetInt(field.Int() + 1)
+				case reflect.Bool:
+					field.SetBool(!field.Bool())
 				case reflect.Map:
 					field.Set(reflect.ValueOf(map[string]string{"r2": "host=r2"}))
 				case reflect.Slice:

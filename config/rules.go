@@ -37,6 +37,9 @@ func ruleProblems(name signals.Name, r throttle.Rule) []string {
 	// connection_headroom is a free fraction of client slots: a level to
 	// stay over, so its critical level lies under its target.
 	headroom := name == signals.ConnectionHeadroom
+	// foreground_latency is a multiple of the latency without jobs: its
+	// pressure is the excess over 1 against the excess the target allows.
+	latency := name == signals.ForegroundLatency
 	var out []string
 	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	switch {
@@ -44,6 +47,8 @@ func ruleProblems(name signals.Name, r throttle.Rule) []string {
 		bad("target must be a positive number, got %v", r.Target)
 	case headroom && r.Target >= 1:
 		bad("target %v: connection_headroom is the free fraction of client slots; want a target under 1, such as 0.1", r.Target)
+	case latency && r.Target <= 1:
+		bad("target %v: foreground_latency is a multiple of the canary's latency without jobs; want a target above 1, such as 1.3", r.Target)
 	}
 	if r.Critical < 0 || !finite(r.Critical) {
 		bad("critical must not be negative, got %v", r.Critical)
@@ -56,6 +61,9 @@ func ruleProblems(name signals.Name, r throttle.Rule) []string {
 		bad("target %v must be below critical %v", r.Target, r.Critical)
 	case headroom && r.Critical >= r.Target:
 		bad("critical %v must be below target %v: connection_headroom is a free fraction to stay over", r.Critical, r.Target)
+	case latency && (r.Critical-1)/(r.Target-1) <= d.EmergencyPressure:
+		bad("critical %v is too close to target %v: every job is cut at once at %v times the excess the target allows (%.4g), and that must come before critical; set critical above it",
+			r.Critical, r.Target, d.EmergencyPressure, 1+d.EmergencyPressure*(r.Target-1))
 	case !headroom && r.Critical/r.Target <= d.EmergencyPressure:
 		bad("critical %v is too close to target %v: every job is cut at once at %v × target (%.4g), and that must come before critical; set critical above it",
 			r.Critical, r.Target, d.EmergencyPressure, d.EmergencyPressure*r.Target)
@@ -73,8 +81,12 @@ func ruleProblems(name signals.Name, r throttle.Rule) []string {
 // takesRules reports whether the controller takes a rule on the signal
 // name, by asking it: some signals only inform.
 func takesRules(name signals.Name) bool {
-	_, err := throttle.New(throttle.Config{Rules: map[signals.Name]throttle.Rule{name: {Target: 0.5}}})
-	return err == nil
+	for _, target := range []float64{0.5, 1.5} { // a fraction, or a multiple (foreground_latency)
+		if _, err := throttle.New(throttle.Config{Rules: map[signals.Name]throttle.Rule{name: {Target: target}}}); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // listenProblem says what is wrong with a listen address, or "". The port

@@ -96,4 +96,9 @@ grafana {
 controller {
   max_budget   = 50
   quiet_period = "30s"
+  # Pace on the foreground's latency too (a canary commit timed every 50 ms
+  # against its job-free baseline; needs `throttled migrate`). On by default
+  # where the canary can run; false turns it off. A signal "foreground_latency"
+  # block sets its target (default 1.3).
+  # foreground_latency = false
 }

@@ -44,6 +44,7 @@ type execOptions struct {
 	solo               bool
 	allowSuperuser     bool
 	foregroundLatency  float64
+	noLatency          bool
 	tables             []string
 	pgbouncerDSN       string
 	json               bool
@@ -77,7 +78,8 @@ func (o *execOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.noCheck, "no-checkpoint", false, "do not record progress in throttled.checkpoints")
 	fs.BoolVar(&o.solo, "solo", false, "decide in this process alone instead of following the cluster's elected leader")
 	fs.BoolVar(&o.allowSuperuser, "allow-superuser", false, "allow sampling as a superuser (not recommended)")
-	fs.Float64Var(&o.foregroundLatency, "foreground-latency", 0, "also pace on foreground latency: keep a canary commit's latency under this multiple of its job-free baseline, such as 1.3 (needs 'throttled migrate'; the job waits for the baseline; 0 means off)")
+	fs.Float64Var(&o.foregroundLatency, "foreground-latency", 0, "keep a canary commit's latency under this multiple of its job-free baseline, such as 1.5; without it the default, 1.3, applies where the canary can run ('throttled migrate'), and with it a canary that cannot run stops the start")
+	fs.BoolVar(&o.noLatency, "no-foreground-latency", false, "do not pace on foreground latency (no canary)")
 	fs.StringVar(&o.pgbouncerDSN, "pgbouncer-dsn", "", "PgBouncer's admin console (dbname=pgbouncer): connection headroom then counts its pools")
 	withEnv(fs, "pgbouncer-dsn", "THROTTLED_PGBOUNCER_DSN")
 	fs.BoolVar(&o.json, "json", false, "print progress as one JSON object a second, and a summary object at the end (rows, batches, retries, errors, duration, time paused and why)")
@@ -193,7 +195,10 @@ func (o *execOptions) check(fs *pflag.FlagSet, getenv func(string) string) error
 		errs = append(errs, fmt.Errorf("--quiet-period must be positive, got %s", o.quiet))
 	}
 	if o.foregroundLatency != 0 && !(o.foregroundLatency > 1 && o.foregroundLatency <= 100) {
-		errs = append(errs, fmt.Errorf("--foreground-latency is a multiple of the baseline latency above 1, such as 1.3 (or 0 for off), got %v", o.foregroundLatency))
+		errs = append(errs, fmt.Errorf("--foreground-latency is a multiple of the baseline latency above 1, such as 1.3, got %v", o.foregroundLatency))
+	}
+	if o.foregroundLatency != 0 && o.noLatency {
+		errs = append(errs, fmt.Errorf("--foreground-latency %v and --no-foreground-latency: one or the other", o.foregroundLatency))
 	}
 	return usageError(errors.Join(errs...))
 }
@@ -249,7 +254,8 @@ func runExec(ctx context.Context, o execOptions, out, errOut io.Writer) int {
 	var rules map[signals.Name]throttle.Rule
 	if o.foregroundLatency > 0 {
 		// Required: until the canary has learnt its baseline, or while it
-		// cannot commit, the job does not run.
+		// cannot commit, the job does not run. Without the flag Open adds
+		// the default rule where the canary can run.
 		rules = map[signals.Name]throttle.Rule{signals.ForegroundLatency: {Target: o.foregroundLatency, Required: true}}
 	}
 	var jobRules map[signals.Name]throttle.Rule
@@ -262,7 +268,8 @@ func runExec(ctx context.Context, o execOptions, out, errOut io.Writer) int {
 	openCtx, cancel := context.WithTimeout(ctx, o.startTimeout)
 	client, err := throttled.Open(openCtx, throttled.Options{
 		PrimaryDSN: o.primaryDSN, ReplicaDSNs: o.replicaDSNs, Cores: o.cores,
-		Signals: signals.Config{Replicas: o.replicas, AllowSuperuser: o.allowSuperuser, PgBouncerDSN: o.pgbouncerDSN},
+		Signals:             signals.Config{Replicas: o.replicas, AllowSuperuser: o.allowSuperuser, PgBouncerDSN: o.pgbouncerDSN},
+		NoForegroundLatency: o.noLatency,
 		Controller: throttle.Config{Replicas: replicas, MaxBudget: o.maxRate, InitialBudget: o.initRate, QuietPeriod: o.quiet,
 			Rules: rules, JobRules: jobRules},
 		// Durable holds live beside the job's data: `throttled pause`

@@ -88,13 +88,14 @@ func clientOptions(cfg *config.Config, log hclog.Logger) throttled.Options {
 	}
 	return throttled.Options{
 		PrimaryDSN: cfg.PrimaryDSN, ReplicaDSNs: replicaDSNs, Cores: cfg.Cores,
-		Signals:         signals.Config{Replicas: expected, Custom: cfg.Custom, PgBouncerDSN: cfg.PgBouncerDSN},
-		Controller:      cfg.ControllerConfig(),
-		CoordinationDSN: cfg.CoordinationDSN,
-		Coordinate:      true,
-		Holds:           holds.Config{DefaultTTL: cfg.HoldDefault, MaxTTL: cfg.HoldMax},
-		Enforce:         &holds.EnforcerConfig{},
-		Logger:          log,
+		Signals:             signals.Config{Replicas: expected, Custom: cfg.Custom, PgBouncerDSN: cfg.PgBouncerDSN},
+		Controller:          cfg.ControllerConfig(),
+		NoForegroundLatency: cfg.NoForegroundLatency,
+		CoordinationDSN:     cfg.CoordinationDSN,
+		Coordinate:          true,
+		Holds:               holds.Config{DefaultTTL: cfg.HoldDefault, MaxTTL: cfg.HoldMax},
+		Enforce:             &holds.EnforcerConfig{},
+		Logger:              log,
 	}
 }
 
