@@ -38,7 +38,8 @@ func newBenchCmd() *cobra.Command {
 		Short: "foreground latency and cleanup throughput under every pacing policy, on a throwaway primary and replica",
 		Long: `throttled bench replay: a pgbench-like foreground at a fixed arrival rate, a cleanup through the jobs
 library, and six scenarios, each run under every pacing policy from the same table state on a throwaway
-primary and streaming replica (about 45 minutes; --short about 3). It writes the tables, results.json
+primary and streaming replica, three times over, every other time in reverse (about 2 hours 45 minutes;
+--short about 3). The tables give each policy's medians over the repetitions. It writes the tables, results.json
 and one PNG per run; --doc rewrites the replay section of a Markdown file. --cores is this machine's:
 the primary runs here, so THROTTLED_CORES (a production primary's) does not apply.`,
 		Example:     "  throttled bench replay --short\n  throttled bench replay --out out/replay --doc docs/BENCHMARKS.md",
@@ -99,6 +100,8 @@ func (f *replayFlags) register(fs *pflag.FlagSet, o *replayOptions) {
 	fs.StringVar(&f.policies, "policy", "all", "comma-separated policies ("+strings.Join(replay.PolicyNames, ", ")+"), or all")
 	fs.StringVar(&f.fixed, "fixed-rates", "", "comma-separated batches/s for the fixed policy (default: 10, 25 and 50 % of unthrottled's)")
 	fs.DurationVar(&o.cfg.RunLength, "run", 0, "length of each run (default 35s; 15s with --short)")
+	fs.IntVar(&o.cfg.Repeat, "repeat", 0, "runs of every scenario and policy; the tables give the medians (default 3; 1 with --short)")
+	fs.DurationVar(&o.cfg.Warmup, "warmup", 0, "foreground alone before each run, the policy's sampler up (default 5s)")
 	fs.Float64Var(&o.cfg.Rate, "rate", 0, "foreground arrival rate, transactions/s (default: calibrated on this machine)")
 	fs.Int64Var(&o.cfg.Rows, "rows", 0, "rows of the cleaned table, half old (default 24000000; 6000000 with --short)")
 	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the foreground arrivals")
@@ -130,6 +133,9 @@ func (f *replayFlags) check(o *replayOptions) error {
 		}
 		if o.cfg.Rows == 0 {
 			o.cfg.Rows = 6_000_000
+		}
+		if o.cfg.Repeat == 0 {
+			o.cfg.Repeat = 1
 		}
 		o.cfg.CalibrateStep = 2 * time.Second
 	}
@@ -178,6 +184,12 @@ func (f *replayFlags) check(o *replayOptions) error {
 	}
 	if o.cfg.RunLength != 0 && o.cfg.RunLength < 5*time.Second {
 		return usageError(fmt.Errorf("--run must be at least 5s, got %s", o.cfg.RunLength))
+	}
+	if o.cfg.Repeat < 0 {
+		return usageError(fmt.Errorf("--repeat must be at least 1, got %d", o.cfg.Repeat))
+	}
+	if o.cfg.Warmup < 0 {
+		return usageError(fmt.Errorf("--warmup must not be negative, got %s", o.cfg.Warmup))
 	}
 	if o.cfg.Rate < 0 {
 		return usageError(fmt.Errorf("--rate must be positive, got %v", o.cfg.Rate))

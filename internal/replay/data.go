@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -85,8 +86,10 @@ func dropTables(ctx context.Context, pool *pgxpool.Pool) error {
 // its deletions are in [1, upTo]. Vacuuming before re-inserting lets the
 // rows go back into the pages they left rather than at the table's end;
 // vacuuming after sets the visibility map as it was. It empties the
-// foreground's history, checkpoints, and waits until the replica has
-// replayed it all.
+// foreground's history, checkpoints, waits until the replica has
+// replayed it all, and has the kernel write its dirty pages out: left to
+// themselves they would be written back about 30 s later (the kernel's
+// dirty_expire_centisecs), in the middle of the next run.
 func restore(ctx context.Context, c *pgcluster.Cluster, pool *pgxpool.Pool, upTo int64) error {
 	stmts := []string{
 		"VACUUM " + EventsTable,
@@ -106,7 +109,11 @@ func restore(ctx context.Context, c *pgcluster.Cluster, pool *pgxpool.Pool, upTo
 			return fmt.Errorf("replay: restore: %.40s: %w", q, err)
 		}
 	}
-	return waitReplayed(ctx, c, pool)
+	if err := waitReplayed(ctx, c, pool); err != nil {
+		return err
+	}
+	syscall.Sync()
+	return nil
 }
 
 // waitReplayed polls until the replica has replayed the primary's WAL as

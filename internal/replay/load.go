@@ -147,6 +147,9 @@ func newRecorder(start time.Time) *recorder {
 func (r *recorder) second(t time.Time) int { return max(0, int(t.Sub(r.start)/time.Second)) }
 
 func (r *recorder) record(at time.Time, lat time.Duration, err error) {
+	if at.Before(r.start) {
+		return // the warm-up's
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
@@ -172,7 +175,10 @@ func (r *recorder) record(at time.Time, lat time.Duration, err error) {
 	r.done[c]++
 }
 
-func (r *recorder) fail(time.Time) {
+func (r *recorder) fail(at time.Time) {
+	if at.Before(r.start) {
+		return
+	}
 	r.mu.Lock()
 	r.failed++
 	r.errs["not started before the run's end"]++

@@ -18,72 +18,65 @@ const (
 	EndMarker   = "<!-- replay:end -->"
 )
 
-// WriteTables writes one markdown table per scenario.
+// WriteTables writes one markdown table per scenario: each policy's
+// medians over the repetitions.
 func (rep *Report) WriteTables(w io.Writer) {
 	for _, sc := range rep.Scenarios {
 		fmt.Fprintf(w, "### %s\n\n%s.\n\n", sc.Name, capitalise(sc.Description))
-		fmt.Fprintln(w, "| policy | fg tps | p50 ms | p99 ms | p99.9 ms | p99 / alone | load > target s | load > critical s | rows cleaned | rows/s | max lag s |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-		var oracle *Result
-		for i := range rep.Results {
-			r := &rep.Results[i]
-			if r.Scenario != sc.Name {
+		fmt.Fprintln(w, "| policy | runs | fg tps | p50 ms | p99 ms | p99 range ms | p99.9 ms | p99 / alone | load > target s | load > critical s | rows cleaned | rows/s | max lag s |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		var oracle, alone *Summary
+		for i := range rep.Summaries {
+			s := &rep.Summaries[i]
+			if s.Scenario != sc.Name {
 				continue
 			}
-			name := r.Policy
+			name := s.Policy
 			switch {
-			case r.Policy == PolicyAdaptive || r.Policy == PolicyAdaptiveLatency:
-				name = "**" + r.Policy + "**"
-			case r.Oracle:
+			case s.Policy == PolicyAdaptive || s.Policy == PolicyAdaptiveLoad:
+				name = "**" + s.Policy + "**"
+			case s.Oracle:
 				name += " (oracle)"
-				oracle = r
+				oracle = s
+			case s.Policy == PolicyForeground:
+				alone = s
 			}
-			rows := fmt.Sprint(r.Rows)
-			if r.Finished {
+			rows := fmt.Sprint(s.Rows)
+			if s.Finished {
 				rows += " (all)"
 			}
 			ratio := "-"
-			if r.P99VsForeground > 0 {
-				ratio = fmt.Sprintf("%.2f", r.P99VsForeground)
+			if s.P99VsForeground > 0 {
+				ratio = fmt.Sprintf("%.2f", s.P99VsForeground)
 			}
-			fmt.Fprintf(w, "| %s | %.0f | %.1f | %.1f | %.1f | %s | %.1f | %.1f | %s | %.0f | %.1f |\n", name, r.TPS, ms(r.P50), ms(r.P99),
-				ms(r.P999), ratio, r.AboveTarget, r.AboveCritical, rows, r.RowsPerSec, r.MaxLag)
+			fmt.Fprintf(w, "| %s | %d | %.0f | %.1f | %.1f | %.1f–%.1f | %.1f | %s | %.1f | %.1f | %s | %.0f | %.1f |\n", name, s.Runs, s.TPS, ms(s.P50), ms(s.P99),
+				ms(s.P99Min), ms(s.P99Max), ms(s.P999), ratio, s.AboveTarget, s.AboveCritical, rows, s.RowsPerSec, s.MaxLag)
 		}
 		switch {
 		case oracle != nil:
-			fmt.Fprintf(w, "\nHindsight oracle: fixed at %g batches/s, the fixed rate that cleaned most with p99 within +%.0f %% of foreground alone.\n",
+			fmt.Fprintf(w, "\nHindsight oracle: fixed at %g batches/s, the fixed rate that cleaned most with its median p99 within +%.0f %% of foreground alone's.\n",
 				oracle.FixedRate, (OracleSlack-1)*100)
 		case rep.hasFixed(sc.Name):
-			fmt.Fprintf(w, "\nHindsight oracle: none; no fixed rate kept p99 within +%.0f %% of foreground alone.\n", (OracleSlack-1)*100)
+			fmt.Fprintf(w, "\nHindsight oracle: none; no fixed rate kept its median p99 within +%.0f %% of foreground alone's.\n", (OracleSlack-1)*100)
 		}
-		if again := rep.find(sc.Name, PolicyForegroundAgain); again != nil && again.P99VsForeground > 0 {
-			fmt.Fprintf(w, "\nNoise: foreground alone, run again after the others, had p99 %.1f ms, %.2f× the first run's: a ratio to foreground alone is only as exact as that.\n",
-				ms(again.P99), again.P99VsForeground)
+		if alone != nil && alone.Runs > 1 && alone.P99 > 0 {
+			fmt.Fprintf(w, "\nNoise: foreground alone, run %d times, had p99 from %.1f to %.1f ms (median %.1f): one run strays from the median by up to %+.0f %% / %+.0f %%, which is why every row is a median.\n",
+				alone.Runs, ms(alone.P99Min), ms(alone.P99Max), ms(alone.P99), 100*(float64(alone.P99Min)/float64(alone.P99)-1), 100*(float64(alone.P99Max)/float64(alone.P99)-1))
 		}
 		for _, g := range rep.Goals(sc.Name) {
 			fmt.Fprintf(w, "\n%s\n", g)
 		}
-		for _, r := range rep.Results {
-			if r.Scenario == sc.Name && (r.Failed > 0 || r.EventErrors != "") {
-				fmt.Fprintf(w, "\n%s: %d foreground transactions failed or could not start", r.Policy, r.Failed)
-				if r.EventErrors != "" {
-					fmt.Fprintf(w, "; events: %s", r.EventErrors)
+		for _, s := range rep.Summaries {
+			if s.Scenario == sc.Name && (s.Failed > 0 || s.EventErrors != "") {
+				fmt.Fprintf(w, "\n%s: %d foreground transactions failed or could not start", s.Policy, s.Failed)
+				if s.EventErrors != "" {
+					fmt.Fprintf(w, "; events: %s", s.EventErrors)
 				}
 				fmt.Fprintln(w, ".")
 			}
 		}
 		fmt.Fprintln(w)
 	}
-}
-
-// find returns scenario's run under policy, or nil.
-func (rep *Report) find(scenario, policy string) *Result {
-	for i := range rep.Results {
-		if r := &rep.Results[i]; r.Scenario == scenario && r.Policy == policy {
-			return r
-		}
-	}
-	return nil
 }
 
 // Goal bounds for the adaptive policies, against foreground alone and
@@ -95,10 +88,10 @@ const (
 	GoalRows = 0.8
 )
 
-// Goal is how one adaptive run in one scenario meets the goals: p99
-// within GoalP99 of foreground alone, no second above critical that
-// foreground alone did not also spend, and at least GoalRows of the
-// hindsight oracle's rows.
+// Goal is how one adaptive policy in one scenario meets the goals, on
+// the medians over the repetitions: p99 within GoalP99 of foreground
+// alone, no second above critical that foreground alone did not also
+// spend, and at least GoalRows of the hindsight oracle's rows.
 type Goal struct {
 	Policy                       string
 	P99Ratio                     float64
@@ -128,32 +121,32 @@ func (g Goal) String() string {
 		g.Policy, g.P99Ratio, GoalP99, yes(g.P99Met), g.ExtraCritical, yes(g.CriticalMet), rows)
 }
 
-// Goals measures the adaptive runs of scenario against the goals.
+// Goals measures the adaptive policies of scenario against the goals.
 func (rep *Report) Goals(scenario string) []Goal {
-	var alone, oracle *Result
-	for i := range rep.Results {
-		r := &rep.Results[i]
+	var alone, oracle *Summary
+	for i := range rep.Summaries {
+		s := &rep.Summaries[i]
 		switch {
-		case r.Scenario != scenario:
-		case r.Policy == PolicyForeground:
-			alone = r
-		case r.Oracle:
-			oracle = r
+		case s.Scenario != scenario:
+		case s.Policy == PolicyForeground:
+			alone = s
+		case s.Oracle:
+			oracle = s
 		}
 	}
 	if alone == nil {
 		return nil
 	}
 	var out []Goal
-	for _, r := range rep.Results {
-		if r.Scenario != scenario || (r.Policy != PolicyAdaptive && r.Policy != PolicyAdaptiveLatency) {
+	for _, s := range rep.Summaries {
+		if s.Scenario != scenario || (s.Policy != PolicyAdaptive && s.Policy != PolicyAdaptiveLoad) {
 			continue
 		}
-		g := Goal{Policy: r.Policy, P99Ratio: r.P99VsForeground, ExtraCritical: max(0, r.AboveCritical-alone.AboveCritical), RowsVsOracle: math.NaN()}
-		g.P99Met = r.P99VsForeground > 0 && r.P99VsForeground <= GoalP99
+		g := Goal{Policy: s.Policy, P99Ratio: s.P99VsForeground, ExtraCritical: max(0, s.AboveCritical-alone.AboveCritical), RowsVsOracle: math.NaN()}
+		g.P99Met = s.P99VsForeground > 0 && s.P99VsForeground <= GoalP99
 		g.CriticalMet = g.ExtraCritical == 0
 		if oracle != nil && oracle.Rows > 0 {
-			g.RowsVsOracle = float64(r.Rows) / float64(oracle.Rows)
+			g.RowsVsOracle = float64(s.Rows) / float64(oracle.Rows)
 			g.RowsMet = g.RowsVsOracle >= GoalRows
 		}
 		out = append(out, g)
@@ -162,8 +155,8 @@ func (rep *Report) Goals(scenario string) []Goal {
 }
 
 func (rep *Report) hasFixed(scenario string) bool {
-	for _, r := range rep.Results {
-		if r.Scenario == scenario && r.FixedRate > 0 {
+	for _, s := range rep.Summaries {
+		if s.Scenario == scenario && s.FixedRate > 0 {
 			return true
 		}
 	}
@@ -193,8 +186,8 @@ func (rep *Report) Section(command string) string {
 	var b strings.Builder
 	fmt.Fprintln(&b, "## Replay: foreground latency while a cleanup runs")
 	fmt.Fprintln(&b)
-	fmt.Fprintf(&b, "Regenerated by `%s`; never edited by hand. Machine: %d cores (%s/%s), PostgreSQL %s (a throwaway primary and streaming replica on the same machine). Runs of %s each; foreground pgbench-like mix (TPC-B-like writes, half read-only), open loop; the cleanup deletes old rows of `%s` through `jobs.DeleteOlderThan`, every run from the same table state. Load and lag are read by an independent sampler; latency is from each transaction's scheduled start. Plots: `out/replay/<scenario>-<policy>.png`.\n\n",
-		command, rep.Cores, runtime.GOOS, runtime.GOARCH, rep.PostgreSQL, rep.RunLength.Round(time.Second), EventsTable)
+	fmt.Fprintf(&b, "Regenerated by `%s`; never edited by hand. Machine: %d cores (%s/%s), PostgreSQL %s (a throwaway primary and streaming replica on the same machine). Runs of %s each, after %s of the foreground alone with the policy's sampler already up (as a sidecar's would be before a job starts); foreground pgbench-like mix (TPC-B-like writes, half read-only), open loop; the cleanup deletes old rows of `%s` through `jobs.DeleteOlderThan`, every run from the same table state. Every scenario's runs are repeated %d times, every other repetition in the reverse order; each row is the policy's median over its runs, and p99 / alone is its median p99 over the median p99 of every run of the foreground alone. Load and lag are read by an independent sampler; latency is from each transaction's scheduled start. Plots: `out/replay/<scenario>-<policy>.png`, the run nearest the median p99.\n\n",
+		command, rep.Cores, runtime.GOOS, runtime.GOARCH, rep.PostgreSQL, rep.RunLength.Round(time.Second), rep.Warmup.Round(time.Second), EventsTable, rep.Repeat)
 	rep.WriteCalibration(&b)
 	rep.WriteTables(&b)
 	return strings.TrimRight(b.String(), "\n") + "\n"

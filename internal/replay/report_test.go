@@ -41,22 +41,52 @@ func TestRoundRate(t *testing.T) {
 	}
 }
 
-func TestCompareMarksOracle(t *testing.T) {
+func TestSummarizeTakesMediansAndMarksTheOracle(t *testing.T) {
 	rs := []Result{
-		{Scenario: "s", Policy: PolicyForeground, P99: 100},
-		{Scenario: "s", Policy: "fixed-1", FixedRate: 1, P99: 105, Rows: 10},
-		{Scenario: "s", Policy: "fixed-2", FixedRate: 2, P99: 109, Rows: 20},
-		{Scenario: "s", Policy: "fixed-4", FixedRate: 4, P99: 150, Rows: 40},
-		{Scenario: "s", Policy: PolicyAdaptive, P99: 120, Rows: 30},
+		// Foreground alone, twice per repetition: p99s 90, 100, 110, 300.
+		{Scenario: "s", Policy: PolicyForeground, Rep: 1, P99: 90},
+		{Scenario: "s", Policy: "fixed-1", FixedRate: 1, Rep: 1, P99: 105, Rows: 10},
+		{Scenario: "s", Policy: "fixed-2", FixedRate: 2, Rep: 1, P99: 300, Rows: 20},
+		{Scenario: "s", Policy: "fixed-4", FixedRate: 4, Rep: 1, P99: 150, Rows: 40},
+		{Scenario: "s", Policy: PolicyAdaptive, Rep: 1, P99: 120, Rows: 30},
+		{Scenario: "s", Policy: PolicyForegroundAgain, Rep: 1, P99: 300},
+		{Scenario: "s", Policy: PolicyForegroundAgain, Rep: 2, P99: 110},
+		{Scenario: "s", Policy: PolicyAdaptive, Rep: 2, P99: 100, Rows: 34},
+		{Scenario: "s", Policy: "fixed-4", FixedRate: 4, Rep: 2, P99: 160, Rows: 40},
+		{Scenario: "s", Policy: "fixed-2", FixedRate: 2, Rep: 2, P99: 100, Rows: 20},
+		{Scenario: "s", Policy: "fixed-1", FixedRate: 1, Rep: 2, P99: 95, Rows: 10},
+		{Scenario: "s", Policy: PolicyForeground, Rep: 2, P99: 100},
+		{Scenario: "s", Policy: "fixed-2", FixedRate: 2, Rep: 3, P99: 108, Rows: 20},
 	}
-	compare(rs)
-	for _, r := range rs {
-		if r.Oracle != (r.Policy == "fixed-2") {
-			t.Errorf("%s: oracle %v", r.Policy, r.Oracle)
-		}
+	ss := summarize(rs)
+	var names []string
+	by := map[string]Summary{}
+	for _, s := range ss {
+		names = append(names, s.Policy)
+		by[s.Policy] = s
 	}
-	if rs[4].P99VsForeground != 1.2 {
-		t.Errorf("adaptive ratio %v, want 1.2", rs[4].P99VsForeground)
+	if got := strings.Join(names, ","); got != "foreground,fixed-1,fixed-2,fixed-4,adaptive" {
+		t.Fatalf("summaries %s; want one per policy in first-run order, foreground-again counted as foreground", got)
+	}
+	fg := by[PolicyForeground]
+	if fg.Runs != 4 || fg.P99 != 105 || fg.P99Min != 90 || fg.P99Max != 300 || fg.P99VsForeground != 1 {
+		t.Errorf("foreground alone: %+v; want 4 runs, median 105 (of 90, 100, 110, 300), range 90-300, ratio 1", fg)
+	}
+	// fixed-2's one stray run (300) does not decide it: its median is 108.
+	if f := by["fixed-2"]; f.P99 != 108 || f.Runs != 3 || !f.Oracle {
+		t.Errorf("fixed-2: %+v; want median p99 108 over 3 runs, within +10 %% of 105: the oracle", f)
+	}
+	if by["fixed-1"].Oracle || by["fixed-4"].Oracle {
+		t.Error("the oracle is the fixed rate that cleaned most within the slack, and only it")
+	}
+	if a := by[PolicyAdaptive]; a.P99 != 110 || a.Rows != 32 || a.P99VsForeground != 110.0/105 {
+		t.Errorf("adaptive: %+v; want median p99 110, rows 32, ratio 110/105", a)
+	}
+	if rs[4].P99VsForeground != 120.0/105 {
+		t.Errorf("a run's own ratio is to the median of foreground alone: %v", rs[4].P99VsForeground)
+	}
+	if s := by[PolicyAdaptive]; rs[s.median].P99 != 100 && rs[s.median].P99 != 120 {
+		t.Errorf("the plotted run has p99 %v; want the run nearest the median", rs[s.median].P99)
 	}
 }
 
@@ -65,25 +95,24 @@ func TestGoals(t *testing.T) {
 		{Scenario: "s", Policy: PolicyForeground, P99: 100, AboveCritical: 2},
 		{Scenario: "s", Policy: "fixed-2", FixedRate: 2, P99: 109, Rows: 100},
 		{Scenario: "s", Policy: PolicyAdaptive, P99: 108, Rows: 85, AboveCritical: 2},
-		{Scenario: "s", Policy: PolicyAdaptiveLatency, P99: 130, Rows: 70, AboveCritical: 3.5},
+		{Scenario: "s", Policy: PolicyAdaptiveLoad, P99: 130, Rows: 70, AboveCritical: 3.5},
 		{Scenario: "t", Policy: PolicyForeground, P99: 100},
 		{Scenario: "t", Policy: PolicyAdaptive, P99: 105, Rows: 5},
 	}
-	compare(rs)
-	rep := &Report{Results: rs}
+	rep := &Report{Results: rs, Summaries: summarize(rs)}
 	gs := rep.Goals("s")
 	if len(gs) != 2 {
-		t.Fatalf("goals %v, want adaptive and adaptive-latency", gs)
+		t.Fatalf("goals %v, want adaptive and adaptive-load", gs)
 	}
 	if g := gs[0]; !g.Met() || g.ExtraCritical != 0 || g.RowsVsOracle != 0.85 {
 		t.Errorf("adaptive: %+v; want every goal met, 0 s extra, 0.85 of the oracle", g)
 	}
 	g := gs[1]
 	if g.Met() || g.P99Met || g.CriticalMet || g.RowsMet || g.ExtraCritical != 1.5 {
-		t.Errorf("adaptive-latency: %+v; want none met, 1.5 s extra above critical", g)
+		t.Errorf("adaptive-load: %+v; want none met, 1.5 s extra above critical", g)
 	}
 	if s := g.String(); !strings.Contains(s, "1.30× foreground alone") || strings.Count(s, "**not met**") != 3 {
-		t.Errorf("adaptive-latency: %q", s)
+		t.Errorf("adaptive-load: %q", s)
 	}
 	// No fixed run: no oracle, so rows are not judged.
 	if gs := rep.Goals("t"); len(gs) != 1 || !gs[0].Met() || !strings.Contains(gs[0].String(), "no oracle") {
@@ -93,14 +122,22 @@ func TestGoals(t *testing.T) {
 
 func TestTablesShowTheForegroundNoise(t *testing.T) {
 	rs := []Result{
-		{Scenario: "surge", Policy: PolicyForeground, P99: 2 * time.Millisecond},
-		{Scenario: "surge", Policy: PolicyAdaptive, P99: 3 * time.Millisecond},
-		{Scenario: "surge", Policy: PolicyForegroundAgain, P99: 2500 * time.Microsecond},
+		{Scenario: "surge", Policy: PolicyForeground, Rep: 1, P99: 2 * time.Millisecond},
+		{Scenario: "surge", Policy: PolicyAdaptive, Rep: 1, P99: 3 * time.Millisecond},
+		{Scenario: "surge", Policy: PolicyForegroundAgain, Rep: 1, P99: 2500 * time.Microsecond},
+		{Scenario: "surge", Policy: PolicyForegroundAgain, Rep: 2, P99: 2200 * time.Microsecond},
+		{Scenario: "surge", Policy: PolicyAdaptive, Rep: 2, P99: 2 * time.Millisecond},
+		{Scenario: "surge", Policy: PolicyForeground, Rep: 2, P99: 1800 * time.Microsecond},
 	}
-	compare(rs)
 	var b strings.Builder
-	(&Report{Scenarios: []Scenario{{Name: "surge", Description: "foreground arrivals double"}}, Results: rs}).WriteTables(&b)
-	if want := "p99 2.5 ms, 1.25× the first run's"; !strings.Contains(b.String(), want) {
-		t.Fatalf("tables lack %q:\n%s", want, b.String())
+	(&Report{Scenarios: []Scenario{{Name: "surge", Description: "foreground arrivals double"}}, Results: rs, Summaries: summarize(rs)}).WriteTables(&b)
+	for _, want := range []string{
+		"run 4 times, had p99 from 1.8 to 2.5 ms (median 2.1)",
+		"| foreground | 4 | ", "| 1.8–2.5 |",
+		"| **adaptive** | 2 | ", "| 2.0–3.0 |", "| 1.19 |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("tables lack %q:\n%s", want, b.String())
+		}
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/throttled/throttled/internal/schema"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
-	"github.com/throttled/throttled/throttle"
 	"golang.org/x/time/rate"
 )
 
@@ -34,23 +33,23 @@ const (
 	PolicyFixed       = "fixed"
 	PolicyLagOnly     = "lag-only"
 	PolicyBinary      = "binary"
-	PolicyAdaptive    = "adaptive"
-	// PolicyAdaptiveLatency is the controller with the opt-in
-	// foreground_latency rule (target LatencyTarget, required), as
-	// `throttled exec --foreground-latency` runs it.
-	PolicyAdaptiveLatency = "adaptive-latency"
+	// PolicyAdaptive is throttled's controller with its defaults, as
+	// throttled.Open and `throttled exec` run it on a migrated primary:
+	// primary load, connection headroom, replica lag and, since the
+	// canary can run, foreground latency.
+	PolicyAdaptive = "adaptive"
+	// PolicyAdaptiveLoad is the controller without the foreground
+	// latency (Options.NoForegroundLatency): load, headroom and lag
+	// alone, the defaults where the canary cannot run.
+	PolicyAdaptiveLoad = "adaptive-load"
 	// PolicyForegroundAgain is foreground alone once more, after every
 	// other run: how far p99 moves between two runs of the same thing,
 	// the noise any ratio to foreground alone carries.
 	PolicyForegroundAgain = "foreground-again"
 )
 
-// LatencyTarget is the foreground_latency target of PolicyAdaptiveLatency:
-// the canary's latency over its job-free baseline.
-const LatencyTarget = 1.3
-
 // PolicyNames lists the policies in run order.
-var PolicyNames = []string{PolicyForeground, PolicyUnthrottled, PolicyFixed, PolicyLagOnly, PolicyBinary, PolicyAdaptive, PolicyAdaptiveLatency, PolicyForegroundAgain}
+var PolicyNames = []string{PolicyForeground, PolicyUnthrottled, PolicyFixed, PolicyLagOnly, PolicyBinary, PolicyAdaptive, PolicyAdaptiveLoad, PolicyForegroundAgain}
 
 // fixedFractions are the default fixed rates, as fractions of the
 // unthrottled run's batches per second in the same scenario. The sweep
@@ -73,6 +72,17 @@ type Config struct {
 	Scenarios, Policies []string
 	// RunLength is one run's length. Defaults to 35s.
 	RunLength time.Duration
+	// Repeat is how many times every scenario's runs are repeated, odd
+	// repetitions in the reverse order so that a slow drift of the
+	// machine weighs on every policy alike. The tables give each
+	// policy's median over them and the spread of its p99: one run's p99
+	// strays from the next one's by more than the +10 % goal. Defaults
+	// to 3.
+	Repeat int
+	// Warmup is how long the foreground runs alone before each run's
+	// measured window, with the policy's sampler already up. Defaults to
+	// 5s.
+	Warmup time.Duration
 	// Rate is the foreground arrival rate, transactions per second. 0
 	// calibrates it on this machine (see Calibrate).
 	Rate float64
@@ -118,6 +128,8 @@ func (c *Config) fill() {
 		c.Policies = PolicyNames
 	}
 	c.RunLength = cmp.Or(c.RunLength, 35*time.Second)
+	c.Warmup = cmp.Or(c.Warmup, 5*time.Second)
+	c.Repeat = cmp.Or(c.Repeat, 3)
 	c.CalibrateTarget = cmp.Or(c.CalibrateTarget, 0.5)
 	c.CalibrateStep = cmp.Or(c.CalibrateStep, 4*time.Second)
 	c.Rows = cmp.Or(c.Rows, 24_000_000)
@@ -146,6 +158,12 @@ func (c *Config) validate() error {
 			bad("Policies: unknown policy %q; want one of %s", p, strings.Join(PolicyNames, ", "))
 		}
 	}
+	if c.Repeat < 1 {
+		bad("Repeat must be at least 1, got %d", c.Repeat)
+	}
+	if c.Warmup < 0 {
+		bad("Warmup must not be negative, got %s", c.Warmup)
+	}
 	if c.RunLength < 5*time.Second {
 		bad("RunLength must be at least 5s, got %s", c.RunLength)
 	}
@@ -171,15 +189,22 @@ type Report struct {
 	Cores       int
 	PostgreSQL  string
 	RunLength   time.Duration
+	Warmup      time.Duration
+	Repeat      int
 	Rate        float64
 	Calibration *Calibration `json:",omitempty"`
 	Scenarios   []Scenario   `json:"-"`
-	Results     []Result
+	// Results are every run, in the order they ran; Summaries each
+	// policy's medians over the repetitions, the tables' rows.
+	Results   []Result
+	Summaries []Summary
 }
 
 // Result is one run: one scenario under one policy.
 type Result struct {
 	Scenario, Policy string
+	// Rep is the repetition, from 1.
+	Rep int
 	// FixedRate is the fixed policy's rate, batches per second.
 	FixedRate float64 `json:",omitempty"`
 	// Foreground: transactions scheduled in the run that completed, per
@@ -189,7 +214,7 @@ type Result struct {
 	Completed       int64
 	Failed          int64
 	P50, P99, P999  time.Duration
-	P99VsForeground float64 // P99 over the foreground-alone run's; 0 without one
+	P99VsForeground float64 // P99 over the median of the foreground-alone runs'; 0 without one
 	// Independent sampler: seconds the smoothed primary_load spent over
 	// its target and critical levels, the samples taken and unreadable,
 	// the largest replica lag (seconds).
@@ -204,9 +229,8 @@ type Result struct {
 	// Finished says the job cleaned every old row before the run ended:
 	// the table was too small for the run, and rows/s understates it.
 	Finished bool
-	// Oracle marks the hindsight oracle among the fixed runs.
-	Oracle bool
-	// Plot is the run's PNG, when drawn.
+	// Plot is the run's PNG, when drawn: the run nearest its policy's
+	// median p99.
 	Plot string `json:",omitempty"`
 	// Errors the events met, if any.
 	EventErrors string `json:",omitempty"`
@@ -233,7 +257,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer admin.Close()
-	rep := &Report{Cores: cfg.Cores, RunLength: cfg.RunLength}
+	rep := &Report{Cores: cfg.Cores, RunLength: cfg.RunLength, Warmup: cfg.Warmup, Repeat: cfg.Repeat}
 	if rep.PostgreSQL, err = serverVersion(ctx, admin); err != nil {
 		return nil, err
 	}
@@ -247,11 +271,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer cancel()
 		_ = dropTables(dctx, admin)
 	}()
-	if slices.Contains(cfg.Policies, PolicyAdaptiveLatency) {
-		// The canary's table.
-		if _, err := schema.Migrate(ctx, admin); err != nil {
-			return nil, fmt.Errorf("replay: migrate: %w", err)
-		}
+	// The canary's table, as `throttled migrate` makes it.
+	if _, err := schema.Migrate(ctx, admin); err != nil {
+		return nil, fmt.Errorf("replay: migrate: %w", err)
 	}
 	cfg.Log("tables ready in %s", time.Since(t0).Round(100*time.Millisecond))
 	fg, err := foregroundPool(ctx, c, cfg.Workers)
@@ -274,34 +296,59 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, name := range cfg.Scenarios {
 		sc := scenarioNamed(name)
 		rep.Scenarios = append(rep.Scenarios, sc)
-		var unthrottled *Result
-		for pol := range expand(cfg, &unthrottled) {
+		one := func(n int, pol policy) (Result, error) {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return Result{}, err
 			}
 			if err := restore(ctx, c, admin, upTo); err != nil {
-				return nil, err
+				return Result{}, err
 			}
 			r, err := runOne(ctx, cfg, e, rep.Rate, sc, pol)
 			if err != nil {
-				return nil, fmt.Errorf("replay: %s / %s: %w", sc.Name, pol.label(), err)
+				return Result{}, fmt.Errorf("replay: %s / %s: %w", sc.Name, pol.label(), err)
 			}
-			upTo = r.upTo
-			cfg.Log("%-16s %-14s tps %6.1f  p99 %7.1f ms  above target %4.1f s  rows %8d", sc.Name, r.Policy, r.TPS, ms(r.P99), r.AboveTarget, r.Rows)
+			r.Rep, upTo = n, r.upTo
+			cfg.Log("%-16s %-14s %d/%d  tps %6.1f  p99 %7.1f ms  above target %4.1f s  rows %8d", sc.Name, r.Policy, n, cfg.Repeat, r.TPS, ms(r.P99), r.AboveTarget, r.Rows)
 			rep.Results = append(rep.Results, r)
+			return r, nil
+		}
+		// The first repetition decides the fixed rates from its own
+		// unthrottled run; the others run the same policies, every
+		// other one in reverse.
+		var unthrottled *Result
+		var pols []policy
+		for pol := range expand(cfg, &unthrottled) {
+			r, err := one(1, pol)
+			if err != nil {
+				return nil, err
+			}
 			if pol.kind == PolicyUnthrottled {
-				unthrottled = &rep.Results[len(rep.Results)-1]
+				unthrottled = &r
+			}
+			pols = append(pols, pol)
+		}
+		for n := 2; n <= cfg.Repeat; n++ {
+			order := slices.Clone(pols)
+			if n%2 == 0 {
+				slices.Reverse(order)
+			}
+			for _, pol := range order {
+				if _, err := one(n, pol); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
-	compare(rep.Results)
+	rep.Summaries = summarize(rep.Results)
 	if cfg.OutDir != "" {
-		for i := range rep.Results {
-			r := &rep.Results[i]
-			r.Plot = filepath.Join(cfg.OutDir, fmt.Sprintf("%s-%s.png", r.Scenario, r.Policy))
+		for i := range rep.Summaries {
+			s := &rep.Summaries[i]
+			r := &rep.Results[s.median]
+			r.Plot = filepath.Join(cfg.OutDir, fmt.Sprintf("%s-%s.png", s.Scenario, s.Policy))
 			if err := plotRun(r.Plot, *r, scenarioNamed(r.Scenario), rep.Rate); err != nil {
 				return nil, err
 			}
+			s.Plot = r.Plot
 		}
 	}
 	return rep, nil
@@ -419,17 +466,30 @@ func runOne(ctx context.Context, cfg Config, e *env, rate float64, sc Scenario, 
 		return res, err
 	}
 	defer mon.close()
+	d := cfg.RunLength
+	// The foreground runs alone for the warm-up before the measured
+	// window: its connections and plans settle, and the policy's pacing
+	// client, opened a fifth of the way in, samples it before the job
+	// starts, as a sidecar running before the job would. Only
+	// transactions scheduled in the window count.
+	warm := time.Now().Add(500 * time.Millisecond)
+	start := warm.Add(cfg.Warmup)
+	end := start.Add(d)
+	rec := newRecorder(start)
+	gctx, stopGen := context.WithCancel(ctx)
+	defer stopGen()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { e.gen.run(gctx, rate, warm, cfg.Warmup+d, cfg.Seed, rec) })
+	if !sleepUntil(ctx, warm.Add(cfg.Warmup/5)) {
+		return res, ctx.Err()
+	}
 	job, stopPacing, err := newJob(ctx, cfg, pol, &res.upTo)
 	if err != nil {
+		stopGen()
 		return res, err
 	}
 	defer stopPacing()
-	d := cfg.RunLength
-	start := time.Now().Add(500 * time.Millisecond)
-	end := start.Add(d)
-	rec := newRecorder(start)
-	var wg sync.WaitGroup
-	wg.Go(func() { e.gen.run(ctx, rate, start, d, cfg.Seed, rec) })
 	var eventErr error
 	wg.Go(func() { eventErr = runEvents(ctx, sc, e, start, d) })
 	jctx, stopJob := context.WithDeadline(ctx, end)
@@ -516,18 +576,13 @@ func newJob(ctx context.Context, cfg Config, pol policy, upTo *int64) (*jobs.Job
 		return r, err
 	}
 	jcfg := jobConfig(cfg.Rows)
-	if pol.kind == PolicyAdaptive || pol.kind == PolicyAdaptiveLatency {
-		opts := throttled.Options{
-			PrimaryDSN:  c.Primary.DSN(pgcluster.RoleMonitor),
-			ReplicaDSNs: []string{c.Replica.DSN(pgcluster.RoleMonitor)},
-			Cores:       float64(cfg.Cores),
-		}
-		if pol.kind == PolicyAdaptiveLatency {
-			// Required, as exec sets it: no batch until the canary has
-			// learnt its baseline in a job-free window of the run.
-			opts.Controller.Rules = map[signals.Name]throttle.Rule{signals.ForegroundLatency: {Target: LatencyTarget, Required: true}}
-		}
-		client, err := throttled.Open(ctx, opts)
+	if pol.kind == PolicyAdaptive || pol.kind == PolicyAdaptiveLoad {
+		client, err := throttled.Open(ctx, throttled.Options{
+			PrimaryDSN:          c.Primary.DSN(pgcluster.RoleMonitor),
+			ReplicaDSNs:         []string{c.Replica.DSN(pgcluster.RoleMonitor)},
+			Cores:               float64(cfg.Cores),
+			NoForegroundLatency: pol.kind == PolicyAdaptiveLoad,
+		})
 		if err != nil {
 			pool.Close()
 			return nil, noop, err
@@ -577,35 +632,6 @@ func newJob(ctx context.Context, cfg Config, pol policy, upTo *int64) (*jobs.Job
 	wg.Go(func() { _ = poller.Run(pctx) })
 	wg.Go(func() { pace(pctx, p, poller, r, initial) })
 	return job, func() { cancel(); wg.Wait(); poller.Close(); pool.Close() }, nil
-}
-
-// compare fills each run's p99 ratio to foreground alone in its scenario
-// and marks the hindsight oracle: the fixed rate that cleaned the most
-// rows with its p99 within 10 % of foreground alone.
-func compare(results []Result) {
-	alone := map[string]time.Duration{}
-	for _, r := range results {
-		if r.Policy == PolicyForeground {
-			alone[r.Scenario] = r.P99
-		}
-	}
-	best := map[string]int{}
-	for i := range results {
-		r := &results[i]
-		base, ok := alone[r.Scenario]
-		if !ok || base == 0 {
-			continue
-		}
-		r.P99VsForeground = float64(r.P99) / float64(base)
-		if r.FixedRate > 0 && r.P99VsForeground <= OracleSlack {
-			if j, ok := best[r.Scenario]; !ok || r.Rows > results[j].Rows {
-				best[r.Scenario] = i
-			}
-		}
-	}
-	for _, i := range best {
-		results[i].Oracle = true
-	}
 }
 
 // OracleSlack is how much the oracle's p99 may exceed foreground alone's.
