@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -337,17 +336,6 @@ func (f *foreground) failed(at time.Time, err error) []Sample {
 		failed(ForegroundLatencySeconds, nil, UnitSeconds, at, err),
 		failed(ForegroundLatency, nil, UnitRatio, at, err),
 	}
-}
-
-// quantile returns the q-quantile of xs (nearest rank, lower), or NaN for
-// none. xs is not modified.
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Sorted(slices.Values(xs))
-	i := int(math.Ceil(q*float64(len(s)))) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }
 
 // minWindowProbes is the fewest probes Config.ForegroundLatencyWindow

@@ -136,29 +136,6 @@ func TestForegroundFailureForgetsTheProbes(t *testing.T) {
 	}
 }
 
-func TestQuantile(t *testing.T) {
-	tests := []struct {
-		xs   []float64
-		q    float64
-		want float64
-	}{
-		{[]float64{3, 1, 2}, 0.5, 2},
-		{[]float64{4, 1, 3, 2}, 0.5, 2},
-		{[]float64{5}, 0.25, 5},
-		{[]float64{1, 2, 3, 4, 5, 6, 7, 8}, 0.25, 2},
-		{[]float64{1, 2}, 0, 1},
-		{[]float64{1, 2}, 1, 2},
-	}
-	for _, tt := range tests {
-		if got := quantile(tt.xs, tt.q); got != tt.want {
-			t.Errorf("quantile(%v, %v) = %v; want %v", tt.xs, tt.q, got, tt.want)
-		}
-	}
-	if !math.IsNaN(quantile(nil, 0.5)) {
-		t.Error("quantile of nothing is not NaN")
-	}
-}
-
 func TestForegroundLatencyConfig(t *testing.T) {
 	base := Config{PrimaryDSN: "postgres://u@h/db", Cores: 2}
 	on := base
