@@ -31,6 +31,10 @@ func TestParseReplayFlags(t *testing.T) {
 	if err != nil || strings.Join(o.cfg.Policies, ",") != "adaptive" || len(o.cfg.FixedRates) != 2 || o.cfg.FixedRates[1] != 2.5 {
 		t.Errorf("--short --policy adaptive: %v, %v, %v", o.cfg.Policies, o.cfg.FixedRates, err)
 	}
+	o, err = parseReplayFlags([]string{"--foreground-target", "1.15"}, io.Discard)
+	if err != nil || o.cfg.ForegroundTarget != 1.15 {
+		t.Errorf("--foreground-target 1.15: %v, %v", o.cfg.ForegroundTarget, err)
+	}
 	o, err = parseReplayFlags(nil, io.Discard)
 	if err != nil || o.cfg.Scenarios != nil || o.cfg.Policies != nil {
 		t.Errorf("defaults: %v, %v, %v (want every scenario and policy: nil lists)", o.cfg.Scenarios, o.cfg.Policies, err)
@@ -47,6 +51,8 @@ func TestParseReplayFlags(t *testing.T) {
 		{[]string{"--rate", "-3"}, "--rate must be positive"},
 		{[]string{"--repeat", "-1"}, "--repeat must be at least 1"},
 		{[]string{"--warmup", "-1s"}, "--warmup must not be negative"},
+		{[]string{"--foreground-target", "1"}, "--foreground-target is a multiple of the baseline latency above 1"},
+		{[]string{"--foreground-target", "NaN"}, "--foreground-target is a multiple"},
 	} {
 		if _, err := parseReplayFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)
@@ -55,7 +61,8 @@ func TestParseReplayFlags(t *testing.T) {
 }
 
 // TestBenchReplay runs a very short seeded replay (the CPU hog, foreground
-// alone, unthrottled and adaptive, 10 s each, at a fixed arrival rate) on
+// alone, unthrottled and adaptive at a foreground-latency target of its
+// own, 8 s each, twice, at a fixed arrival rate) on
 // the package's pair, and checks what must hold whatever the machine's
 // speed.
 func TestBenchReplay(t *testing.T) {
@@ -68,7 +75,7 @@ func TestBenchReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := replayOptions{cfg: replay.Config{Scenarios: []string{"cpu-hog"}, Policies: []string{replay.PolicyForeground, replay.PolicyUnthrottled, replay.PolicyAdaptive},
-		RunLength: 8 * time.Second, Warmup: 2 * time.Second, Repeat: 2, Rate: 100, Rows: 1_000_000, Seed: 7}, outDir: filepath.Join(dir, "out"), doc: doc}
+		RunLength: 8 * time.Second, Warmup: 2 * time.Second, Repeat: 2, ForegroundTarget: 1.5, Rate: 100, Rows: 1_000_000, Seed: 7}, outDir: filepath.Join(dir, "out"), doc: doc}
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -125,7 +132,8 @@ func TestBenchReplay(t *testing.T) {
 	if !strings.HasPrefix(got, head+replay.BeginMarker+"\n") || !strings.HasSuffix(got, replay.EndMarker+tail) {
 		t.Errorf("the document changed outside the section:\n%s", got)
 	}
-	for _, want := range []string{"### cpu-hog", "| **adaptive** |", "throttled bench replay (test)", fmt.Sprintf("%d cores", rep.Cores), "PostgreSQL 1"} {
+	for _, want := range []string{"### cpu-hog", "| **adaptive** |", "throttled bench replay (test)", fmt.Sprintf("%d cores", rep.Cores), "PostgreSQL 1",
+		"repeated 2 times", "foreground-latency target, 1.5 (--foreground-target)"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("section lacks %q:\n%s", want, got)
 		}

@@ -141,3 +141,20 @@ func TestTablesShowTheForegroundNoise(t *testing.T) {
 		}
 	}
 }
+
+func TestSectionSaysHowItRan(t *testing.T) {
+	for _, tc := range []struct {
+		rep  Report
+		want []string
+	}{
+		{Report{Repeat: 1}, []string{"Every scenario ran once (--repeat 1).", "adaptive is the product's defaults (the foreground-latency canary on, target 1.3)"}},
+		{Report{Repeat: 3, ForegroundTarget: 1.15}, []string{"repeated 3 times", "adaptive is the product's defaults but for its foreground-latency target, 1.15 (--foreground-target) instead of 1.3"}},
+	} {
+		got := tc.rep.Section("throttled bench replay")
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("repeat %d, target %v: section lacks %q:\n%s", tc.rep.Repeat, tc.rep.ForegroundTarget, w, got)
+			}
+		}
+	}
+}

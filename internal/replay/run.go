@@ -22,6 +22,7 @@ import (
 	"github.com/throttled/throttled/internal/schema"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
 	"golang.org/x/time/rate"
 )
 
@@ -111,6 +112,12 @@ type Config struct {
 	// second in the same scenario (1, 2 and 4 when unthrottled is not
 	// run).
 	FixedRates []float64
+	// ForegroundTarget, when not 0, is adaptive's foreground_latency
+	// target (a multiple of the job-free baseline, above 1) in place of
+	// the product's default (throttle.DefaultForegroundLatencyRule), for
+	// choosing a target on one's own database. adaptive-load never uses
+	// the canary.
+	ForegroundTarget float64
 	// Seed seeds the arrivals. Defaults to 1.
 	Seed uint64
 	// OutDir, when set, receives one PNG per run.
@@ -158,6 +165,9 @@ func (c *Config) validate() error {
 			bad("Policies: unknown policy %q; want one of %s", p, strings.Join(PolicyNames, ", "))
 		}
 	}
+	if c.ForegroundTarget != 0 && !(c.ForegroundTarget > 1 && c.ForegroundTarget <= 100) {
+		bad("ForegroundTarget is a multiple of the baseline latency above 1, such as 1.3, got %v", c.ForegroundTarget)
+	}
 	if c.Repeat < 1 {
 		bad("Repeat must be at least 1, got %d", c.Repeat)
 	}
@@ -186,14 +196,16 @@ func (c *Config) validate() error {
 
 // Report is everything one invocation measured.
 type Report struct {
-	Cores       int
-	PostgreSQL  string
-	RunLength   time.Duration
-	Warmup      time.Duration
-	Repeat      int
-	Rate        float64
-	Calibration *Calibration `json:",omitempty"`
-	Scenarios   []Scenario   `json:"-"`
+	Cores      int
+	PostgreSQL string
+	RunLength  time.Duration
+	Warmup     time.Duration
+	Repeat     int
+	// ForegroundTarget is adaptive's foreground_latency target.
+	ForegroundTarget float64
+	Rate             float64
+	Calibration      *Calibration `json:",omitempty"`
+	Scenarios        []Scenario   `json:"-"`
 	// Results are every run, in the order they ran; Summaries each
 	// policy's medians over the repetitions, the tables' rows.
 	Results   []Result
@@ -257,7 +269,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer admin.Close()
-	rep := &Report{Cores: cfg.Cores, RunLength: cfg.RunLength, Warmup: cfg.Warmup, Repeat: cfg.Repeat}
+	rep := &Report{Cores: cfg.Cores, RunLength: cfg.RunLength, Warmup: cfg.Warmup, Repeat: cfg.Repeat,
+		ForegroundTarget: cmp.Or(cfg.ForegroundTarget, throttle.DefaultForegroundLatencyRule.Target)}
 	if rep.PostgreSQL, err = serverVersion(ctx, admin); err != nil {
 		return nil, err
 	}
@@ -577,12 +590,18 @@ func newJob(ctx context.Context, cfg Config, pol policy, upTo *int64) (*jobs.Job
 	}
 	jcfg := jobConfig(cfg.Rows)
 	if pol.kind == PolicyAdaptive || pol.kind == PolicyAdaptiveLoad {
-		client, err := throttled.Open(ctx, throttled.Options{
+		opts := throttled.Options{
 			PrimaryDSN:          c.Primary.DSN(pgcluster.RoleMonitor),
 			ReplicaDSNs:         []string{c.Replica.DSN(pgcluster.RoleMonitor)},
 			Cores:               float64(cfg.Cores),
 			NoForegroundLatency: pol.kind == PolicyAdaptiveLoad,
-		})
+		}
+		if pol.kind == PolicyAdaptive && cfg.ForegroundTarget != 0 {
+			rule := throttle.DefaultForegroundLatencyRule
+			rule.Target = cfg.ForegroundTarget
+			opts.Controller.Rules = map[signals.Name]throttle.Rule{signals.ForegroundLatency: rule}
+		}
+		client, err := throttled.Open(ctx, opts)
 		if err != nil {
 			pool.Close()
 			return nil, noop, err
