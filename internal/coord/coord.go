@@ -394,6 +394,11 @@ func (e *Engine) Run(ctx context.Context) {
 		e.elect(ctx)
 		if e.leader && time.Since(e.lastLead) >= e.tick-heartbeatEvery/2 {
 			e.lead(ctx)
+			// This process's own workers read the allocation just
+			// published now, not a heartbeat later: a new worker in the
+			// leader's process would otherwise wait that much more for
+			// its first batch.
+			e.heartbeat(ctx)
 		}
 		changed := e.changed()
 		select {
