@@ -183,29 +183,6 @@ func (s *canarySampler) sample(ctx context.Context, now func() time.Time) []Samp
 	}
 	had := s.fg.known
 	out := s.fg.add(took.Seconds(), jobs == 0, at)
-	// Before the first baseline, while no job is at work, the probes run
-	// back to back until there are enough for one: a new sampler (a new
-	// leader, a restarted sidecar) learns it in milliseconds rather than
-	// minFree intervals, and its jobs start that much sooner.
-	for i := 1; s.fg.base == 0 && jobs == 0 && i < minFree; i++ {
-		moved := false
-		err = s.srv.do(ctx, now(), func(ctx context.Context, conn *pgx.Conn) error {
-			if moved = conn != s.warm; moved {
-				return nil // reconnected: the next sample warms it up
-			}
-			var err error
-			took, jobs, err = probe(ctx, conn)
-			return err
-		})
-		at = now()
-		if err != nil {
-			return s.fg.failed(at, canaryError(err))
-		}
-		if moved {
-			break
-		}
-		out = s.fg.add(took.Seconds(), jobs == 0, at)
-	}
 	switch {
 	case !had && s.fg.known:
 		s.fg.warned = false

@@ -172,15 +172,14 @@ func TestForegroundLatencyNearOneIdleRisesUnderJobLoad(t *testing.T) {
 	p := canaryPoller(t, c, nil)
 	runPoller(t, p)
 
-	// No job at work: the first sample's probes run back to back until
-	// they measure a baseline, so the ratio is known with the first
-	// latency (a new leader's jobs wait milliseconds, not ten intervals).
+	// Warm-up: the latency is known at once, the ratio is unknown (never 1
+	// or 0) until 20 job-free probes.
 	pgtest.Eventually(t, 5*time.Second, func() error {
 		_, err := latest(p, ForegroundLatencySeconds)
 		return err
 	})
-	if s, err := latest(p, ForegroundLatency); err != nil || s.Raw <= 0 {
-		t.Fatalf("foreground_latency at the first sample on an idle primary: raw %v err %v; want a baseline learnt at once", s.Raw, err)
+	if s, err := latest(p, ForegroundLatency); !errors.Is(err, ErrBaselineWarmup) || s.Value != 0 || s.Raw != 0 {
+		t.Fatalf("foreground_latency before a baseline: value %v raw %v err %v; want ErrBaselineWarmup and no value", s.Value, s.Raw, err)
 	}
 	nearOne := func(what string) {
 		t.Helper()
