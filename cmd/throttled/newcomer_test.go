@@ -243,7 +243,12 @@ job "purge" {}
 		t.Fatalf("resume: exit %d\n%s", code, out)
 	}
 	pgtest.Eventually(t, 30*time.Second, func() error {
-		if last := lines()[len(lines())-1]; last.Rate < 7 {
+		// One read: the exec appends lines between two.
+		ps := lines()
+		if len(ps) == 0 {
+			return errors.New("no progress lines yet")
+		}
+		if last := ps[len(ps)-1]; last.Rate < 7 {
 			return fmt.Errorf("exec's last progress %+v; want back at 8/s", last)
 		}
 		return nil
