@@ -553,7 +553,9 @@ func (s *primarySampler) sample(ctx context.Context, now func() time.Time) []Sam
 	out = append(out, wal.samples(&s.wal, at)...)
 	out = append(out, vacuumSamples(vacs, at)...)
 	for _, l := range classifyReplicas(rows, known) {
-		s.seen[l.name] = true
+		if !l.anonymous {
+			s.seen[l.name] = true
+		}
 		out = append(out, l.samples(at)...)
 	}
 	return out

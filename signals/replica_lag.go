@@ -33,7 +33,13 @@ var notReplicas = []string{"pg_basebackup", "pg_receivewal", "pg_recvlogical"}
 
 // replicaLag is the lag of one replica, or why it cannot be read.
 type replicaLag struct {
-	name       string
+	name string
+	// anonymous: a walsender with neither slot nor application_name,
+	// named by its pid. It cannot be told apart from a new one after a
+	// reconnect, so it is not remembered as a replica seen earlier: a
+	// tool's short replication connection (Patroni checking a timeline)
+	// would otherwise be "missing" forever once it hung up.
+	anonymous  bool
 	bytes      float64
 	seconds    float64
 	bytesErr   error
@@ -48,6 +54,7 @@ type replicaLag struct {
 // walsender are reported missing, never as zero lag.
 func classifyReplicas(rows []walsenderRow, known []string) []replicaLag {
 	byName := map[string][]walsenderRow{}
+	anonymous := map[string]bool{}
 	for _, r := range rows {
 		if r.SlotName != nil && (deref(r.SlotType) != "physical" || deref(r.SlotTemp)) {
 			continue // logical or temporary slot (pg_basebackup makes one)
@@ -63,6 +70,7 @@ func classifyReplicas(rows []walsenderRow, known []string) []replicaLag {
 		}
 		if name == "" {
 			name = fmt.Sprintf("walsender_%d", deref(r.PID))
+			anonymous[name] = true
 		}
 		byName[name] = append(byName[name], r)
 	}
@@ -73,7 +81,9 @@ func classifyReplicas(rows []walsenderRow, known []string) []replicaLag {
 	}
 	var out []replicaLag
 	for name, rs := range byName {
-		out = append(out, lagOf(name, rs))
+		l := lagOf(name, rs)
+		l.anonymous = anonymous[name]
+		out = append(out, l)
 	}
 	slices.SortFunc(out, func(a, b replicaLag) int {
 		switch {

@@ -12,6 +12,19 @@ func ptr[T any](v T) *T { return &v }
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
+// A walsender with neither slot nor application_name is named by its
+// pid and reported while connected, but never remembered as a replica:
+// once it hangs up, its name cannot come back.
+func TestAnAnonymousWalsenderIsNotRemembered(t *testing.T) {
+	got := classifyReplicas([]walsenderRow{
+		{PID: ptr(int32(25296)), AppName: ptr(""), State: ptr("streaming"), LagBytes: ptr(0.0)},
+		{PID: ptr(int32(7)), AppName: ptr("node1"), State: ptr("streaming"), LagBytes: ptr(0.0)},
+	}, nil)
+	if len(got) != 2 || got[0].name != "node1" || got[0].anonymous || got[1].name != "walsender_25296" || !got[1].anonymous {
+		t.Fatalf("replicas %+v; want node1 (named) and walsender_25296 (anonymous)", got)
+	}
+}
+
 func TestClassifyReplicas(t *testing.T) {
 	streaming := func(pid int32, app, slot string, bytes float64, secs *float64) walsenderRow {
 		r := walsenderRow{PID: ptr(pid), AppName: ptr(app), State: ptr("streaming"), LagBytes: ptr(bytes), LagSeconds: secs}
