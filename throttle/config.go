@@ -239,6 +239,16 @@ var defaultRules = map[signals.Name]Rule{
 // controller's.
 var DefaultForegroundLatencyRule = Rule{Target: 1.3, Required: true}
 
+// CheckForegroundTarget checks a foreground_latency target given by a
+// person (a flag, an option): a multiple of the job-free latency, above
+// 1 and at most 100. The error reads after the setting's name.
+func CheckForegroundTarget(t float64) error {
+	if t > 1 && t <= 100 {
+		return nil
+	}
+	return fmt.Errorf("is a multiple of the baseline latency above 1, such as 1.3, got %v", t)
+}
+
 // DefaultRules returns a copy of the default rules.
 func DefaultRules() map[signals.Name]Rule { return maps.Clone(defaultRules) }
 

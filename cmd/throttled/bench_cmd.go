@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/replay"
+	"github.com/throttled/throttled/throttle"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -195,8 +196,10 @@ func (f *replayFlags) check(o *replayOptions) error {
 	if o.cfg.Rate < 0 {
 		return usageError(fmt.Errorf("--rate must be positive, got %v", o.cfg.Rate))
 	}
-	if t := o.cfg.ForegroundTarget; t != 0 && !(t > 1 && t <= 100) {
-		return usageError(fmt.Errorf("--foreground-target is a multiple of the baseline latency above 1, such as 1.3, got %v", t))
+	if t := o.cfg.ForegroundTarget; t != 0 {
+		if err := throttle.CheckForegroundTarget(t); err != nil {
+			return usageError(fmt.Errorf("--foreground-target %w", err))
+		}
 	}
 	return nil
 }

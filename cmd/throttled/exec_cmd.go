@@ -194,8 +194,10 @@ func (o *execOptions) check(fs *pflag.FlagSet, getenv func(string) string) error
 	if o.quiet <= 0 {
 		errs = append(errs, fmt.Errorf("--quiet-period must be positive, got %s", o.quiet))
 	}
-	if o.foregroundLatency != 0 && !(o.foregroundLatency > 1 && o.foregroundLatency <= 100) {
-		errs = append(errs, fmt.Errorf("--foreground-latency is a multiple of the baseline latency above 1, such as 1.3, got %v", o.foregroundLatency))
+	if o.foregroundLatency != 0 {
+		if err := throttle.CheckForegroundTarget(o.foregroundLatency); err != nil {
+			errs = append(errs, fmt.Errorf("--foreground-latency %w", err))
+		}
 	}
 	if o.foregroundLatency != 0 && o.noLatency {
 		errs = append(errs, fmt.Errorf("--foreground-latency %v and --no-foreground-latency: one or the other", o.foregroundLatency))

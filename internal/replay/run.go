@@ -165,8 +165,10 @@ func (c *Config) validate() error {
 			bad("Policies: unknown policy %q; want one of %s", p, strings.Join(PolicyNames, ", "))
 		}
 	}
-	if c.ForegroundTarget != 0 && !(c.ForegroundTarget > 1 && c.ForegroundTarget <= 100) {
-		bad("ForegroundTarget is a multiple of the baseline latency above 1, such as 1.3, got %v", c.ForegroundTarget)
+	if c.ForegroundTarget != 0 {
+		if err := throttle.CheckForegroundTarget(c.ForegroundTarget); err != nil {
+			bad("ForegroundTarget %v", err)
+		}
 	}
 	if c.Repeat < 1 {
 		bad("Repeat must be at least 1, got %d", c.Repeat)
