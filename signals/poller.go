@@ -63,8 +63,9 @@ type Config struct {
 	// why, instead of failing. Without it such a canary fails Connect.
 	ForegroundLatencyAuto bool
 	// ForegroundLatencyInterval is how often the canary commits. Defaults
-	// to 50ms: a median over a second of probes moves with the server,
-	// not with one probe's luck, and a baseline window of 1 s holds 20.
+	// to 50ms: the two seconds of probes the ratio compares then hold 40,
+	// so it moves with the server and not with one probe's luck, and the
+	// ten job-free probes a baseline needs take half a second.
 	ForegroundLatencyInterval time.Duration
 	// ForegroundLatencyWindow is how long a baseline measured earlier
 	// stands in while jobs are at work at nearly every probe (the
