@@ -160,15 +160,22 @@ func TestConfirmPageRulesWithoutABrowser(t *testing.T) {
 		t.Fatalf("holds after the pause: %v", got)
 	}
 	// The page now lists the hold with a resume button; releasing it is a
-	// CSRF-guarded POST too.
-	var id string
-	pgtest.Eventually(t, 5*time.Second, func() error {
+	// CSRF-guarded POST too. The page renders the holds from the watcher's
+	// memory, which may still list a hold an earlier test left (released
+	// by confirmPage's UPDATE) until its notification arrives: wait for
+	// the new one, and for the released one to go.
+	var n int64
+	if err := db.QueryRow(context.Background(), `SELECT id FROM throttled.holds
+		WHERE scope_kind = 'job' AND scope_value = 'ui-job' AND released_at IS NULL`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("h%d", n)
+	pgtest.Eventually(t, 10*time.Second, func() error {
 		_, html, _ = uiDo(t, "GET", base+"/ui/resume?job=ui-job", "alice", nil)
-		m := regexp.MustCompile(`name="id" value="(h\d+)"`).FindStringSubmatch(html)
-		if m == nil {
-			return fmt.Errorf("no hold on the page yet")
+		listed := regexp.MustCompile(`name="id" value="(h\d+)"`).FindAllStringSubmatch(html, -1)
+		if len(listed) != 1 || listed[0][1] != id {
+			return fmt.Errorf("the page lists holds %v; want only %s", listed, id)
 		}
-		id = m[1]
 		return nil
 	})
 	if code, _, _ := uiDo(t, "POST", base+"/ui/release", "alice", url.Values{"id": {id}, "job": {"ui-job"}}); code != http.StatusForbidden {
