@@ -146,6 +146,15 @@ type Config struct {
 	// RetryBackoff and MaxRetryBackoff shape the full-jitter exponential
 	// backoff between attempts. Default 100ms and 10s.
 	RetryBackoff, MaxRetryBackoff time.Duration
+	// MaxOutage is how long the job rides out a database it cannot reach
+	// (a failover, a restart: see [Unreachable]) before it fails. A batch
+	// that cannot begin for that reason spends neither MaxAttempts nor the
+	// retry budget: it says nothing about the batch, and a job that gave up within the seconds a
+	// failover takes would have to be restarted by hand after every one.
+	// The attempts meanwhile back off as any retry does and wait for the
+	// pacer, which pauses while the primary cannot be sampled. Defaults
+	// to 2m.
+	MaxOutage time.Duration
 	// Checkpoint persists the job's position, batches and rows in
 	// throttled.checkpoints in the same transaction as each batch, so a
 	// restarted job resumes exactly after the last committed batch. Run
@@ -192,6 +201,7 @@ func (cfg Config) withDefaults() Config {
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 5)
 	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, 100*time.Millisecond)
 	cfg.MaxRetryBackoff = cmp.Or(cfg.MaxRetryBackoff, 10*time.Second)
+	cfg.MaxOutage = cmp.Or(cfg.MaxOutage, 2*time.Minute)
 	return cfg
 }
 
@@ -208,7 +218,7 @@ func (cfg Config) problems() []error {
 		name string
 		v    time.Duration
 	}{{"TargetBatchDuration", cfg.TargetBatchDuration}, {"StatementTimeout", cfg.StatementTimeout},
-		{"RetryBackoff", cfg.RetryBackoff}, {"MaxRetryBackoff", cfg.MaxRetryBackoff}} {
+		{"RetryBackoff", cfg.RetryBackoff}, {"MaxRetryBackoff", cfg.MaxRetryBackoff}, {"MaxOutage", cfg.MaxOutage}} {
 		if d.v < 0 {
 			bad("%s must not be negative, got %s", d.name, d.v)
 		}
@@ -273,7 +283,9 @@ func AppName(job string) string { return jobname.AppPrefix + job }
 // Retryable errors are retried with full-jitter backoff, at most
 // MaxAttempts times a batch and only while the retry budget allows; every
 // attempt waits for the pacer like a first one, so retries never exceed
-// the job's allocation. When ctx ends, a batch in flight still finishes
+// the job's allocation. A batch that cannot begin because the database is
+// unreachable ([Unreachable]) is retried the same way for up to MaxOutage
+// instead, spending neither. When ctx ends, a batch in flight still finishes
 // and commits (bounded by the statement timeout), and no new one starts.
 // Run returns nil when done, ctx's error when ctx ended, or the batch's
 // error.
@@ -297,6 +309,7 @@ func (j *Job) Run(ctx context.Context) error {
 	}
 	budget := newRetryBudget()
 	attempt := 1
+	var outage outageStreak
 	for {
 		done, err := j.wait(ctx)
 		if err != nil {
@@ -316,6 +329,7 @@ func (j *Job) Run(ctx context.Context) error {
 		if err == nil {
 			budget.success()
 			attempt = 1
+			outage = outageStreak{}
 			if res.Position != "" {
 				position = res.Position
 			}
@@ -329,11 +343,28 @@ func (j *Job) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		budget.failure()
 		j.failed(err)
 		if ctx.Err() != nil {
 			return j.finish(ctx.Err())
 		}
+		if errors.As(err, new(beforeBatch)) && Unreachable(err) {
+			// An outage, not a failing batch: bounded by time, not
+			// by attempts. Only before the batch ran: a batch that
+			// loses its server midway (it may have crashed it) is an
+			// attempt like any other.
+			n, since := outage.failed(time.Now())
+			if since > j.cfg.MaxOutage {
+				return j.finish(fmt.Errorf("jobs: job %q: database unreachable for %s (MaxOutage %s): %w", j.cfg.Name, since.Round(time.Second), j.cfg.MaxOutage, err))
+			}
+			pause := backoff(n, j.cfg.RetryBackoff, j.cfg.MaxRetryBackoff, j.rnd)
+			j.log.Warn("database unreachable; retrying", "error", err, "for", since.Round(time.Millisecond), "backoff", pause)
+			if err := wait.For(ctx, pause); err != nil {
+				return j.finish(err)
+			}
+			continue
+		}
+		outage = outageStreak{}
+		budget.failure()
 		switch {
 		case !Retryable(err):
 			return j.finish(fmt.Errorf("jobs: job %q: batch failed (not retryable): %w", j.cfg.Name, err))
@@ -397,14 +428,14 @@ func (j *Job) batchDeadline() time.Duration { return 4*j.cfg.StatementTimeout + 
 func (j *Job) runBatch(ctx context.Context, b Batch) (Result, error) {
 	tx, err := j.db.Begin(ctx)
 	if err != nil {
-		return Result{}, fmt.Errorf("begin: %w", err)
+		return Result{}, beforeBatch{fmt.Errorf("begin: %w", err)}
 	}
 	// Rolling back after a commit is a no-op; after a cancel it must not
 	// wait on the cancelled context.
 	defer rollback(ctx, tx)
 	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('application_name', $2, true)",
 		strconv.FormatInt(j.cfg.StatementTimeout.Milliseconds(), 10), AppName(j.cfg.Name)); err != nil {
-		return Result{}, fmt.Errorf("set statement_timeout: %w", err)
+		return Result{}, beforeBatch{fmt.Errorf("set statement_timeout: %w", err)}
 	}
 	res, err := j.fn(ctx, tx, b)
 	if err != nil {

@@ -35,6 +35,54 @@ func Retryable(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
+// Unreachable reports whether err says the database cannot be reached
+// at all, rather than that the batch failed on it: a connection that
+// could not be made or was lost (class 08, a network error, EOF) or a
+// server shutting down, crashed or starting up (57P01-57P03), as during a
+// failover or a restart. Such errors are retryable; when a batch cannot
+// begin for one of them, [Job.Run] rides it out for up to MaxOutage.
+func Unreachable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03":
+			return true
+		}
+		return len(pgErr.Code) == 5 && pgErr.Code[:2] == "08"
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// beforeBatch wraps an error from beginning a batch's transaction,
+// before the batch function ran.
+type beforeBatch struct{ err error }
+
+func (b beforeBatch) Error() string { return b.err.Error() }
+func (b beforeBatch) Unwrap() error { return b.err }
+
+// outageStreak is a run of [Unreachable] failures with no success or
+// other failure between them.
+type outageStreak struct {
+	n     int
+	first time.Time
+}
+
+// failed counts one more failure at now and returns how many there were
+// and how long ago the first was.
+func (o *outageStreak) failed(now time.Time) (int, time.Duration) {
+	if o.n == 0 {
+		o.first = now
+	}
+	o.n++
+	return o.n, now.Sub(o.first)
+}
+
 // statementTimeout reports whether err is a statement timeout.
 func statementTimeout(err error) bool {
 	var pgErr *pgconn.PgError
