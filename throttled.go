@@ -371,6 +371,9 @@ func (c *Client) decide(ctx context.Context) {
 		case <-t.C:
 		case <-changed: // a hold came or went: decide now, not at the next tick
 		}
+		for _, j := range c.ls.Waited() {
+			c.ctl.Wanted(j)
+		}
 		snap := c.poller.Snapshot()
 		d := c.ctl.Step(snap.At, snap)
 		c.ls.Apply(d)

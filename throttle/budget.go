@@ -287,6 +287,10 @@ func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (li
 func (c *Controller) utilization() float64 {
 	var used float64
 	for _, s := range c.jobs {
+		if s.wanted {
+			used += max(s.usage, s.rate) // it would use all it gets
+			continue
+		}
 		used += s.usage
 	}
 	return used / c.budget

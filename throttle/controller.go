@@ -84,6 +84,8 @@ type jobState struct {
 	duration time.Duration
 	usage    float64       // tokens per second, smoothed
 	idle     int           // consecutive ticks using under half its rate
+	waiting  bool          // a caller waited for the limiter since the last step
+	wanted   bool          // waiting, as of this step
 	avgDur   time.Duration // smoothed batch duration
 	seen     bool          // any report ever
 	rate     float64       // last allocated rate

@@ -3,6 +3,7 @@ package throttle
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -318,5 +319,33 @@ func TestSlowJobIsNotIdle(t *testing.T) {
 	}
 	if d.Jobs["slow"].Rate < 0.1 {
 		t.Fatalf("slow job's rate %v of a 0.4 budget: treated as idle", d.Jobs["slow"].Rate)
+	}
+}
+
+// Twenty workers of one job shared a budget cut to 0.8/s: each waited
+// 25 s for its first token, so no batch showed use, the job was lent away
+// as idle (0.01/s left, a batch every 100 s), and the unused budget never
+// grew. A job whose callers wait for its limiter wants more: it is not
+// idle, its rate counts as used, and the budget grows back.
+func TestAJobWaitingForItsLimiterIsNeitherIdleNorUnused(t *testing.T) {
+	run := func(wanted bool) Decision {
+		f := setup(t, Config{MaxBudget: 100, InitialBudget: 0.8, MinBudget: 0.01})
+		var d Decision
+		for i := 1; i <= 10; i++ {
+			if wanted {
+				f.c.Wanted("purge")
+			}
+			f.c.Wanted("unknown") // ignored
+			d = f.c.Step(at(i), snap(at(i), world{load: 0.05, used: 0.1}))
+		}
+		return d
+	}
+	unused := run(false)
+	if unused.Jobs["purge"].Rate > 0.1 || unused.Budget > 0.8 || !strings.Contains(unused.Reason, "low utilization") {
+		t.Fatalf("no batch and no waiter: rate %v of budget %v, reason %q; want lent away, low utilization", unused.Jobs["purge"].Rate, unused.Budget, unused.Reason)
+	}
+	d := run(true)
+	if d.Jobs["purge"].Rate < 1.5*0.8 || strings.Contains(d.Reason, "low utilization") {
+		t.Fatalf("a waiting job: rate %v of budget %v, reason %q; want the budget grown and given to it", d.Jobs["purge"].Rate, d.Budget, d.Reason)
 	}
 }

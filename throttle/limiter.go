@@ -72,6 +72,11 @@ type Limiter struct {
 	// queued counts waiters taking a token the slow way (for their turn
 	// or asleep on a reservation); Wait's fast path does not pass them.
 	queued int
+	// waiting counts callers in Wait's slow path (at the gate, for a
+	// slot or for a token); waited records that one entered it since the
+	// last [Limiter.Waited].
+	waiting int
+	waited  bool
 	// claims are released grants' claims, for reuse.
 	claims []*slotClaim
 }
@@ -227,6 +232,7 @@ func (l *Limiter) AllowAt(t time.Time) (Grant, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.openLocked() || l.inFlight >= l.alloc.MaxInFlight || !l.bucket.AllowN(t, 1) {
+		l.waited = true // refused: demand the limiter did not meet
 		return Grant{}, false
 	}
 	l.inFlight++
@@ -272,8 +278,31 @@ func (l *Limiter) Wait(ctx context.Context) (Grant, error) {
 	return l.wait(ctx)
 }
 
+// Waited reports whether a caller of Wait waited (at the closed gate, for
+// an in-flight slot or for a token) since the last call, or waits now:
+// the job wants more than the limiter gives it. Each call starts a new
+// interval, so one reader (the controller's step, a worker's heartbeat)
+// should call it. A refused [Limiter.Allow] counts as a wait. A caller that finds a token and a slot at once is no
+// demand: a job whose own batches are slower than its rate never waits.
+func (l *Limiter) Waited() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.waited || l.waiting > 0
+	l.waited = false
+	return w
+}
+
 // wait is Wait's slow path.
 func (l *Limiter) wait(ctx context.Context) (Grant, error) {
+	l.mu.Lock()
+	l.waiting++
+	l.waited = true
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.waiting--
+		l.mu.Unlock()
+	}()
 	for {
 		// Gate.Wait also refuses a done ctx, even at an open gate.
 		if err := l.gate.Wait(ctx); err != nil {

@@ -578,3 +578,42 @@ func TestGrantDoneReleasesAndReportsOnce(t *testing.T) {
 		}
 	})
 }
+
+// Waited reports demand the limiter did not meet since the last call: a
+// caller that waits (at the gate or for a token) or a refused Allow, not a
+// caller served at once.
+func TestLimiterWaitedReportsUnmetDemand(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLimiter("purge", nil)
+		if l.Waited() {
+			t.Fatal("a new limiter reports a wait")
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { _, err := l.Wait(ctx); done <- err }()
+		synctest.Wait() // blocked at the closed gate
+		if !l.Waited() || !l.Waited() {
+			t.Fatal("a caller blocked at the gate is not reported, or not while it still waits")
+		}
+		cancel()
+		<-done
+		if l.Waited() {
+			t.Fatal("reported again after the waiter left and the interval was read")
+		}
+		l.ApplyAt(time.Now().Add(-time.Second), Allocation{Rate: 1, Burst: 1, MaxInFlight: 5})
+		g, err := l.Wait(t.Context()) // a token is in the bucket: served at once
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Release()
+		if l.Waited() {
+			t.Fatal("a caller served at once counts as a wait")
+		}
+		if _, ok := l.Allow(); ok {
+			t.Fatal("the bucket should be empty")
+		}
+		if !l.Waited() {
+			t.Fatal("a refused Allow is not reported")
+		}
+	})
+}

@@ -66,6 +66,20 @@ func (ls *Limiters) Apply(d Decision) {
 	}
 }
 
+// Waited returns the jobs whose limiters had a caller waiting since the
+// last call (see [Limiter.Waited]).
+func (ls *Limiters) Waited() []Job {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var out []Job
+	for j, l := range ls.m {
+		if l.Waited() {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
 // PauseAll pauses every limiter with reason, until the next Apply.
 func (ls *Limiters) PauseAll(reason string) {
 	ls.mu.Lock()

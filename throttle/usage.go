@@ -43,6 +43,20 @@ func (c *Controller) ReportMany(j Job, n, errs int, took time.Duration) {
 	s.duration += took
 }
 
+// Wanted records that a caller of job j waited for its limiter since the
+// last step (see [Limiter.Waited]): the job wants more than its rate. Such
+// a job is not idle, whatever its usage shows, and its whole rate counts as
+// used, so a budget its jobs cannot start a batch on (a share of a few
+// workers under a cut, each waiting minutes for its first token) grows
+// back instead of looking unused. Calls for unknown jobs are ignored.
+func (c *Controller) Wanted(j Job) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.jobs[j]; ok {
+		s.waiting = true
+	}
+}
+
 // updateUsage folds the reports since the last step into each job's usage
 // and the error window, and returns the batches and errors in the window.
 func (c *Controller) updateUsage(now time.Time, dt time.Duration) (batches, errs int) {
@@ -54,7 +68,10 @@ func (c *Controller) updateUsage(now time.Time, dt time.Duration) (batches, errs
 		// ticks, not the quiet right after a pause, and only at a rate
 		// that could show use: under two batches in the usage window, a
 		// job waiting for its next token is not idle.
+		s.wanted, s.waiting = s.waiting, false
 		switch {
+		case s.wanted:
+			s.idle = 0 // it waits for the limiter: it would use more
 		case s.idle >= idleTicks:
 			// Idle, its share lent: it stays so until it uses what it
 			// still gets.

@@ -482,7 +482,7 @@ func (e *Engine) heartbeat(ctx context.Context) {
 
 func (e *Engine) beat(ctx context.Context, w *worker) {
 	hctx, cancel := context.WithTimeout(ctx, time.Second)
-	lease, err := e.db().Beat(hctx, w.id, store.Counters{Batches: w.batches.Load(), Errors: w.errors.Load(), DurationMs: float64(w.durUs.Load()) / 1000})
+	lease, err := e.db().Beat(hctx, w.id, store.Counters{Batches: w.batches.Load(), Errors: w.errors.Load(), DurationMs: float64(w.durUs.Load()) / 1000, Waiting: w.l.Waited()})
 	cancel()
 	if w.isStopped() {
 		return // removed while this heartbeat was in flight
@@ -698,6 +698,9 @@ func (e *Engine) lead(ctx context.Context) {
 		if seen && w.Batches >= last[0] {
 			n := int(w.Batches - last[0])
 			e.ctl.ReportMany(j, n, int(w.Errors-last[1]), time.Duration((w.DurationMs-last[2])*float64(time.Millisecond)))
+		}
+		if w.Waiting {
+			e.ctl.Wanted(j)
 		}
 	}
 	for j, ws := range byJob {

@@ -154,7 +154,13 @@ func (a *adaptive) Decide(now time.Time, snap signals.Snapshot) (map[throttle.Jo
 }
 
 func (a *adaptive) Report(j throttle.Job, f throttle.Feedback) { a.c.Report(j, f) }
-func (a *adaptive) HonoursHolds() bool                         { return true }
+
+// wanter is a policy told which jobs want more than their rate, as the
+// product's limiters tell the controller.
+type wanter interface{ Wanted(j throttle.Job) }
+
+func (a *adaptive) Wanted(j throttle.Job) { a.c.Wanted(j) }
+func (a *adaptive) HonoursHolds() bool    { return true }
 
 func sortedJobs(m map[throttle.Job]float64) []throttle.Job {
 	var out []throttle.Job

@@ -254,6 +254,9 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 			r := min(jobRates[j.Name], j.Demand(t))
 			perJob[j.Name] = r
 			total += r
+			if w, ok := p.(wanter); ok && j.Demand(t) > jobRates[j.Name] {
+				w.Wanted(j.Name) // its workers wait for their limiter
+			}
 		}
 		fg := sc.Foreground(t)
 		u := (fg + total*cpuPerBatch) / cores

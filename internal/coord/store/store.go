@@ -97,6 +97,9 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 type Counters struct {
 	Batches, Errors int64
 	DurationMs      float64
+	// Waiting: a caller waited for the worker's limiter since the last
+	// heartbeat (it wants more than its share).
+	Waiting bool
 }
 
 // Lease is a worker's allocation as the leader published it.
@@ -116,10 +119,10 @@ func (s *Store) Beat(ctx context.Context, id string, c Counters) (Lease, error) 
 	var l Lease
 	var remaining float64
 	err := s.db.QueryRow(ctx, `UPDATE throttled.workers
-		SET heartbeat_at = now(), batches = $2, errors = $3, duration_ms = $4
+		SET heartbeat_at = now(), batches = $2, errors = $3, duration_ms = $4, waiting = $5
 		WHERE id = $1
 		RETURNING alloc_rate, alloc_burst, alloc_inflight, CASE WHEN lease_until > now() THEN extract(epoch FROM lease_until - now())::float8 ELSE 0 END, state, code, reason, binding`,
-		id, c.Batches, c.Errors, c.DurationMs).
+		id, c.Batches, c.Errors, c.DurationMs, c.Waiting).
 		Scan(&l.Rate, &l.Burst, &l.MaxInFlight, &remaining, &l.State, &l.Code, &l.Reason, &l.Binding)
 	if err != nil {
 		return Lease{}, on(WorkersTable, err)
@@ -135,11 +138,14 @@ func (s *Store) Beat(ctx context.Context, id string, c Counters) (Lease, error) 
 type Live struct {
 	Worker
 	Batches, Errors, DurationMs float64
+	// Waiting: a caller waited for the worker's limiter since its
+	// previous heartbeat.
+	Waiting bool
 }
 
 // LiveWorkers lists the workers that heartbeat within the last within.
 func (s *Store) LiveWorkers(ctx context.Context, within time.Duration) ([]Live, error) {
-	rows, err := s.db.Query(ctx, `SELECT id, job, weight, min_rate, max_rate, tables, signals, batches, errors, duration_ms
+	rows, err := s.db.Query(ctx, `SELECT id, job, weight, min_rate, max_rate, tables, signals, batches, errors, duration_ms, waiting
 		FROM throttled.workers WHERE heartbeat_at > now() - make_interval(secs => $1)`, within.Seconds())
 	if err != nil {
 		return nil, on(WorkersTable, err)
@@ -147,7 +153,7 @@ func (s *Store) LiveWorkers(ctx context.Context, within time.Duration) ([]Live, 
 	live, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Live, error) {
 		var w Live
 		var b, e int64
-		err := r.Scan(&w.ID, &w.Job, &w.Weight, &w.MinRate, &w.MaxRate, &w.Tables, &w.Signals, &b, &e, &w.DurationMs)
+		err := r.Scan(&w.ID, &w.Job, &w.Weight, &w.MinRate, &w.MaxRate, &w.Tables, &w.Signals, &b, &e, &w.DurationMs, &w.Waiting)
 		w.Batches, w.Errors = float64(b), float64(e)
 		return w, err
 	})
