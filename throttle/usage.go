@@ -45,10 +45,13 @@ func (c *Controller) ReportMany(j Job, n, errs int, took time.Duration) {
 
 // Wanted records that a caller of job j waited for its limiter since the
 // last step (see [Limiter.Waited]): the job wants more than its rate. Such
-// a job is not idle, whatever its usage shows, and its whole rate counts as
-// used, so a budget its jobs cannot start a batch on (a share of a few
-// workers under a cut, each waiting minutes for its first token) grows
-// back instead of looking unused. Calls for unknown jobs are ignored.
+// a job is not idle, whatever its usage shows. While it has run too
+// little to show use (under two batches in the usage window) its whole
+// rate counts as used, so a budget its jobs cannot start a batch on (a
+// share of a few workers under a cut, each waiting minutes for its first
+// token) grows back instead of looking unused. A job that shows use is
+// measured as before: growth waits for its use to catch up. Calls for
+// unknown jobs are ignored.
 func (c *Controller) Wanted(j Job) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
