@@ -44,14 +44,15 @@ func (c *Controller) ReportMany(j Job, n, errs int, took time.Duration) {
 }
 
 // Wanted records that a caller of job j waited for its limiter since the
-// last step (see [Limiter.Waited]): the job wants more than its rate. Such
-// a job is not idle, whatever its usage shows. While it has run too
-// little to show use (under two batches in the usage window) its whole
-// rate counts as used, so a budget its jobs cannot start a batch on (a
-// share of a few workers under a cut, each waiting minutes for its first
-// token) grows back instead of looking unused. A job that shows use is
-// measured as before: growth waits for its use to catch up. Calls for
-// unknown jobs are ignored.
+// last step (see [Limiter.Waited]): the job wants more than its rate.
+// While it has run too little to show use (under two batches in the
+// usage window) such a job is starved, not idle, and its whole rate counts
+// as used, so a budget its jobs cannot start a batch on (a share of a few
+// workers under a cut, each waiting minutes for its first token) grows
+// back instead of being lent away or held as unused. A job that shows use
+// is measured as before: it is idle when it uses under half its rate, and
+// growth waits for its use to catch up. Calls for unknown jobs are
+// ignored.
 func (c *Controller) Wanted(j Job) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -73,8 +74,10 @@ func (c *Controller) updateUsage(now time.Time, dt time.Duration) (batches, errs
 		// job waiting for its next token is not idle.
 		s.wanted, s.waiting = s.waiting, false
 		switch {
-		case s.wanted:
-			s.idle = 0 // it waits for the limiter: it would use more
+		case s.wanted && s.usage*usageTau.Seconds() < 2:
+			// It waits for its limiter but has run too little to show
+			// use: starved, not idle.
+			s.idle = 0
 		case s.idle >= idleTicks:
 			// Idle, its share lent: it stays so until it uses what it
 			// still gets.
