@@ -12,27 +12,27 @@ import (
 )
 
 // Retryable reports whether err is worth another attempt of the same
-// batch: serialization failures (40001), deadlocks (40P01), lock timeouts
-// (55P03), statement timeouts (57014), too many connections (53300),
-// connection failures (class 08, and a server shutting down: 57P01-57P03)
-// and a lost connection. Constraint violations, syntax and permission
+// batch: every [Unreachable] error, and serialization failures (40001), deadlocks (40P01), lock timeouts
+// (55P03), statement timeouts (57014) and too many connections (53300).
+// Constraint violations, syntax and permission
 // errors, and data errors are not: retrying them only repeats them. A done
 // context is never retryable.
 func Retryable(err error) bool {
+	if Unreachable(err) {
+		return true
+	}
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case "40001", "40P01", "55P03", "57014", "53300", "57P01", "57P02", "57P03":
+		case "40001", "40P01", "55P03", "57014", "53300":
 			return true
 		}
-		return len(pgErr.Code) == 5 && pgErr.Code[:2] == "08"
+		return false
 	}
-	var netErr net.Error
-	return pgconn.SafeToRetry(err) || pgconn.Timeout(err) || errors.As(err, &netErr) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+	return pgconn.SafeToRetry(err) || pgconn.Timeout(err)
 }
 
 // Unreachable reports whether err says the database cannot be reached
@@ -53,9 +53,8 @@ func Unreachable(err error) bool {
 		}
 		return len(pgErr.Code) == 5 && pgErr.Code[:2] == "08"
 	}
-	var connErr *pgconn.ConnectError
 	var netErr net.Error
-	return errors.As(err, &connErr) || errors.As(err, &netErr) ||
+	return errors.As(err, &netErr) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 

@@ -287,11 +287,9 @@ func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (li
 func (c *Controller) utilization() float64 {
 	var used float64
 	for _, s := range c.jobs {
-		if s.wanted && s.usage*usageTau.Seconds() < 2 {
-			// It waits for its limiter but has not run enough to show
-			// use (its workers' shares too small to start a batch soon):
-			// it would use all it gets. A job that shows use is measured,
-			// so growth still waits for use to catch up with it.
+		if s.starved() {
+			// It would use all it gets. A job that shows use is
+			// measured, so growth still waits for use to catch up.
 			used += max(s.usage, s.rate)
 			continue
 		}

@@ -77,6 +77,11 @@ type Controller struct {
 	prev         Decision
 }
 
+// starved reports whether the job waited for its limiter at the last step
+// but has run too little to show use (under two batches in the usage
+// window): it is not idle, and its whole rate counts as used.
+func (s *jobState) starved() bool { return s.wanted && s.usage*usageTau.Seconds() < 2 }
+
 type jobState struct {
 	cfg      JobConfig
 	batches  int // since the last step

@@ -74,9 +74,7 @@ func (c *Controller) updateUsage(now time.Time, dt time.Duration) (batches, errs
 		// job waiting for its next token is not idle.
 		s.wanted, s.waiting = s.waiting, false
 		switch {
-		case s.wanted && s.usage*usageTau.Seconds() < 2:
-			// It waits for its limiter but has run too little to show
-			// use: starved, not idle.
+		case s.starved():
 			s.idle = 0
 		case s.idle >= idleTicks:
 			// Idle, its share lent: it stays so until it uses what it

@@ -141,23 +141,23 @@ func (w *worker) lease(a throttle.Allocation, remaining time.Duration, st thrott
 	w.expiry = time.AfterFunc(remaining, func() { w.lapse("allocation lease expired: no leader renewed it") })
 	st.Job, st.Rate = w.st.Job, a.Rate
 	w.st = st
-	switch {
-	case !w.granted && a.Rate > 0 && (st.State == throttle.JobRunning || st.Code == throttle.CodeScaled || st.Code == throttle.CodeExempt):
+	if !w.granted && a.Rate > 0 && st.State != throttle.JobPaused {
 		// A new worker's bucket starts empty, so its first batch would
 		// wait 1/rate: minutes at a small share. Its first allocation
-		// takes effect as of one token ago, so the first batch starts at
-		// once and the rate paces the ones after it.
+		// takes effect as of one token ago when it runs, so the first
+		// batch starts at once and the rate paces the ones after it.
+		// Throttled, its first token falls due at a random point of its
+		// first interval instead: many new workers sharing a small rate
+		// then start their batches spread at the job's rate from the
+		// first second, where empty buckets would all wait n/rate before
+		// any batch showed use.
+		ago := 1.0
+		if st.State != throttle.JobRunning && st.Code != throttle.CodeScaled && st.Code != throttle.CodeExempt {
+			ago = mrand.Float64()
+		}
 		w.granted = true
-		w.l.ApplyAt(time.Now().Add(-time.Duration(float64(time.Second)/a.Rate)), a)
-	case !w.granted && a.Rate > 0 && st.State != throttle.JobPaused:
-		// Throttled: no batch at once, but the first token falls due at
-		// a random point of its first interval, not at its end. Many new
-		// workers sharing a small rate then start their batches spread
-		// at the job's rate from the first second, where empty buckets
-		// would all wait n/rate before any batch showed use.
-		w.granted = true
-		w.l.ApplyAt(time.Now().Add(-time.Duration(mrand.Float64()*float64(time.Second)/a.Rate)), a)
-	default:
+		w.l.ApplyAt(time.Now().Add(-time.Duration(ago*float64(time.Second)/a.Rate)), a)
+	} else {
 		w.l.Apply(a)
 	}
 	if st.State == throttle.JobPaused {
