@@ -152,8 +152,11 @@ type Config struct {
 	// retry budget: it says nothing about the batch, and a job that gave up within the seconds a
 	// failover takes would have to be restarted by hand after every one.
 	// The attempts meanwhile back off as any retry does and wait for the
-	// pacer, which pauses while the primary cannot be sampled. Defaults
-	// to 2m.
+	// pacer, which pauses while the primary cannot be sampled. A pacer
+	// that holds the job does not hide an outage: a wait longer than
+	// MaxOutage/4 (at least 1s, at most 30s) probes the database with a
+	// transaction begun and rolled back, and an outage the probes see
+	// ends the job too. Defaults to 2m.
 	MaxOutage time.Duration
 	// Checkpoint persists the job's position, batches and rows in
 	// throttled.checkpoints in the same transaction as each batch, so a
@@ -311,7 +314,7 @@ func (j *Job) Run(ctx context.Context) error {
 	attempt := 1
 	var outage outageStreak
 	for {
-		done, err := j.wait(ctx)
+		done, err := j.waitOutage(ctx, &outage)
 		if err != nil {
 			return j.finish(err)
 		}
@@ -354,7 +357,7 @@ func (j *Job) Run(ctx context.Context) error {
 			// attempt like any other.
 			n, since := outage.failed(time.Now())
 			if since > j.cfg.MaxOutage {
-				return j.finish(fmt.Errorf("jobs: job %q: database unreachable for %s (MaxOutage %s): %w", j.cfg.Name, since.Round(time.Second), j.cfg.MaxOutage, err))
+				return j.finish(j.outageError(since, err))
 			}
 			pause := backoff(n, j.cfg.RetryBackoff, j.cfg.MaxRetryBackoff, j.rnd)
 			j.log.Warn("database unreachable; retrying", "error", err, "for", since.Round(time.Millisecond), "backoff", pause)
@@ -381,6 +384,77 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// outageError ends a job whose database stayed unreachable too long.
+func (j *Job) outageError(since time.Duration, err error) error {
+	return fmt.Errorf("jobs: job %q: database unreachable for %s (MaxOutage %s): %w", j.cfg.Name, since.Round(time.Second), j.cfg.MaxOutage, err)
+}
+
+// waitOutage is wait, with an eye on the job's database. The pacer may
+// hold the job while that database is unreachable (a coordinated pacer
+// keeps its leases there, loses them with it and fails closed), and a
+// job held forever would never learn that MaxOutage has passed. So a
+// wait that lasts longer than probeEvery, or past the end of an open
+// outage's MaxOutage, is interrupted by a probe: a database that answers
+// ends the outage, and the wait goes on for as long as the pacer holds
+// (a pause is not an outage); one that does not opens or extends the
+// outage, which ends the job once it has lasted MaxOutage.
+func (j *Job) waitOutage(ctx context.Context, outage *outageStreak) (func(int64, time.Duration, error, Progress), error) {
+	every := min(max(j.cfg.MaxOutage/4, time.Second), 30*time.Second)
+	for {
+		deadline := time.Now().Add(every)
+		if outage.n > 0 {
+			deadline = earliest(deadline, outage.first.Add(j.cfg.MaxOutage))
+		}
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		done, err := j.wait(wctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || wctx.Err() == nil {
+			return done, err
+		}
+		down, err := j.probe(ctx)
+		if !down {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			*outage = outageStreak{}
+			continue
+		}
+		_, since := outage.failed(time.Now())
+		if since >= j.cfg.MaxOutage {
+			return nil, j.outageError(since, err)
+		}
+		j.log.Warn("database unreachable while the job waits; probing again", "error", err, "for", since.Round(time.Millisecond))
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// probe begins and rolls back a transaction, bounded by probeWait: the
+// cheapest question whether the job's database answers. down is true,
+// with the reason, when it cannot be reached or does not answer in time;
+// any other error is an answer.
+func (j *Job) probe(ctx context.Context) (down bool, err error) {
+	pctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	tx, err := j.db.Begin(pctx)
+	if err == nil {
+		rollback(pctx, tx)
+		return false, nil
+	}
+	if ctx.Err() == nil && pctx.Err() != nil {
+		return true, fmt.Errorf("no answer within %s: %w", probeWait, err)
+	}
+	return Unreachable(err), err
+}
+
+// probeWait bounds a probe of the job's database.
+const probeWait = 10 * time.Second
 
 // wait takes a token, through WaitProgress when the pacer has it.
 func (j *Job) wait(ctx context.Context) (func(int64, time.Duration, error, Progress), error) {

@@ -40,6 +40,8 @@ type execOptions struct {
 	startTimeout       time.Duration
 	maxRate, initRate  float64
 	quiet              time.Duration
+	maxAttempts        int
+	maxOutage          time.Duration
 	dryRun, noCheck    bool
 	solo               bool
 	allowSuperuser     bool
@@ -74,6 +76,8 @@ func (o *execOptions) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.maxRate, "max-rate", 10, "most batches per second, however healthy the primary")
 	fs.Float64Var(&o.initRate, "initial-rate", 0, "batches per second to start at (default a tenth of --max-rate)")
 	fs.DurationVar(&o.quiet, "quiet-period", 30*time.Second, "how long load must stay low before a critical pause ends")
+	fs.IntVar(&o.maxAttempts, "max-attempts", 5, "tries of one batch before the job fails (a non-retryable error fails it at once)")
+	fs.DurationVar(&o.maxOutage, "max-outage", 2*time.Minute, "how long to ride out a database that cannot be reached (a failover, a restart) before failing; it spends no attempts")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "EXPLAIN the first batch and change nothing")
 	fs.BoolVar(&o.noCheck, "no-checkpoint", false, "do not record progress in throttled.checkpoints")
 	fs.BoolVar(&o.solo, "solo", false, "decide in this process alone instead of following the cluster's elected leader")
@@ -191,6 +195,12 @@ func (o *execOptions) check(fs *pflag.FlagSet, getenv func(string) string) error
 	if !(o.initRate > 0) || o.initRate > o.maxRate {
 		errs = append(errs, fmt.Errorf("--initial-rate must be positive and at most --max-rate %v, got %v", o.maxRate, o.initRate))
 	}
+	if o.maxAttempts < 1 {
+		errs = append(errs, fmt.Errorf("--max-attempts must be at least 1, got %d", o.maxAttempts))
+	}
+	if o.maxOutage <= 0 {
+		errs = append(errs, fmt.Errorf("--max-outage must be positive, got %s", o.maxOutage))
+	}
 	if o.quiet <= 0 {
 		errs = append(errs, fmt.Errorf("--quiet-period must be positive, got %s", o.quiet))
 	}
@@ -226,7 +236,7 @@ func runExec(ctx context.Context, o execOptions, out, errOut io.Writer) int {
 	cfg := jobs.Config{
 		Name: o.job, InitialBatchSize: o.batch, MinBatchSize: o.minBatch, MaxBatchSize: o.maxBatch,
 		TargetBatchDuration: o.target, StatementTimeout: o.timeout, Checkpoint: !o.noCheck, MaxRate: o.maxRate,
-		Tables: o.tables,
+		Tables: o.tables, MaxAttempts: o.maxAttempts, MaxOutage: o.maxOutage,
 	}
 	if _, err := jobs.New(cfg, nil, noPacer{}, nil); err != nil {
 		return fail(errOut, "exec", usageError(err))

@@ -7,14 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/internal/chaos"
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/pgtest"
 )
@@ -82,6 +87,8 @@ func TestParseExecFlags(t *testing.T) {
 		{append(base, "--max-rate", "0"), "--max-rate must be a positive number"},
 		{append(base, "--initial-rate", "50"), "--initial-rate must be positive and at most --max-rate 10, got 50"},
 		{append(base, "--quiet-period", "0s"), "--quiet-period must be positive"},
+		{append(base, "--max-attempts", "0"), "--max-attempts must be at least 1"},
+		{append(base, "--max-outage", "-1s"), "--max-outage must be positive"},
 		{append(base, "--cores", "-3"), "--cores must be a positive number of CPU cores, got -3"},
 	} {
 		if _, err := parseExecFlags(tc.args, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -160,6 +167,64 @@ func TestExecStopsOnANonRetryableError(t *testing.T) {
 	code := run(context.Background(), args, &out, &errOut)
 	if code != exitError || !strings.Contains(errOut.String(), "not retryable") || !strings.Contains(errOut.String(), "no_such_table") {
 		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+}
+
+// TestExecMaxOutage: a job database that goes away mid-run is ridden
+// out for --max-outage, not failed at the first refused connection, and
+// then fails the run with the reason.
+func TestExecMaxOutage(t *testing.T) {
+	c := pgtest.Cluster(t)
+	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	oldNew(t, admin, "exec_outage", 60_000)
+	proxy, err := chaos.NewProxy(net.JoinHostPort("127.0.0.1", strconv.Itoa(c.Primary.Port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	jobDSN, err := url.Parse(c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobDSN.Host = proxy.Addr()
+	args := []string{"exec", "--primary-dsn", c.Primary.DSN(pgcluster.RoleMonitor), "--job-dsn", jobDSN.String(),
+		"--cores", "2", "--job", "exec-outage", "--sql", fmt.Sprintf(deleteOld, "exec_outage"),
+		"--initial-rate", "5", "--max-rate", "5", "--batch-size", "500", "--max-batch-size", "500", "--max-outage", "1500ms"}
+	type result struct {
+		code       int
+		errOut     string
+		outageTook time.Duration
+	}
+	done := make(chan result, 1)
+	var outageStart atomic.Int64
+	go func() {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), args, &out, &errOut)
+		done <- result{code, errOut.String(), time.Since(time.Unix(0, outageStart.Load()))}
+	}()
+	pgtest.Eventually(t, 30*time.Second, func() error {
+		if _, b, err := checkpoint(admin, "exec-outage"); err != nil || b < 3 {
+			return fmt.Errorf("%d batches committed, %v", b, err)
+		}
+		return nil
+	})
+	// The job's database goes away: open sessions are cut and every new
+	// connection is refused.
+	outageStart.Store(time.Now().UnixNano())
+	proxy.Close()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("exec still running a minute into an outage it was told to ride out for 1.5s")
+	}
+	if r.code != exitError || !strings.Contains(r.errOut, "database unreachable for") || !strings.Contains(r.errOut, "MaxOutage 1.5s") {
+		t.Fatalf("exit %d after %s of outage: %s", r.code, r.outageTook, r.errOut)
+	}
+	// It rode the outage out before failing, instead of failing at the
+	// first refused connection.
+	if r.outageTook < 1500*time.Millisecond {
+		t.Fatalf("failed %s into the outage, before --max-outage: %s", r.outageTook, r.errOut)
 	}
 }
 
