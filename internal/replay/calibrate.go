@@ -18,8 +18,9 @@ import (
 // One ramp's knee is not a measurement: on a 2-core machine, ramps a few
 // minutes apart found knees 1.5 and 2.2 times apart. So a coarse ramp
 // finds where the knee is, and fine ramps measure it until two agree
-// within CalAgree (or CalMaxRamps fine ramps ran, and Why says they
-// disagreed). The lowest fine reading is used.
+// within CalAgree; when CalMaxRamps fine ramps never do, calibration
+// fails rather than size an hour of runs on a moving host. The lowest
+// fine reading is used.
 type Calibration struct {
 	// Target is the mean raw primary_load aimed at.
 	Target float64
@@ -27,8 +28,6 @@ type Calibration struct {
 	Steps []CalibrationStep
 	// Readings are the run rates each ramp found, the coarse one first.
 	Readings []float64
-	// Agreed says whether two fine readings agreed within CalAgree.
-	Agreed bool
 	// Rate is the one chosen, transactions per second.
 	Rate float64
 	// Why says how the search ended.
@@ -120,7 +119,8 @@ func Calibrate(ctx context.Context, cfg Config, gen *generator) (*Calibration, e
 // The first ramp is coarse (calGrowth per step, from start). Then fine
 // ramps (calFineGrowth per step, from a coarse step below the lowest
 // knee so far) measure again until two of them agree within CalAgree, or
-// CalMaxRamps ran. The rate is the lowest fine reading.
+// CalMaxRamps ran, which is an error. The rate is the lowest fine
+// reading.
 func search(target, start float64, measure func(rate float64) (CalibrationStep, error), logf func(string, ...any)) (*Calibration, error) {
 	cal := &Calibration{Target: target}
 	var base time.Duration
@@ -205,14 +205,19 @@ func search(target, start float64, measure func(rate float64) (CalibrationStep, 
 		fine = append(fine, r)
 		for i, a := range fine[:len(fine)-1] {
 			if hi, lo := max(a, r), min(a, r); hi <= CalAgree*lo {
-				cal.Agreed = true
 				agreed = fmt.Sprintf("fine ramps %d and %d agreed within %.0f%% (%.0f and %.0f tx/s)", i+1, n, 100*(CalAgree-1), a, r)
 				break
 			}
 		}
 	}
 	if agreed == "" {
-		agreed = fmt.Sprintf("no two of %d fine ramps agreed within %.0f%%", len(fine), 100*(CalAgree-1))
+		// A knee that moves by more than CalAgree from ramp to ramp is the
+		// host's capacity moving while it was measured (a neighbour, a
+		// replica still replaying, the kernel writing back): an hour of
+		// runs sized on any one reading would measure that, not the
+		// policies.
+		return nil, fmt.Errorf("replay: calibration did not settle: no two of %d fine ramps agreed within %.0f%% (run rates %s tx/s; %s); run it again on a quieter machine, or give --rate",
+			len(fine), 100*(CalAgree-1), formatRates(fine), strings.Join(why, "; "))
 	}
 	// The lowest fine reading: the runs take an hour, and they will meet
 	// the machine's slowest moments too. Sized to a faster reading, a
@@ -221,4 +226,13 @@ func search(target, start float64, measure func(rate float64) (CalibrationStep, 
 	cal.Rate = slices.Min(fine)
 	cal.Why = fmt.Sprintf("%s. Then %s; the lowest fine reading is used", strings.Join(why, "; "), agreed)
 	return cal, nil
+}
+
+// formatRates lists rates as "1870, 2057".
+func formatRates(rates []float64) string {
+	parts := make([]string, len(rates))
+	for i, r := range rates {
+		parts[i] = fmt.Sprintf("%.0f", r)
+	}
+	return strings.Join(parts, ", ")
 }

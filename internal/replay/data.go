@@ -109,21 +109,29 @@ func restore(ctx context.Context, c *pgcluster.Cluster, pool *pgxpool.Pool, upTo
 			return fmt.Errorf("replay: restore: %.40s: %w", q, err)
 		}
 	}
-	if err := waitReplayed(ctx, c, pool); err != nil {
+	return settle(ctx, c, pool, 2*time.Minute)
+}
+
+// settle waits, for up to wait, until the replica has replayed the
+// primary's WAL as of now, and then has the kernel write its dirty pages
+// out: the work a load or a restore leaves behind, which would otherwise
+// land in whatever is measured next.
+func settle(ctx context.Context, c *pgcluster.Cluster, pool *pgxpool.Pool, wait time.Duration) error {
+	if err := waitReplayed(ctx, c, pool, wait); err != nil {
 		return err
 	}
 	syscall.Sync()
 	return nil
 }
 
-// waitReplayed polls until the replica has replayed the primary's WAL as
-// of now.
-func waitReplayed(ctx context.Context, c *pgcluster.Cluster, pool *pgxpool.Pool) error {
+// waitReplayed polls, for up to wait, until the replica has replayed the
+// primary's WAL as of now.
+func waitReplayed(ctx context.Context, c *pgcluster.Cluster, pool *pgxpool.Pool, wait time.Duration) error {
 	var lsn string
 	if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
 		return fmt.Errorf("replay: wal position: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	err := pgcluster.Poll(ctx, 100*time.Millisecond, func() (bool, error) {
 		var ok bool
@@ -132,7 +140,7 @@ func waitReplayed(ctx context.Context, c *pgcluster.Cluster, pool *pgxpool.Pool)
 		return ok, err
 	})
 	if err != nil {
-		return fmt.Errorf("replay: replica did not catch up: %w", err)
+		return fmt.Errorf("replay: replica did not replay up to %s within %s: %w", lsn, wait, err)
 	}
 	return nil
 }

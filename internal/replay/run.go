@@ -290,7 +290,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if _, err := schema.Migrate(ctx, admin); err != nil {
 		return nil, fmt.Errorf("replay: migrate: %w", err)
 	}
-	cfg.Log("tables ready in %s", time.Since(t0).Round(100*time.Millisecond))
+	// The load wrote gigabytes of WAL that the replica replays for a
+	// minute or more, and dirty pages the kernel writes back later:
+	// calibration measured the host busy with both, and read knees that
+	// fell from ramp to ramp.
+	if err := settle(ctx, c, admin, 15*time.Minute); err != nil {
+		return nil, err
+	}
+	cfg.Log("tables ready in %s (replica caught up, pages written)", time.Since(t0).Round(100*time.Millisecond))
 	fg, err := foregroundPool(ctx, c, cfg.Workers)
 	if err != nil {
 		return nil, err
