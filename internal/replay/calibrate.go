@@ -19,8 +19,8 @@ import (
 // minutes apart found knees 1.5 and 2.2 times apart. So a coarse ramp
 // finds where the knee is, and fine ramps measure it until two agree
 // within CalAgree; when CalMaxRamps fine ramps never do, calibration
-// fails rather than size an hour of runs on a moving host. The lowest
-// fine reading is used.
+// fails rather than size an hour of runs on a moving host. The lower of
+// the two that agreed is used.
 type Calibration struct {
 	// Target is the mean raw primary_load aimed at.
 	Target float64
@@ -119,8 +119,8 @@ func Calibrate(ctx context.Context, cfg Config, gen *generator) (*Calibration, e
 // The first ramp is coarse (calGrowth per step, from start). Then fine
 // ramps (calFineGrowth per step, from a coarse step below the lowest
 // knee so far) measure again until two of them agree within CalAgree, or
-// CalMaxRamps ran, which is an error. The rate is the lowest fine
-// reading.
+// CalMaxRamps ran, which is an error. The rate is the lower of the two
+// that agreed.
 func search(target, start float64, measure func(rate float64) (CalibrationStep, error), logf func(string, ...any)) (*Calibration, error) {
 	cal := &Calibration{Target: target}
 	var base time.Duration
@@ -193,6 +193,7 @@ func search(target, start float64, measure func(rate float64) (CalibrationStep, 
 	cal.Readings = []float64{first}
 	var fine []float64
 	var agreed string
+	var pair [2]float64
 	for n := 1; n <= CalMaxRamps && agreed == ""; n++ {
 		// Start a coarse step below the lowest knee so far: the knee is
 		// within a coarse step above the last rate that did not bend.
@@ -206,6 +207,7 @@ func search(target, start float64, measure func(rate float64) (CalibrationStep, 
 		for i, a := range fine[:len(fine)-1] {
 			if hi, lo := max(a, r), min(a, r); hi <= CalAgree*lo {
 				agreed = fmt.Sprintf("fine ramps %d and %d agreed within %.0f%% (%.0f and %.0f tx/s)", i+1, n, 100*(CalAgree-1), a, r)
+				pair = [2]float64{a, r}
 				break
 			}
 		}
@@ -219,12 +221,13 @@ func search(target, start float64, measure func(rate float64) (CalibrationStep, 
 		return nil, fmt.Errorf("replay: calibration did not settle: no two of %d fine ramps agreed within %.0f%% (run rates %s tx/s; %s); run it again on a quieter machine, or give --rate",
 			len(fine), 100*(CalAgree-1), formatRates(fine), strings.Join(why, "; "))
 	}
-	// The lowest fine reading: the runs take an hour, and they will meet
-	// the machine's slowest moments too. Sized to a faster reading, a
-	// doubling surge met the knee whenever the host was slow, and
-	// foreground alone's p99 said which runs it had happened in.
-	cal.Rate = slices.Min(fine)
-	cal.Why = fmt.Sprintf("%s. Then %s; the lowest fine reading is used", strings.Join(why, "; "), agreed)
+	// The lower of the two: the runs take an hour, and they will meet the
+	// machine's slower moments too. Sized to a faster reading, a doubling
+	// surge met the knee whenever the host was slow, and foreground
+	// alone's p99 said which runs it had happened in. A reading that
+	// agreed with none is a moment, not the machine, and is not used.
+	cal.Rate = min(pair[0], pair[1])
+	cal.Why = fmt.Sprintf("%s. Then %s; the lower is used", strings.Join(why, "; "), agreed)
 	return cal, nil
 }
 

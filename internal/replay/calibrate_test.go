@@ -93,6 +93,22 @@ func TestCalibrationThatNeverAgreesIsAnError(t *testing.T) {
 	}
 }
 
+func TestCalibrationIgnoresAReadingThatAgreedWithNone(t *testing.T) {
+	// The first fine ramp meets a slow moment (a knee of 1,500); the next
+	// two find 4,000 again.
+	m := &machine{knees: []float64{4000, 1500, 4000, 4000}}
+	cal, err := search(0.5, 50, m.measure, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cal.Readings) != 4 {
+		t.Fatalf("readings %v; want the coarse ramp and three fine ones", cal.Readings)
+	}
+	if want := KneeShare * 4000; cal.Rate > want || cal.Rate < want/calFineGrowth {
+		t.Errorf("rate %.0f; want the lower of the two that agreed, a quarter of 4,000 within a fine step (readings %v)", cal.Rate, cal.Readings)
+	}
+}
+
 func TestCalibrationToALoadTarget(t *testing.T) {
 	// A big machine: the load reaches 0.5 at 10,000 tx/s, long before
 	// the knee.
