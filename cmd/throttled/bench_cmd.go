@@ -106,6 +106,7 @@ func (f *replayFlags) register(fs *pflag.FlagSet, o *replayOptions) {
 	fs.DurationVar(&o.cfg.Warmup, "warmup", 0, "foreground alone before each run, the policy's sampler up (default 5s)")
 	fs.Float64Var(&o.cfg.Rate, "rate", 0, "foreground arrival rate, transactions/s (default: calibrated on this machine)")
 	fs.Int64Var(&o.cfg.Rows, "rows", 0, "rows of the cleaned table, half old (default 24000000; 6000000 with --short)")
+	fs.DurationVar(&o.cfg.BatchTarget, "batch-target", replay.DefaultBatchTarget, "the cleanup's target batch duration under every policy (shorter: smaller batches, more of them)")
 	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the foreground arrivals")
 	fs.IntVar(&o.cfg.Cores, "cores", runtime.NumCPU(), "the primary's cores (it runs on this machine)")
 	fs.StringVar(&o.outDir, "out", "out/replay", "directory for the tables, results.json and one PNG per run")
@@ -195,6 +196,9 @@ func (f *replayFlags) check(o *replayOptions) error {
 	}
 	if o.cfg.Rate < 0 {
 		return usageError(fmt.Errorf("--rate must be positive, got %v", o.cfg.Rate))
+	}
+	if o.cfg.BatchTarget <= 0 {
+		return usageError(fmt.Errorf("--batch-target must be positive, got %s", o.cfg.BatchTarget))
 	}
 	if t := o.cfg.ForegroundTarget; t != 0 {
 		if err := throttle.CheckForegroundTarget(t); err != nil {

@@ -49,6 +49,7 @@ func TestParseReplayFlags(t *testing.T) {
 		{[]string{"--run", "1s"}, "--run must be at least 5s"},
 		{[]string{"--cores", "0"}, "--cores must be positive"},
 		{[]string{"--rate", "-3"}, "--rate must be positive"},
+		{[]string{"--batch-target", "0s"}, "--batch-target must be positive"},
 		{[]string{"--repeat", "-1"}, "--repeat must be at least 1"},
 		{[]string{"--warmup", "-1s"}, "--warmup must not be negative"},
 		{[]string{"--foreground-target", "1"}, "--foreground-target is a multiple of the baseline latency above 1"},

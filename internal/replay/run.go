@@ -98,6 +98,9 @@ type Config struct {
 	// old rows of a 12,000,000-row table within a 35 s run (171,000 rows/s
 	// beside a light foreground); no policy should run out.
 	Rows int64
+	// BatchTarget is the cleanup job's TargetBatchDuration under every
+	// policy. Defaults to 250ms.
+	BatchTarget time.Duration
 	// Scale is the foreground's pgbench scale (branches; 100,000 accounts
 	// each). Defaults to Cores.
 	Scale int
@@ -475,9 +478,12 @@ const jobName = "replay_cleanup"
 
 // jobConfig is the cleanup job's configuration, the same under every
 // policy.
-func jobConfig(rows int64) jobs.Config {
-	return jobs.Config{Name: jobName, InitialBatchSize: 500, MaxBatchSize: 5000, TargetBatchDuration: 250 * time.Millisecond, Total: rows / 2}
+func jobConfig(rows int64, target time.Duration) jobs.Config {
+	return jobs.Config{Name: jobName, InitialBatchSize: 500, MaxBatchSize: 5000, TargetBatchDuration: cmp.Or(target, DefaultBatchTarget), Total: rows / 2}
 }
+
+// DefaultBatchTarget is Config.BatchTarget's default.
+const DefaultBatchTarget = 250 * time.Millisecond
 
 // runOne runs sc under pol once, from the current table state.
 func runOne(ctx context.Context, cfg Config, e *env, rate float64, sc Scenario, pol policy) (Result, error) {
@@ -597,7 +603,7 @@ func newJob(ctx context.Context, cfg Config, pol policy, upTo *int64) (*jobs.Job
 		}
 		return r, err
 	}
-	jcfg := jobConfig(cfg.Rows)
+	jcfg := jobConfig(cfg.Rows, cfg.BatchTarget)
 	if pol.kind == PolicyAdaptive || pol.kind == PolicyAdaptiveLoad {
 		opts := throttled.Options{
 			PrimaryDSN:          c.Primary.DSN(pgcluster.RoleMonitor),
