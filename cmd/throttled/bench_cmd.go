@@ -107,6 +107,7 @@ func (f *replayFlags) register(fs *pflag.FlagSet, o *replayOptions) {
 	fs.Float64Var(&o.cfg.Rate, "rate", 0, "foreground arrival rate, transactions/s (default: calibrated on this machine)")
 	fs.Int64Var(&o.cfg.Rows, "rows", 0, "rows of the cleaned table, half old (default 24000000; 6000000 with --short)")
 	fs.DurationVar(&o.cfg.BatchTarget, "batch-target", replay.DefaultBatchTarget, "the cleanup's target batch duration under every policy (shorter: smaller batches, more of them)")
+	fs.IntVar(&o.cfg.MaxBatch, "max-batch-size", replay.DefaultMaxBatch, "the cleanup's largest batch, in keys (about half are old rows), under every policy")
 	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the foreground arrivals")
 	fs.IntVar(&o.cfg.Cores, "cores", runtime.NumCPU(), "the primary's cores (it runs on this machine)")
 	fs.StringVar(&o.outDir, "out", "out/replay", "directory for the tables, results.json and one PNG per run")
@@ -196,6 +197,9 @@ func (f *replayFlags) check(o *replayOptions) error {
 	}
 	if o.cfg.Rate < 0 {
 		return usageError(fmt.Errorf("--rate must be positive, got %v", o.cfg.Rate))
+	}
+	if o.cfg.MaxBatch < 1 {
+		return usageError(fmt.Errorf("--max-batch-size must be at least 1, got %d", o.cfg.MaxBatch))
 	}
 	if o.cfg.BatchTarget <= 0 {
 		return usageError(fmt.Errorf("--batch-target must be positive, got %s", o.cfg.BatchTarget))

@@ -50,6 +50,7 @@ func TestParseReplayFlags(t *testing.T) {
 		{[]string{"--cores", "0"}, "--cores must be positive"},
 		{[]string{"--rate", "-3"}, "--rate must be positive"},
 		{[]string{"--batch-target", "0s"}, "--batch-target must be positive"},
+		{[]string{"--max-batch-size", "0"}, "--max-batch-size must be at least 1"},
 		{[]string{"--repeat", "-1"}, "--repeat must be at least 1"},
 		{[]string{"--warmup", "-1s"}, "--warmup must not be negative"},
 		{[]string{"--foreground-target", "1"}, "--foreground-target is a multiple of the baseline latency above 1"},

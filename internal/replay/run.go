@@ -101,6 +101,9 @@ type Config struct {
 	// BatchTarget is the cleanup job's TargetBatchDuration under every
 	// policy. Defaults to 250ms.
 	BatchTarget time.Duration
+	// MaxBatch is the cleanup job's MaxBatchSize (keys per batch; about
+	// half are old rows) under every policy. Defaults to 5000.
+	MaxBatch int
 	// Scale is the foreground's pgbench scale (branches; 100,000 accounts
 	// each). Defaults to Cores.
 	Scale int
@@ -478,9 +481,13 @@ const jobName = "replay_cleanup"
 
 // jobConfig is the cleanup job's configuration, the same under every
 // policy.
-func jobConfig(rows int64, target time.Duration) jobs.Config {
-	return jobs.Config{Name: jobName, InitialBatchSize: 500, MaxBatchSize: 5000, TargetBatchDuration: cmp.Or(target, DefaultBatchTarget), Total: rows / 2}
+func jobConfig(rows int64, target time.Duration, maxBatch int) jobs.Config {
+	maxBatch = cmp.Or(maxBatch, DefaultMaxBatch)
+	return jobs.Config{Name: jobName, InitialBatchSize: min(500, maxBatch), MaxBatchSize: maxBatch, TargetBatchDuration: cmp.Or(target, DefaultBatchTarget), Total: rows / 2}
 }
+
+// DefaultMaxBatch is Config.MaxBatch's default.
+const DefaultMaxBatch = 5000
 
 // DefaultBatchTarget is Config.BatchTarget's default.
 const DefaultBatchTarget = 250 * time.Millisecond
@@ -603,7 +610,7 @@ func newJob(ctx context.Context, cfg Config, pol policy, upTo *int64) (*jobs.Job
 		}
 		return r, err
 	}
-	jcfg := jobConfig(cfg.Rows, cfg.BatchTarget)
+	jcfg := jobConfig(cfg.Rows, cfg.BatchTarget, cfg.MaxBatch)
 	if pol.kind == PolicyAdaptive || pol.kind == PolicyAdaptiveLoad {
 		opts := throttled.Options{
 			PrimaryDSN:          c.Primary.DSN(pgcluster.RoleMonitor),
