@@ -394,19 +394,20 @@ func (j *Job) outageError(since time.Duration, err error) error {
 // hold the job while that database is unreachable (a coordinated pacer
 // keeps its leases there, loses them with it and fails closed), and a
 // job held forever would never learn that MaxOutage has passed. So a
-// wait that lasts longer than probeEvery, or past the end of an open
-// outage's MaxOutage, is interrupted by a probe: a database that answers
-// ends the outage, and the wait goes on for as long as the pacer holds
-// (a pause is not an outage); one that does not opens or extends the
-// outage, which ends the job once it has lasted MaxOutage.
+// wait that lasts longer than a quarter of MaxOutage (1-30s), or past
+// the end of an open outage's MaxOutage, is interrupted by a probe: a
+// database that answers ends the outage, and the wait goes on for as
+// long as the pacer holds (a pause is not an outage); one that does not
+// opens or extends the outage, which ends the job once it has lasted
+// MaxOutage.
 func (j *Job) waitOutage(ctx context.Context, outage *outageStreak) (func(int64, time.Duration, error, Progress), error) {
 	every := min(max(j.cfg.MaxOutage/4, time.Second), 30*time.Second)
 	for {
-		deadline := time.Now().Add(every)
+		d := every
 		if outage.n > 0 {
-			deadline = earliest(deadline, outage.first.Add(j.cfg.MaxOutage))
+			d = min(d, time.Until(outage.first.Add(j.cfg.MaxOutage)))
 		}
-		wctx, cancel := context.WithDeadline(ctx, deadline)
+		wctx, cancel := context.WithTimeout(ctx, d)
 		done, err := j.wait(wctx)
 		cancel()
 		if err == nil || ctx.Err() != nil || wctx.Err() == nil {
@@ -426,13 +427,6 @@ func (j *Job) waitOutage(ctx context.Context, outage *outageStreak) (func(int64,
 		}
 		j.log.Warn("database unreachable while the job waits; probing again", "error", err, "for", since.Round(time.Millisecond))
 	}
-}
-
-func earliest(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }
 
 // probe begins and rolls back a transaction, bounded by probeWait: the

@@ -218,8 +218,8 @@ func search(target, start float64, measure func(rate float64) (CalibrationStep, 
 		// replica still replaying, the kernel writing back): an hour of
 		// runs sized on any one reading would measure that, not the
 		// policies.
-		return nil, fmt.Errorf("replay: calibration did not settle: no two of %d fine ramps agreed within %.0f%% (run rates %s tx/s; %s); run it again on a quieter machine, or give --rate",
-			len(fine), 100*(CalAgree-1), formatRates(fine), strings.Join(why, "; "))
+		return nil, fmt.Errorf("replay: calibration did not settle: no two of %d fine ramps agreed within %.0f%% (run rates %.0f tx/s; %s); run it again on a quieter machine, or give --rate",
+			len(fine), 100*(CalAgree-1), fine, strings.Join(why, "; "))
 	}
 	// The lower of the two: the runs take an hour, and they will meet the
 	// machine's slower moments too. Sized to a faster reading, a doubling
@@ -229,13 +229,4 @@ func search(target, start float64, measure func(rate float64) (CalibrationStep, 
 	cal.Rate = min(pair[0], pair[1])
 	cal.Why = fmt.Sprintf("%s. Then %s; the lower is used", strings.Join(why, "; "), agreed)
 	return cal, nil
-}
-
-// formatRates lists rates as "1870, 2057".
-func formatRates(rates []float64) string {
-	parts := make([]string, len(rates))
-	for i, r := range rates {
-		parts[i] = fmt.Sprintf("%.0f", r)
-	}
-	return strings.Join(parts, ", ")
 }
