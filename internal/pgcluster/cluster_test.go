@@ -75,3 +75,63 @@ func TestStartStopLeavesNothingBehind(t *testing.T) {
 		}
 	}
 }
+
+// TestCPULoadDoesNotPinTheHorizon checks that CPU load sessions take CPU
+// without holding the xmin horizon: transactions committed while they spin
+// leave the horizon behind them. One statement spinning for the whole load
+// pinned it, so the foreground's updates walked ever longer version chains
+// and its cost grew over a replay's run.
+func TestCPULoadDoesNotPinTheHorizon(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	load, err := c.CPULoad(ctx, 2, time.Minute, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer load.Stop()
+	conn, err := c.Primary.Connect(ctx, pgcluster.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var first int64
+	if err := conn.QueryRow(ctx, "SELECT pg_current_xact_id()::text::bigint").Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	// Poll until no load session's snapshot is older than first: with
+	// short statements that happens within one slice.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var oldest *int64
+		err := conn.QueryRow(ctx, `SELECT min(backend_xmin::text::bigint) FROM pg_stat_activity WHERE application_name = $1`,
+			pgcluster.CPUAppName).Scan(&oldest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if oldest == nil || *oldest > first {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a CPU load session still holds xmin %d, older than transaction %d committed since", *oldest, first)
+		}
+		if _, err := conn.Exec(ctx, "SELECT pg_current_xact_id()"); err != nil { // one more transaction to see past
+			t.Fatal(err)
+		}
+	}
+	var active int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'`,
+		pgcluster.CPUAppName).Scan(&active); err != nil {
+		t.Fatal(err)
+	}
+	if active == 0 {
+		t.Fatal("no CPU load session active")
+	}
+	if err := load.Stop(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -101,21 +101,24 @@ func (s *Sessions) run(ctx context.Context, conn *pgx.Conn, query string) {
 // caller gives another.
 const CPUAppName = "fault_cpu"
 
-// CPULoad starts n sessions on the primary, each spinning in a PL/pgSQL
-// busy loop (on CPU, no wait event) for d, as the plain role with the
+// CPULoad starts n sessions on the primary, each spinning in PL/pgSQL
+// busy loops (on CPU, no wait event) for d, as the plain role with the
 // given application_name (CPUAppName when empty). It returns once all n
 // are active. Stop ends them early.
+//
+// Each session spins in statements of at most cpuSpinSlice, one after
+// another, so that none holds a snapshot for long: one statement spinning
+// for d would pin the xmin horizon, and the foreground's updates would then
+// walk ever longer version chains. That is a different fault (a held
+// horizon), and it grows the foreground's cost over the run instead of
+// taking a fixed share of the CPU.
 func (c *Cluster) CPULoad(ctx context.Context, n int, d time.Duration, appName string) (*Sessions, error) {
 	if appName == "" {
 		appName = CPUAppName
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s := &Sessions{cancel: cancel}
-	spin := fmt.Sprintf(`DO $$
-DECLARE stop_at timestamptz := clock_timestamp() + interval '%d milliseconds';
-BEGIN
-  WHILE clock_timestamp() < stop_at LOOP END LOOP;
-END $$`, d.Milliseconds())
+	end := time.Now().Add(d)
 	for range n {
 		conn, err := c.Primary.connectAs(ctx, RolePlain, appName)
 		if err != nil {
@@ -123,13 +126,40 @@ END $$`, d.Milliseconds())
 			return nil, fmt.Errorf("pgcluster: cpu load session: %w", err)
 		}
 		s.add(conn)
-		s.run(runCtx, conn, spin)
+		s.wg.Go(func() {
+			for {
+				left := time.Until(end)
+				if left <= 0 || runCtx.Err() != nil {
+					return
+				}
+				if _, err := conn.Exec(runCtx, spinSQL(min(left, cpuSpinSlice))); err != nil {
+					if runCtx.Err() == nil {
+						s.mu.Lock()
+						s.errs = append(s.errs, err)
+						s.mu.Unlock()
+					}
+					return
+				}
+			}
+		})
 	}
 	if err := c.waitActivity(ctx, n, "application_name = $1 AND state = 'active' AND wait_event IS NULL", appName); err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("pgcluster: cpu load did not start: %w", err)
 	}
 	return s, nil
+}
+
+// cpuSpinSlice is the longest statement a CPULoad session runs.
+const cpuSpinSlice = 200 * time.Millisecond
+
+// spinSQL is one statement that spins on CPU for d.
+func spinSQL(d time.Duration) string {
+	return fmt.Sprintf(`DO $$
+DECLARE stop_at timestamptz := clock_timestamp() + interval '%d microseconds';
+BEGIN
+  WHILE clock_timestamp() < stop_at LOOP END LOOP;
+END $$`, max(1, d.Microseconds()))
 }
 
 // LockWaits opens one session holding an ACCESS EXCLUSIVE lock on a table
