@@ -18,13 +18,7 @@ import (
 // as root, SCRAM passwords required, and after Stop no directory and no
 // process left.
 func TestStartStopLeavesNothingBehind(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
+	ctx, c := startPair(t)
 	for _, s := range []*pgcluster.Server{c.Primary, c.Replica} {
 		if s.Port == 5432 || s.Port == 0 {
 			t.Errorf("%s on port %d", s.Name, s.Port)
@@ -82,13 +76,7 @@ func TestStartStopLeavesNothingBehind(t *testing.T) {
 // pinned it, so the foreground's updates walked ever longer version chains
 // and its cost grew over a replay's run.
 func TestCPULoadDoesNotPinTheHorizon(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
+	ctx, c := startPair(t)
 	load, err := c.CPULoad(ctx, 2, time.Minute, "")
 	if err != nil {
 		t.Fatal(err)

@@ -89,12 +89,18 @@ func (s *Sessions) run(ctx context.Context, conn *pgx.Conn, query string) {
 	go func() {
 		defer s.wg.Done()
 		_, err := conn.Exec(ctx, query)
-		if err != nil && ctx.Err() == nil {
-			s.mu.Lock()
-			s.errs = append(s.errs, err)
-			s.mu.Unlock()
-		}
+		s.record(ctx, err)
 	}()
+}
+
+// record keeps err for Stop unless it is nil or ctx has ended (Stop
+// cancels the sessions' statements).
+func (s *Sessions) record(ctx context.Context, err error) {
+	if err != nil && ctx.Err() == nil {
+		s.mu.Lock()
+		s.errs = append(s.errs, err)
+		s.mu.Unlock()
+	}
 }
 
 // CPUAppName is the application_name of CPULoad sessions unless the
@@ -133,11 +139,7 @@ func (c *Cluster) CPULoad(ctx context.Context, n int, d time.Duration, appName s
 					return
 				}
 				if _, err := conn.Exec(runCtx, spinSQL(min(left, cpuSpinSlice))); err != nil {
-					if runCtx.Err() == nil {
-						s.mu.Lock()
-						s.errs = append(s.errs, err)
-						s.mu.Unlock()
-					}
+					s.record(runCtx, err)
 					return
 				}
 			}

@@ -21,13 +21,7 @@ import (
 // after Stop the port is closed, the directory gone, and the primary has
 // ended the backends of its server connections.
 func TestPgBouncerStartsInFrontOfThePrimaryAndStops(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
+	ctx, c := startPair(t)
 	b, err := c.StartPgBouncer(ctx, pgcluster.PgBouncerOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -127,13 +121,7 @@ func hasPool(pools []map[string]any, db, user string) bool {
 // soon as it exits, with its log, rather than waiting out the start
 // timeout or hanging.
 func TestPgBouncerThatCannotStartFailsBounded(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
+	ctx, c := startPair(t)
 	start := time.Now()
 	b, err := c.StartPgBouncer(ctx, pgcluster.PgBouncerOptions{
 		Config:       []string{"pool_mode = no_such_mode"},
