@@ -109,6 +109,8 @@ func (f *replayFlags) register(fs *pflag.FlagSet, o *replayOptions) {
 	fs.DurationVar(&o.cfg.BatchTarget, "batch-target", replay.DefaultBatchTarget, "the cleanup's target batch duration under every policy (shorter: smaller batches, more of them)")
 	fs.IntVar(&o.cfg.MaxBatch, "max-batch-size", replay.DefaultMaxBatch, "the cleanup's largest batch, in keys (about half are old rows), under every policy")
 	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the foreground arrivals")
+	fs.Float64Var(&o.cfg.MaxSteal, "max-steal", replay.DefaultMaxSteal, "run a run again when the hypervisor took more than this share of the CPU time the machine wanted (steal, /proc/stat); -1 keeps every run")
+	fs.IntVar(&o.cfg.Reruns, "reruns", replay.DefaultReruns, "how many times one run disturbed by steal is run again before it is kept and marked; -1 for none")
 	fs.IntVar(&o.cfg.Cores, "cores", runtime.NumCPU(), "the primary's cores (it runs on this machine)")
 	fs.StringVar(&o.outDir, "out", "out/replay", "directory for the tables, results.json and one PNG per run")
 	fs.StringVar(&o.doc, "doc", "", "rewrite the replay section of this markdown file (between "+replay.BeginMarker+" and "+replay.EndMarker+")")
@@ -203,6 +205,12 @@ func (f *replayFlags) check(o *replayOptions) error {
 	}
 	if o.cfg.BatchTarget <= 0 {
 		return usageError(fmt.Errorf("--batch-target must be positive, got %s", o.cfg.BatchTarget))
+	}
+	if s := o.cfg.MaxSteal; !(s < 0 || (s > 0 && s < 1)) {
+		return usageError(fmt.Errorf("--max-steal is a share of the CPU time between 0 and 1, such as 0.03, or -1 to keep every run; got %v", s))
+	}
+	if o.cfg.Reruns == 0 {
+		o.cfg.Reruns = -1 // none; the Config's 0 is its default
 	}
 	if t := o.cfg.ForegroundTarget; t != 0 {
 		if err := throttle.CheckForegroundTarget(t); err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,10 @@ func TestParseReplayFlags(t *testing.T) {
 	if err != nil || o.cfg.ForegroundTarget != 1.15 {
 		t.Errorf("--foreground-target 1.15: %v, %v", o.cfg.ForegroundTarget, err)
 	}
+	o, err = parseReplayFlags([]string{"--max-steal", "-1", "--reruns", "0"}, io.Discard)
+	if err != nil || o.cfg.MaxSteal != -1 || o.cfg.Reruns >= 0 {
+		t.Errorf("--max-steal -1 --reruns 0: max steal %v, reruns %d (want none: negative), %v", o.cfg.MaxSteal, o.cfg.Reruns, err)
+	}
 	o, err = parseReplayFlags(nil, io.Discard)
 	if err != nil || o.cfg.Scenarios != nil || o.cfg.Policies != nil {
 		t.Errorf("defaults: %v, %v, %v (want every scenario and policy: nil lists)", o.cfg.Scenarios, o.cfg.Policies, err)
@@ -55,6 +60,9 @@ func TestParseReplayFlags(t *testing.T) {
 		{[]string{"--warmup", "-1s"}, "--warmup must not be negative"},
 		{[]string{"--foreground-target", "1"}, "--foreground-target is a multiple of the baseline latency above 1"},
 		{[]string{"--foreground-target", "NaN"}, "--foreground-target is a multiple"},
+		{[]string{"--max-steal", "0"}, "--max-steal is a share of the CPU time between 0 and 1"},
+		{[]string{"--max-steal", "3"}, "--max-steal is a share"},
+		{[]string{"--max-steal", "NaN"}, "--max-steal is a share"},
 	} {
 		if _, err := parseReplayFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)
@@ -88,6 +96,9 @@ func TestBenchReplay(t *testing.T) {
 	var order []string
 	for _, r := range rep.Results {
 		order = append(order, fmt.Sprintf("%s/%d", r.Policy, r.Rep))
+		if runtime.GOOS == "linux" && (r.Steal < 0 || r.Steal > 1) {
+			t.Errorf("%s: steal share %v, want one in [0, 1] (this is Linux)", r.Policy, r.Steal)
+		}
 		if r.Samples < 20 || r.Unreadable == r.Samples {
 			t.Errorf("%s: %d samples, %d unreadable: the independent sampler saw nothing", r.Policy, r.Samples, r.Unreadable)
 		}

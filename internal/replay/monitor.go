@@ -22,6 +22,7 @@ type series struct {
 	unreadable int     // primary_load samples that failed or were stale
 	latency    []*Histogram
 	done       []int
+	steal      float64 // the window's steal share (Result.Steal)
 }
 
 // sampleEvery is how often the independent sampler's snapshot is read;
@@ -59,11 +60,12 @@ func (m *monitor) close() {
 
 // watch reads the sampler every sampleEvery from start to end, and the
 // job's rows every second.
-func (m *monitor) watch(ctx context.Context, start, end time.Time, job *jobs.Job) series {
-	var s series
+func (m *monitor) watch(ctx context.Context, start, end time.Time, job *jobs.Job) (s series) {
 	if !sleepUntil(ctx, start) {
 		return s
 	}
+	host := startSteal()
+	defer func() { s.steal = host.share() }()
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
 	var lastRows int64

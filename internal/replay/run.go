@@ -126,6 +126,15 @@ type Config struct {
 	ForegroundTarget float64
 	// Seed seeds the arrivals. Defaults to 1.
 	Seed uint64
+	// MaxSteal is the largest share of the CPU time the machine's
+	// processes wanted during a run's window that the hypervisor may give
+	// to other guests (steal) before the run is discarded and run again.
+	// Defaults to DefaultMaxSteal; negative keeps every run.
+	MaxSteal float64
+	// Reruns bounds how many times one run is run again for steal; the
+	// last is kept, marked Disturbed. Defaults to DefaultReruns; negative
+	// means none.
+	Reruns int
 	// OutDir, when set, receives one PNG per run.
 	OutDir string
 	// Log, when set, receives one line per step.
@@ -150,6 +159,8 @@ func (c *Config) fill() {
 	c.ReadOnly = cmp.Or(c.ReadOnly, 0.5)
 	c.Workers = cmp.Or(c.Workers, min(24, max(8, 4*c.Cores)))
 	c.Seed = cmp.Or(c.Seed, 1)
+	c.MaxSteal = cmp.Or(c.MaxSteal, DefaultMaxSteal)
+	c.Reruns = cmp.Or(c.Reruns, DefaultReruns)
 	if c.Log == nil {
 		c.Log = func(string, ...any) {}
 	}
@@ -214,10 +225,16 @@ type Report struct {
 	Rate             float64
 	Calibration      *Calibration `json:",omitempty"`
 	Scenarios        []Scenario   `json:"-"`
-	// Results are every run, in the order they ran; Summaries each
+	// Results are every run kept, in the order they ran; Summaries each
 	// policy's medians over the repetitions, the tables' rows.
 	Results   []Result
 	Summaries []Summary
+	// MaxSteal is the steal share over which a run was run again, at
+	// most Reruns times; Discarded are the runs it discarded, in the
+	// order they ran.
+	MaxSteal  float64
+	Reruns    int
+	Discarded []Result `json:",omitempty"`
 }
 
 // Result is one run: one scenario under one policy.
@@ -254,6 +271,12 @@ type Result struct {
 	Plot string `json:",omitempty"`
 	// Errors the events met, if any.
 	EventErrors string `json:",omitempty"`
+	// Steal is the share of the CPU time the machine's processes wanted
+	// in the run's window that the hypervisor gave to other guests; -1
+	// where /proc/stat cannot be read. Disturbed marks a run kept with a
+	// steal over Config.MaxSteal because its re-runs were used up.
+	Steal     float64
+	Disturbed bool `json:",omitempty"`
 
 	series series
 	upTo   int64 // the largest key the job's windows reached
@@ -278,7 +301,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer admin.Close()
 	rep := &Report{Cores: cfg.Cores, RunLength: cfg.RunLength, Warmup: cfg.Warmup, Repeat: cfg.Repeat,
-		ForegroundTarget: cmp.Or(cfg.ForegroundTarget, throttle.DefaultForegroundLatencyRule.Target)}
+		ForegroundTarget: cmp.Or(cfg.ForegroundTarget, throttle.DefaultForegroundLatencyRule.Target), MaxSteal: cfg.MaxSteal, Reruns: cfg.Reruns}
 	if rep.PostgreSQL, err = serverVersion(ctx, admin); err != nil {
 		return nil, err
 	}
@@ -328,15 +351,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if err := ctx.Err(); err != nil {
 				return Result{}, err
 			}
-			if err := restore(ctx, c, admin, upTo); err != nil {
+			r, err := undisturbed(cfg.MaxSteal, cfg.Reruns, func() (Result, error) {
+				if err := restore(ctx, c, admin, upTo); err != nil {
+					return Result{}, err
+				}
+				r, err := runOne(ctx, cfg, e, rep.Rate, sc, pol)
+				if err != nil {
+					return Result{}, fmt.Errorf("replay: %s / %s: %w", sc.Name, pol.label(), err)
+				}
+				r.Rep, upTo = n, r.upTo
+				cfg.Log("%-16s %-14s %d/%d  tps %6.1f  p99 %7.1f ms  above target %4.1f s  rows %8d  steal %s %%", sc.Name, r.Policy, n, cfg.Repeat, r.TPS, ms(r.P99), r.AboveTarget, r.Rows, stealText(r.Steal))
+				return r, nil
+			}, func(r Result) {
+				cfg.Log("%-16s %-14s %d/%d  discarded: the hypervisor took %s %% of the CPU time (over %s %%); running it again", sc.Name, r.Policy, n, cfg.Repeat, stealText(r.Steal), stealText(cfg.MaxSteal))
+				rep.Discarded = append(rep.Discarded, r)
+			})
+			if err != nil {
 				return Result{}, err
 			}
-			r, err := runOne(ctx, cfg, e, rep.Rate, sc, pol)
-			if err != nil {
-				return Result{}, fmt.Errorf("replay: %s / %s: %w", sc.Name, pol.label(), err)
-			}
-			r.Rep, upTo = n, r.upTo
-			cfg.Log("%-16s %-14s %d/%d  tps %6.1f  p99 %7.1f ms  above target %4.1f s  rows %8d", sc.Name, r.Policy, n, cfg.Repeat, r.TPS, ms(r.P99), r.AboveTarget, r.Rows)
 			rep.Results = append(rep.Results, r)
 			return r, nil
 		}
@@ -563,6 +595,7 @@ func runOne(ctx context.Context, cfg Config, e *env, rate float64, sc Scenario, 
 	rec.mu.Unlock()
 	res.TPS = float64(res.Completed) / secs
 	res.AboveTarget, res.AboveCritical, res.Samples, res.Unreadable, res.MaxLag = mon.summary(res.series)
+	res.Steal = res.series.steal
 	if job != nil {
 		st := job.Status()
 		res.Rows, res.Batches, res.Retries = st.Rows, st.Batches, st.Retries

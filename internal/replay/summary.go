@@ -36,6 +36,11 @@ type Summary struct {
 	Failed int64
 	// Finished says a run cleaned every old row before it ended.
 	Finished bool
+	// StealMax is the largest steal share of the runs (Result.Steal; -1
+	// when unknown); Disturbed counts the runs kept with a steal over
+	// Config.MaxSteal.
+	StealMax  float64
+	Disturbed int
 	// Oracle marks the hindsight oracle among the fixed rates.
 	Oracle bool
 	// Plot is the PNG of the run whose p99 is the median's.
@@ -109,7 +114,7 @@ func summarize(results []Result) []Summary {
 // summary takes the medians of the runs at idx.
 func summary(results []Result, idx []int) Summary {
 	first := results[idx[0]]
-	s := Summary{FixedRate: first.FixedRate, Runs: len(idx), P99Min: first.P99, P99Max: first.P99}
+	s := Summary{FixedRate: first.FixedRate, Runs: len(idx), P99Min: first.P99, P99Max: first.P99, StealMax: first.Steal}
 	var tps, target, critical, perSec []float64
 	var p50, p99, p999 []time.Duration
 	var rows []int64
@@ -121,6 +126,10 @@ func summary(results []Result, idx []int) Summary {
 		s.MaxLag = max(s.MaxLag, r.MaxLag)
 		s.Failed += r.Failed
 		s.Finished = s.Finished || r.Finished
+		s.StealMax = max(s.StealMax, r.Steal)
+		if r.Disturbed {
+			s.Disturbed++
+		}
 		if r.EventErrors != "" && s.EventErrors == "" {
 			s.EventErrors = r.EventErrors
 		}

@@ -1,0 +1,107 @@
+package replay
+
+import (
+	"fmt"
+
+	"github.com/prometheus/procfs"
+)
+
+// Steal time. On a virtual machine the hypervisor can give the guest's
+// CPUs to other guests while the guest's processes want them: /proc/stat
+// counts that time as steal. On this benchmark's 2-core VM it came in
+// bursts: one foreground-alone run with 21 % of the CPU time stolen read a
+// p99 of 14.1 ms, against 2.4-4.1 ms for the same scenario's runs at under
+// 1.1 %. Such a run measures the neighbours, not the policy, so Run
+// discards it and runs it again (Config.MaxSteal, Config.Reruns), and
+// every kept run reports its steal.
+
+// DefaultMaxSteal is the steal share over which a run is run again: 3 % of
+// the CPU time the machine's processes wanted. Undisturbed runs on the
+// benchmark's VM read 0-1.5 %.
+const DefaultMaxSteal = 0.03
+
+// DefaultReruns is how many times, by default, a run disturbed by steal
+// is run again before the last one is kept and marked.
+const DefaultReruns = 2
+
+// stealUnknown is Result.Steal where /proc/stat cannot be read (not
+// Linux): such a run is never discarded.
+const stealUnknown = -1
+
+// hostCPU reads the machine's CPU time counters.
+func hostCPU() (procfs.CPUStat, error) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return procfs.CPUStat{}, err
+	}
+	st, err := fs.Stat()
+	if err != nil {
+		return procfs.CPUStat{}, err
+	}
+	return st.CPUTotal, nil
+}
+
+// stealShare is the share of the CPU time the machine's processes wanted
+// between a and b that the hypervisor gave elsewhere: steal over busy plus
+// steal (guest time is already counted in user). 0 when nothing was
+// wanted.
+func stealShare(a, b procfs.CPUStat) float64 {
+	busy := func(c procfs.CPUStat) float64 {
+		return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
+	}
+	wanted := busy(b) - busy(a)
+	if wanted <= 0 {
+		return 0
+	}
+	return max(0, b.Steal-a.Steal) / wanted
+}
+
+// stealMeter measures the steal share over a run's window.
+type stealMeter struct {
+	at  procfs.CPUStat
+	err error
+}
+
+func startSteal() stealMeter {
+	at, err := hostCPU()
+	return stealMeter{at: at, err: err}
+}
+
+// share returns the steal share since the meter started, or stealUnknown.
+func (m stealMeter) share() float64 {
+	if m.err != nil {
+		return stealUnknown
+	}
+	now, err := hostCPU()
+	if err != nil {
+		return stealUnknown
+	}
+	return stealShare(m.at, now)
+}
+
+// undisturbed calls run until it returns a run whose steal is at most
+// maxSteal (a negative maxSteal keeps the first), at most reruns+1 times.
+// Each run it does not keep goes to discard; the last is kept whatever
+// its steal, marked Disturbed when over. An error ends it.
+func undisturbed(maxSteal float64, reruns int, run func() (Result, error), discard func(Result)) (Result, error) {
+	for try := 0; ; try++ {
+		r, err := run()
+		if err != nil {
+			return r, err
+		}
+		over := maxSteal >= 0 && r.Steal > maxSteal
+		if !over || try >= reruns {
+			r.Disturbed = over
+			return r, nil
+		}
+		discard(r)
+	}
+}
+
+// stealText formats a steal share for the tables.
+func stealText(s float64) string {
+	if s < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", 100*s)
+}
