@@ -40,6 +40,9 @@ type CalibrationStep struct {
 	Ramp            int
 	Rate, TPS, Load float64
 	P99             time.Duration
+	// Steal is the step's steal share (Result.Steal), after any
+	// re-measurement.
+	Steal float64
 }
 
 // Calibration limits: the first rate per core, the coarse and the fine
@@ -87,7 +90,7 @@ func Calibrate(ctx context.Context, cfg Config, gen *generator) (*Calibration, e
 	}
 	defer mon.close()
 	i := 0
-	measure := func(r float64) (CalibrationStep, error) {
+	once := func(r float64) (CalibrationStep, error) {
 		i++
 		start := time.Now().Add(200 * time.Millisecond)
 		rec := newRecorder(start)
@@ -99,11 +102,22 @@ func Calibrate(ctx context.Context, cfg Config, gen *generator) (*Calibration, e
 		for _, p := range s.raw {
 			sum += p.v
 		}
-		st := CalibrationStep{Rate: r, TPS: float64(rec.ok) / cfg.CalibrateStep.Seconds(), P99: rec.all.Quantile(0.99)}
+		st := CalibrationStep{Rate: r, TPS: float64(rec.ok) / cfg.CalibrateStep.Seconds(), P99: rec.all.Quantile(0.99), Steal: s.steal}
 		if len(s.raw) > 0 {
 			st.Load = sum / float64(len(s.raw))
 		}
 		return st, ctx.Err()
+	}
+	// A step the hypervisor took the CPUs from measured its neighbours:
+	// on this 2-core VM such steps read knees that fell and rose by half
+	// from ramp to ramp, and calibration failed. It is measured again,
+	// as a run is.
+	measure := func(r float64) (CalibrationStep, error) {
+		st, _, err := undisturbed(cfg.MaxSteal, cfg.Reruns, func(st CalibrationStep) float64 { return st.Steal }, func() (CalibrationStep, error) { return once(r) },
+			func(st CalibrationStep) {
+				cfg.Log("calibration: %.0f tx/s measured again: the hypervisor took %s %% of the CPU time (over %s %%)", r, stealText(st.Steal), stealText(cfg.MaxSteal))
+			})
+		return st, err
 	}
 	return search(cfg.CalibrateTarget, float64(calStartPerCore*cfg.Cores), measure, cfg.Log)
 }
@@ -139,7 +153,7 @@ func search(target, start float64, measure func(rate float64) (CalibrationStep, 
 			if n == 0 && len(cal.Steps) <= 3 {
 				base = baseP99(cal.Steps)
 			}
-			logf("calibration ramp %d: %6.0f tx/s offered, %6.0f done, load %.2f, p99 %.1f ms", n, st.Rate, st.TPS, st.Load, ms(st.P99))
+			logf("calibration ramp %d: %6.0f tx/s offered, %6.0f done, load %.2f, p99 %.1f ms, steal %s %%", n, st.Rate, st.TPS, st.Load, ms(st.P99), stealText(st.Steal))
 			return st, nil
 		}
 		bent := func(st CalibrationStep) bool {

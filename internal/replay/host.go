@@ -79,22 +79,22 @@ func (m stealMeter) share() float64 {
 	return stealShare(m.at, now)
 }
 
-// undisturbed calls run until it returns a run whose steal is at most
-// maxSteal (a negative maxSteal keeps the first), at most reruns+1 times.
-// Each run it does not keep goes to discard; the last is kept whatever
-// its steal, marked Disturbed when over. An error ends it.
-func undisturbed(maxSteal float64, reruns int, run func() (Result, error), discard func(Result)) (Result, error) {
+// undisturbed calls run until it returns a value whose steal share is
+// at most maxSteal (a negative maxSteal keeps the first), at most
+// reruns+1 times. Each value it does not keep goes to discard; the last
+// is kept whatever its steal, and disturbed says it was over. An error
+// ends it.
+func undisturbed[T any](maxSteal float64, reruns int, steal func(T) float64, run func() (T, error), discard func(T)) (v T, disturbed bool, err error) {
 	for try := 0; ; try++ {
-		r, err := run()
+		v, err := run()
 		if err != nil {
-			return r, err
+			return v, false, err
 		}
-		over := maxSteal >= 0 && r.Steal > maxSteal
+		over := maxSteal >= 0 && steal(v) > maxSteal
 		if !over || try >= reruns {
-			r.Disturbed = over
-			return r, nil
+			return v, over, nil
 		}
-		discard(r)
+		discard(v)
 	}
 }
 

@@ -71,21 +71,21 @@ func TestUndisturbedRunsAgainWhileStolen(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n := 0
 			var discarded []Result
-			r, err := undisturbed(tc.max, tc.reruns, func() (Result, error) {
+			r, disturbed, err := undisturbed(tc.max, tc.reruns, func(r Result) float64 { return r.Steal }, func() (Result, error) {
 				n++
 				return Result{Steal: tc.steals[n-1]}, nil
 			}, func(r Result) { discarded = append(discarded, r) })
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Steal != tc.kept || len(discarded) != tc.discarded || r.Disturbed != tc.disturbed {
-				t.Errorf("kept steal %v (disturbed %v) after discarding %d; want %v (%v) after %d", r.Steal, r.Disturbed, len(discarded), tc.kept, tc.disturbed, tc.discarded)
+			if r.Steal != tc.kept || len(discarded) != tc.discarded || disturbed != tc.disturbed {
+				t.Errorf("kept steal %v (disturbed %v) after discarding %d; want %v (%v) after %d", r.Steal, disturbed, len(discarded), tc.kept, tc.disturbed, tc.discarded)
 			}
 		})
 	}
 	t.Run("an error ends it", func(t *testing.T) {
 		n := 0
-		_, err := undisturbed(0.03, 2, func() (Result, error) {
+		_, _, err := undisturbed(0.03, 2, func(r Result) float64 { return r.Steal }, func() (Result, error) {
 			n++
 			return Result{}, errors.New("restore failed")
 		}, func(Result) { t.Error("a failed run was discarded") })
@@ -110,6 +110,18 @@ func TestTablesNameTheRunsDiscardedForSteal(t *testing.T) {
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("section lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestCalibrationTableShowsSteal(t *testing.T) {
+	rep := &Report{Calibration: &Calibration{Target: 0.5, Rate: 100, Why: "w",
+		Steps: []CalibrationStep{{Ramp: 0, Rate: 50, TPS: 50, Load: 0.1, P99: time.Millisecond, Steal: 0.025}, {Ramp: 1, Rate: 75, TPS: 75, Load: 0.2, P99: time.Millisecond, Steal: stealUnknown}}}}
+	var b strings.Builder
+	rep.WriteCalibration(&b)
+	for _, want := range []string{"| steal % |", "| 0 | 50 | 50 | 0.10 | 1.0 | 2.5 |", "| 1 | 75 | 75 | 0.20 | 1.0 | - |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("calibration table lacks %q:\n%s", want, b.String())
 		}
 	}
 }

@@ -200,10 +200,10 @@ func (rep *Report) WriteCalibration(w io.Writer) {
 	c := rep.Calibration
 	fmt.Fprintf(w, "Calibration (foreground alone, rising arrival rates, target mean raw primary_load %.2f): %s; **%.0f transactions/s**.\n\n",
 		c.Target, c.Why, c.Rate)
-	fmt.Fprintln(w, "| ramp | offered tx/s | done tx/s | mean raw load | p99 ms |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| ramp | offered tx/s | done tx/s | mean raw load | p99 ms | steal % |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|")
 	for _, s := range c.Steps {
-		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.2f | %.1f |\n", s.Ramp, s.Rate, s.TPS, s.Load, ms(s.P99))
+		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.2f | %.1f | %s |\n", s.Ramp, s.Rate, s.TPS, s.Load, ms(s.P99), stealText(s.Steal))
 	}
 	fmt.Fprintln(w)
 }

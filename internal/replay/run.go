@@ -351,7 +351,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if err := ctx.Err(); err != nil {
 				return Result{}, err
 			}
-			r, err := undisturbed(cfg.MaxSteal, cfg.Reruns, func() (Result, error) {
+			r, disturbed, err := undisturbed(cfg.MaxSteal, cfg.Reruns, func(r Result) float64 { return r.Steal }, func() (Result, error) {
 				if err := restore(ctx, c, admin, upTo); err != nil {
 					return Result{}, err
 				}
@@ -369,6 +369,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if err != nil {
 				return Result{}, err
 			}
+			r.Disturbed = disturbed
 			rep.Results = append(rep.Results, r)
 			return r, nil
 		}
