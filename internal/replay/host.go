@@ -9,15 +9,17 @@ import (
 // Steal time. On a virtual machine the hypervisor can give the guest's
 // CPUs to other guests while the guest's processes want them: /proc/stat
 // counts that time as steal. On this benchmark's 2-core VM it came in
-// bursts: one foreground-alone run with 21 % of the CPU time stolen read a
-// p99 of 14.1 ms, against 2.4-4.1 ms for the same scenario's runs at under
-// 1.1 %. Such a run measures the neighbours, not the policy, so Run
-// discards it and runs it again (Config.MaxSteal, Config.Reruns), and
-// every kept run reports its steal.
+// bursts: four runs of surge's foreground alone, minutes apart, read p99s
+// of 425, 39 and 53 ms at 42-47 % steal (stealShare) and 3.1 ms at 1.8 %.
+// Such a run measures the neighbours, not the policy, so Run discards it
+// and runs it again (Config.MaxSteal, Config.Reruns), and every kept run
+// reports its steal.
 
 // DefaultMaxSteal is the steal share over which a run is run again: 3 % of
-// the CPU time the machine's processes wanted. Undisturbed runs on the
-// benchmark's VM read 0-1.5 %.
+// the CPU time the machine's processes wanted. With it, the fixed rates
+// of surge whose runs stayed under it (0.2-0.7 %) read 0.94, 1.15 and
+// 1.52 times foreground alone's p99, in the order of their rates; without
+// it, one replay's sweep read 0.58, 2.62, 15.25 and 4.05 for rising rates.
 const DefaultMaxSteal = 0.03
 
 // DefaultReruns is how many times, by default, a run disturbed by steal
@@ -82,9 +84,9 @@ func (m stealMeter) share() float64 {
 // undisturbed calls run until it returns a value whose steal share is
 // at most maxSteal (a negative maxSteal keeps the first), at most
 // reruns+1 times. Each value it does not keep goes to discard; the last
-// is kept whatever its steal, and disturbed says it was over. An error
+// is kept whatever its steal, and the bool says it was over. An error
 // ends it.
-func undisturbed[T any](maxSteal float64, reruns int, steal func(T) float64, run func() (T, error), discard func(T)) (v T, disturbed bool, err error) {
+func undisturbed[T any](maxSteal float64, reruns int, steal func(T) float64, run func() (T, error), discard func(T)) (T, bool, error) {
 	for try := 0; ; try++ {
 		v, err := run()
 		if err != nil {
