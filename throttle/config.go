@@ -233,11 +233,16 @@ var defaultRules = map[signals.Name]Rule{
 
 // DefaultForegroundLatencyRule is the rule on foreground_latency that
 // throttled.Open adds where the canary can run and no rule names the
-// signal: keep a canary commit's latency within 1.3 times its job-free
+// signal: keep a canary commit's latency within 1.1 times its job-free
 // baseline, and stop work while it cannot be read. A rule, not a default
 // of Config: whether a canary runs is the sampler's to know, not the
 // controller's.
-var DefaultForegroundLatencyRule = Rule{Target: 1.3, Required: true}
+//
+// 1.1, not a looser ratio: the canary's mean commit latency stretches
+// less than the foreground's p99 does. On the replay (docs/BENCHMARKS.md)
+// a target of 1.3 let adaptive run surge's foreground p99 to 2.4 times
+// foreground alone's, 1.15 to 1.26 times, and 1.1 kept it within +10 %.
+var DefaultForegroundLatencyRule = Rule{Target: 1.1, Required: true}
 
 // CheckForegroundTarget checks a foreground_latency target given by a
 // person (a flag, an option): a multiple of the job-free latency, above

@@ -82,7 +82,7 @@ func (o *execOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.noCheck, "no-checkpoint", false, "do not record progress in throttled.checkpoints")
 	fs.BoolVar(&o.solo, "solo", false, "decide in this process alone instead of following the cluster's elected leader")
 	fs.BoolVar(&o.allowSuperuser, "allow-superuser", false, "allow sampling as a superuser (not recommended)")
-	fs.Float64Var(&o.foregroundLatency, "foreground-latency", 0, "keep a canary commit's latency under this multiple of its job-free baseline, such as 1.5; without it the default, 1.3, applies where the canary can run ('throttled migrate'), and with it a canary that cannot run stops the start")
+	fs.Float64Var(&o.foregroundLatency, "foreground-latency", 0, fmt.Sprintf("keep a canary commit's latency under this multiple of its job-free baseline, such as 1.5; without it the default, %g, applies where the canary can run ('throttled migrate'), and with it a canary that cannot run stops the start", throttle.DefaultForegroundLatencyRule.Target))
 	fs.BoolVar(&o.noLatency, "no-foreground-latency", false, "do not pace on foreground latency (no canary)")
 	fs.StringVar(&o.pgbouncerDSN, "pgbouncer-dsn", "", "PgBouncer's admin console (dbname=pgbouncer): connection headroom then counts its pools")
 	withEnv(fs, "pgbouncer-dsn", "THROTTLED_PGBOUNCER_DSN")

@@ -1,9 +1,12 @@
 package replay
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/throttled/throttled/throttle"
 )
 
 func TestReplaceSection(t *testing.T) {
@@ -147,8 +150,8 @@ func TestSectionSaysHowItRan(t *testing.T) {
 		rep  Report
 		want []string
 	}{
-		{Report{Repeat: 1}, []string{"Every scenario ran once (--repeat 1).", "adaptive is the product's defaults (the foreground-latency canary on, target 1.3)"}},
-		{Report{Repeat: 3, ForegroundTarget: 1.15}, []string{"repeated 3 times", "adaptive is the product's defaults but for its foreground-latency target, 1.15 (--foreground-target) instead of 1.3"}},
+		{Report{Repeat: 1}, []string{"Every scenario ran once (--repeat 1).", "adaptive is the product's defaults (the foreground-latency canary on, target " + fmt.Sprint(throttle.DefaultForegroundLatencyRule.Target) + ")"}},
+		{Report{Repeat: 3, ForegroundTarget: 1.15}, []string{"repeated 3 times", "adaptive is the product's defaults but for its foreground-latency target, 1.15 (--foreground-target) instead of " + fmt.Sprint(throttle.DefaultForegroundLatencyRule.Target)}},
 	} {
 		got := tc.rep.Section("throttled bench replay")
 		for _, w := range tc.want {
