@@ -107,6 +107,12 @@ func TestBenchReplay(t *testing.T) {
 		if r.Completed < 100 || r.Completed > 900 || r.P50 <= 0 || r.P99 < r.P50 || r.P999 < r.P99 {
 			t.Errorf("%s: %d transactions, p50 %s p99 %s p99.9 %s", r.Policy, r.Completed, r.P50, r.P99, r.P999)
 		}
+		// The worst second lies in the 8 s window, and its p99 is no
+		// more than the run's largest latency, which p99.9 is under
+		// 1,000 transactions.
+		if r.WorstSecond < 0 || r.WorstSecond > 8 || r.WorstSecondP99 <= 0 || r.WorstSecondP99 > r.P999 {
+			t.Errorf("%s: worst second %d at %s (p99.9 of the run %s)", r.Policy, r.WorstSecond, r.WorstSecondP99, r.P999)
+		}
 	}
 	// The second repetition runs in reverse.
 	if got := strings.Join(order, " "); got != "foreground/1 unthrottled/1 adaptive/1 adaptive/2 unthrottled/2 foreground/2" {

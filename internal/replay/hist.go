@@ -80,3 +80,18 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	}
 	return h.max
 }
+
+// worstSecond returns the index of the histogram, one per second, with
+// the largest p99, and that p99; -1 and 0 where none holds a value.
+func worstSecond(perSec []*Histogram) (int, time.Duration) {
+	at, worst := -1, time.Duration(0)
+	for i, h := range perSec {
+		if h.Count() == 0 {
+			continue
+		}
+		if q := h.Quantile(0.99); at < 0 || q > worst {
+			at, worst = i, q
+		}
+	}
+	return at, worst
+}

@@ -54,3 +54,30 @@ func TestHistogramEdges(t *testing.T) {
 		t.Errorf("merged count %d, want 3", h.Count())
 	}
 }
+
+func TestWorstSecondPlacesTheStall(t *testing.T) {
+	secs := make([]*Histogram, 5)
+	for i := range secs {
+		secs[i] = NewHistogram()
+	}
+	for i := range 200 {
+		for s := range secs {
+			secs[s].Record(time.Duration(2+i%3) * time.Millisecond)
+		}
+	}
+	// Second 3 holds a one-second stall: 5 of its 205 transactions
+	// waited behind it, enough to move its p99 and no other second's.
+	for range 5 {
+		secs[3].Record(time.Second)
+	}
+	if at, p99 := worstSecond(secs); at != 3 || p99 < 900*time.Millisecond {
+		t.Fatalf("worst second %d at %v; want second 3 at about 1 s", at, p99)
+	}
+	secs[3] = NewHistogram()
+	if at, p99 := worstSecond(secs); at == 3 || p99 > 5*time.Millisecond {
+		t.Fatalf("worst second %d at %v; want one of the even seconds, at most 5 ms, and never the empty one", at, p99)
+	}
+	if at, p99 := worstSecond(nil); at != -1 || p99 != 0 {
+		t.Fatalf("worst of none: %d, %v; want -1, 0", at, p99)
+	}
+}

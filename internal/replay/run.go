@@ -277,6 +277,12 @@ type Result struct {
 	// steal over Config.MaxSteal because its re-runs were used up.
 	Steal     float64
 	Disturbed bool `json:",omitempty"`
+	// WorstSecond is the second of the run, from its start, whose
+	// transactions had the largest p99, and WorstSecondP99 that p99: it
+	// places a stall that the run's p99 only shows happened. -1 without
+	// a completed transaction.
+	WorstSecond    int
+	WorstSecondP99 time.Duration
 
 	series series
 	upTo   int64 // the largest key the job's windows reached
@@ -360,7 +366,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					return Result{}, fmt.Errorf("replay: %s / %s: %w", sc.Name, pol.label(), err)
 				}
 				r.Rep, upTo = n, r.upTo
-				cfg.Log("%-16s %-14s %d/%d  tps %6.1f  p99 %7.1f ms  above target %4.1f s  rows %8d  steal %s %%", sc.Name, r.Policy, n, cfg.Repeat, r.TPS, ms(r.P99), r.AboveTarget, r.Rows, stealText(r.Steal))
+				cfg.Log("%-16s %-14s %d/%d  tps %6.1f  p99 %7.1f ms (worst second %ds: %.1f ms)  above target %4.1f s  rows %8d  steal %s %%", sc.Name, r.Policy, n, cfg.Repeat, r.TPS, ms(r.P99), r.WorstSecond, ms(r.WorstSecondP99), r.AboveTarget, r.Rows, stealText(r.Steal))
 				return r, nil
 			}, func(r Result) {
 				cfg.Log("%-16s %-14s %d/%d  discarded: the hypervisor took %s %% of the CPU time (over %s %%); running it again", sc.Name, r.Policy, n, cfg.Repeat, stealText(r.Steal), stealText(cfg.MaxSteal))
@@ -592,6 +598,7 @@ func runOne(ctx context.Context, cfg Config, e *env, rate float64, sc Scenario, 
 	res.Completed, res.Failed = rec.ok, rec.failed
 	res.P50, res.P99, res.P999 = rec.all.Quantile(0.5), rec.all.Quantile(0.99), rec.all.Quantile(0.999)
 	res.series.latency = rec.perSec
+	res.WorstSecond, res.WorstSecondP99 = worstSecond(rec.perSec)
 	res.series.done = rec.done
 	rec.mu.Unlock()
 	res.TPS = float64(res.Completed) / secs
