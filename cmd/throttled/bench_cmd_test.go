@@ -113,6 +113,9 @@ func TestBenchReplay(t *testing.T) {
 		if r.WorstSecond < 0 || r.WorstSecond > 8 || r.WorstSecondP99 <= 0 || r.WorstSecondP99 > r.P999 {
 			t.Errorf("%s: worst second %d at %s (p99.9 of the run %s)", r.Policy, r.WorstSecond, r.WorstSecondP99, r.P999)
 		}
+		if runtime.GOOS == "linux" && (r.WorstSecondSteal < 0 || r.WorstSecondSteal > 1) {
+			t.Errorf("%s: worst second's steal share %v, want one in [0, 1] (this is Linux)", r.Policy, r.WorstSecondSteal)
+		}
 	}
 	// The second repetition runs in reverse.
 	if got := strings.Join(order, " "); got != "foreground/1 unthrottled/1 adaptive/1 adaptive/2 unthrottled/2 foreground/2" {

@@ -107,3 +107,12 @@ func stealText(s float64) string {
 	}
 	return fmt.Sprintf("%.1f", 100*s)
 }
+
+// secondSteal returns the steal share of second i of a per-second
+// series, or stealUnknown where the series does not reach it.
+func secondSteal(perSec []float64, i int) float64 {
+	if i < 0 || i >= len(perSec) {
+		return stealUnknown
+	}
+	return perSec[i]
+}

@@ -125,3 +125,15 @@ func TestCalibrationTableShowsSteal(t *testing.T) {
 		}
 	}
 }
+
+func TestSecondStealReadsTheWorstSecond(t *testing.T) {
+	perSec := []float64{0.01, 0.02, 0.40, 0.0}
+	for _, tc := range []struct {
+		i    int
+		want float64
+	}{{2, 0.40}, {0, 0.01}, {4, stealUnknown}, {-1, stealUnknown}} {
+		if got := secondSteal(perSec, tc.i); got != tc.want {
+			t.Errorf("second %d: %v, want %v", tc.i, got, tc.want)
+		}
+	}
+}

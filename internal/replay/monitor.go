@@ -23,6 +23,10 @@ type series struct {
 	latency    []*Histogram
 	done       []int
 	steal      float64 // the window's steal share (Result.Steal)
+	// stealPerSec is the steal share of each second from the start
+	// (stealUnknown where /proc/stat could not be read): a burst the
+	// window's share averages away.
+	stealPerSec []float64
 }
 
 // sampleEvery is how often the independent sampler's snapshot is read;
@@ -64,8 +68,17 @@ func (m *monitor) watch(ctx context.Context, start, end time.Time, job *jobs.Job
 	if !sleepUntil(ctx, start) {
 		return s
 	}
-	host := startSteal()
-	defer func() { s.steal = host.share() }()
+	host, second := startSteal(), startSteal()
+	defer func() {
+		s.steal = host.share()
+		// The seconds the loop's end cut short read together.
+		if n := int(end.Sub(start).Round(time.Second) / time.Second); len(s.stealPerSec) < n {
+			v := second.share()
+			for len(s.stealPerSec) < n {
+				s.stealPerSec = append(s.stealPerSec, v)
+			}
+		}
+	}()
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
 	var lastRows int64
@@ -79,6 +92,15 @@ func (m *monitor) watch(ctx context.Context, start, end time.Time, job *jobs.Job
 				return s
 			}
 			at := now.Sub(start).Seconds()
+			// Entry i covers second i, to the sampler's tick; a late
+			// tick's reading stands for every second it spans.
+			if k := int(now.Sub(start) / time.Second); k > len(s.stealPerSec) {
+				v := second.share()
+				for len(s.stealPerSec) < k {
+					s.stealPerSec = append(s.stealPerSec, v)
+				}
+				second = startSteal()
+			}
 			snap := m.p.Snapshot()
 			if l, ok := snap.Get(signals.PrimaryLoad, nil); ok && l.Err == nil && !snap.Stale(l) {
 				s.load = append(s.load, point{at, l.Value})

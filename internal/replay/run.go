@@ -283,6 +283,10 @@ type Result struct {
 	// a completed transaction.
 	WorstSecond    int
 	WorstSecondP99 time.Duration
+	// WorstSecondSteal is the steal share in that second, -1 where it
+	// was not read: a short burst of steal that Steal, over the whole
+	// window, reads as a few percent.
+	WorstSecondSteal float64
 
 	series series
 	upTo   int64 // the largest key the job's windows reached
@@ -366,7 +370,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					return Result{}, fmt.Errorf("replay: %s / %s: %w", sc.Name, pol.label(), err)
 				}
 				r.Rep, upTo = n, r.upTo
-				cfg.Log("%-16s %-14s %d/%d  tps %6.1f  p99 %7.1f ms (worst second %ds: %.1f ms)  above target %4.1f s  rows %8d  steal %s %%", sc.Name, r.Policy, n, cfg.Repeat, r.TPS, ms(r.P99), r.WorstSecond, ms(r.WorstSecondP99), r.AboveTarget, r.Rows, stealText(r.Steal))
+				cfg.Log("%-16s %-14s %d/%d  tps %6.1f  p99 %7.1f ms (worst second %ds: %.1f ms, steal %s %%)  above target %4.1f s  rows %8d  steal %s %%", sc.Name, r.Policy, n, cfg.Repeat, r.TPS, ms(r.P99), r.WorstSecond, ms(r.WorstSecondP99), stealText(r.WorstSecondSteal), r.AboveTarget, r.Rows, stealText(r.Steal))
 				return r, nil
 			}, func(r Result) {
 				cfg.Log("%-16s %-14s %d/%d  discarded: the hypervisor took %s %% of the CPU time (over %s %%); running it again", sc.Name, r.Policy, n, cfg.Repeat, stealText(r.Steal), stealText(cfg.MaxSteal))
@@ -604,6 +608,7 @@ func runOne(ctx context.Context, cfg Config, e *env, rate float64, sc Scenario, 
 	res.TPS = float64(res.Completed) / secs
 	res.AboveTarget, res.AboveCritical, res.Samples, res.Unreadable, res.MaxLag = mon.summary(res.series)
 	res.Steal = res.series.steal
+	res.WorstSecondSteal = secondSteal(res.series.stealPerSec, res.WorstSecond)
 	if job != nil {
 		st := job.Status()
 		res.Rows, res.Batches, res.Retries = st.Rows, st.Batches, st.Retries
