@@ -69,15 +69,22 @@ func (m *monitor) watch(ctx context.Context, start, end time.Time, job *jobs.Job
 		return s
 	}
 	host, second := startSteal(), startSteal()
+	// stealTo fills s.stealPerSec to n seconds with the share since the
+	// last fill: entry i covers second i, to the sampler's tick, and a
+	// late tick's reading (or the end's) stands for every second it spans.
+	stealTo := func(n int) {
+		if len(s.stealPerSec) >= n {
+			return
+		}
+		v := second.share()
+		for len(s.stealPerSec) < n {
+			s.stealPerSec = append(s.stealPerSec, v)
+		}
+		second = startSteal()
+	}
 	defer func() {
 		s.steal = host.share()
-		// The seconds the loop's end cut short read together.
-		if n := int(end.Sub(start).Round(time.Second) / time.Second); len(s.stealPerSec) < n {
-			v := second.share()
-			for len(s.stealPerSec) < n {
-				s.stealPerSec = append(s.stealPerSec, v)
-			}
-		}
+		stealTo(int(end.Sub(start).Round(time.Second) / time.Second))
 	}()
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
@@ -92,15 +99,7 @@ func (m *monitor) watch(ctx context.Context, start, end time.Time, job *jobs.Job
 				return s
 			}
 			at := now.Sub(start).Seconds()
-			// Entry i covers second i, to the sampler's tick; a late
-			// tick's reading stands for every second it spans.
-			if k := int(now.Sub(start) / time.Second); k > len(s.stealPerSec) {
-				v := second.share()
-				for len(s.stealPerSec) < k {
-					s.stealPerSec = append(s.stealPerSec, v)
-				}
-				second = startSteal()
-			}
+			stealTo(int(now.Sub(start) / time.Second))
 			snap := m.p.Snapshot()
 			if l, ok := snap.Get(signals.PrimaryLoad, nil); ok && l.Err == nil && !snap.Stale(l) {
 				s.load = append(s.load, point{at, l.Value})
