@@ -73,10 +73,18 @@ const CanaryTable = "throttled.canary"
 // It returns how many job sessions were at work as it committed: a probe
 // that saw none teaches the baseline, so the baseline is the
 // foreground's own latency, whatever else slows it, and a rise over it is
-// the jobs'.
+// the jobs'. A job statement queued on a heavyweight lock is not at work:
+// it uses no CPU, writes no WAL and takes no buffer locks while it waits
+// (the queue it may hold others in is primary_lock_wait's to see), so a
+// probe that commits meanwhile measures the server without the job. Were
+// it counted, a job that waits on a lock for seconds at a time would make
+// those probes the busy ones: fast, they would pull the ratio under 1,
+// and the baseline would come only from the seconds between the waits,
+// when the job's batches run.
 const canarySQL = `UPDATE ` + CanaryTable + ` SET beats = beats + 1, beat_at = now()
 WHERE slot = (SELECT slot FROM ` + CanaryTable + ` ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED)
-RETURNING (SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND starts_with(application_name, '` + JobAppPrefix + `'))`
+RETURNING (SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND wait_event_type IS DISTINCT FROM 'Lock'
+	AND starts_with(application_name, '` + JobAppPrefix + `'))`
 
 // DefaultForegroundLatencyWindow is how long, by default, a baseline
 // measured earlier stands in while jobs are at work at nearly every

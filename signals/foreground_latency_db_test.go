@@ -317,3 +317,88 @@ func TestForegroundLatencyWithoutCanaryTableFailsAtStart(t *testing.T) {
 		}
 	}
 }
+
+// A job statement queued on a heavyweight lock is not at work: the probe
+// committed meanwhile does not count it. One running is.
+func TestCanaryDoesNotCountAJobWaitingOnALock(t *testing.T) {
+	c := pgtest.Cluster(t)
+	migrate(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mon := pgtest.Connect(t, c.Primary, pgcluster.RoleMonitor)
+	if _, err := mon.Exec(ctx, "SET synchronous_commit = on"); err != nil {
+		t.Fatal(err)
+	}
+	jobs := func() int64 {
+		t.Helper()
+		_, n, err := probe(ctx, mon)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := jobs(); n != 0 {
+		t.Fatalf("no job session: the probe counted %d at work", n)
+	}
+
+	holder := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, "LOCK TABLE throttled_fault_lock IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	// start runs q on a new session named as a job's until it returns.
+	start := func(name, q string) (wait func() error) {
+		cfg, err := pgx.ParseConfig(c.Primary.DSN(pgcluster.RoleAdmin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RuntimeParams["application_name"] = JobAppPrefix + name
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		done := make(chan error, 1)
+		go func() { _, err := conn.Exec(ctx, q); done <- err }()
+		pgtest.Eventually(t, 10*time.Second, func() error {
+			var state string
+			err := mon.QueryRow(ctx, `SELECT coalesce(state, '') || '/' || coalesce(wait_event_type, '') FROM pg_stat_activity
+				WHERE application_name = $1`, JobAppPrefix+name).Scan(&state)
+			if err == nil && !strings.HasPrefix(state, "active/") {
+				err = fmt.Errorf("job session %q is %q, not active yet", name, state)
+			}
+			return err
+		})
+		return func() error { return <-done }
+	}
+	waiting := start("cleanup", "DELETE FROM throttled_fault_lock")
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		var wait string
+		err := mon.QueryRow(ctx, `SELECT coalesce(wait_event_type, '') FROM pg_stat_activity
+			WHERE application_name = $1`, JobAppPrefix+"cleanup").Scan(&wait)
+		if err == nil && wait != "Lock" {
+			err = fmt.Errorf("job session waits on %q, not yet on the lock", wait)
+		}
+		return err
+	})
+	if n := jobs(); n != 0 {
+		t.Fatalf("a job session queued on a lock: the probe counted %d at work; want 0", n)
+	}
+
+	sleeping := start("backfill", "SELECT pg_sleep(30)")
+	if n := jobs(); n != 1 {
+		t.Fatalf("a job session running and one queued on a lock: the probe counted %d at work; want 1", n)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := waiting(); err != nil {
+		t.Fatalf("the queued job statement after the lock's release: %v", err)
+	}
+	cancel()
+	_ = sleeping()
+}
