@@ -47,8 +47,14 @@ the primary runs here, so THROTTLED_CORES (a production primary's) does not appl
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annotationEnv: "none"},
 		RunE: action(func(cmd *cobra.Command) int {
+			if err := checkFrom(cmd.Flags(), o); err != nil {
+				return fail(cmd.ErrOrStderr(), "bench replay", err)
+			}
 			if err := f.check(&o); err != nil {
 				return fail(cmd.ErrOrStderr(), "bench replay", err)
+			}
+			if o.from != "" {
+				return renderReplay(o, givenFlags(cmd.Flags()), cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			return runReplay(cmd.Context(), o, givenFlags(cmd.Flags()), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		}),
@@ -79,6 +85,8 @@ type replayOptions struct {
 	cfg    replay.Config
 	outDir string
 	doc    string
+	// from is a finished replay's results.json to render again.
+	from string
 }
 
 // Short runs: the two scenarios that tell the policies apart most, four
@@ -114,7 +122,11 @@ func (f *replayFlags) register(fs *pflag.FlagSet, o *replayOptions) {
 	fs.IntVar(&o.cfg.Cores, "cores", runtime.NumCPU(), "the primary's cores (it runs on this machine)")
 	fs.StringVar(&o.outDir, "out", "out/replay", "directory for the tables, results.json and one PNG per run")
 	fs.StringVar(&o.doc, "doc", "", "rewrite the replay section of this markdown file (between "+replay.BeginMarker+" and "+replay.EndMarker+")")
+	fs.StringVar(&o.from, "from", "", "run nothing: render the tables of a finished replay again from its results.json, with this build's rules (after a change to the report); only --out and --doc apply")
 }
+
+// fromFlags are the flags --from leaves meaning to: it runs nothing.
+var fromFlags = []string{"from", "out", "doc"}
 
 // parseReplayFlags parses the flags of `throttled bench replay` as the
 // command does.
@@ -126,7 +138,28 @@ func parseReplayFlags(args []string, errOut io.Writer) (replayOptions, error) {
 	if err := parseArgs(fs, args); err != nil {
 		return o, err
 	}
+	if err := checkFrom(fs, o); err != nil {
+		return o, err
+	}
 	return o, f.check(&o)
+}
+
+// checkFrom refuses, with --from, the flags that would shape a run: it
+// runs none, so they would be silently ignored.
+func checkFrom(fs *pflag.FlagSet, o replayOptions) error {
+	if o.from == "" {
+		return nil
+	}
+	var bad []string
+	fs.Visit(func(f *pflag.Flag) {
+		if !slices.Contains(fromFlags, f.Name) {
+			bad = append(bad, "--"+f.Name)
+		}
+	})
+	if len(bad) > 0 {
+		return usageError(fmt.Errorf("--from renders a finished replay again and runs nothing; %s would not apply (only --out and --doc do)", strings.Join(bad, ", ")))
+	}
+	return nil
 }
 
 // check validates the flags and fills o's lists from them.
@@ -248,31 +281,63 @@ func benchReplay(ctx context.Context, c *pgcluster.Cluster, o replayOptions, com
 	if err != nil {
 		return nil, err
 	}
-	section := rep.Section(command)
+	rep.Command = command
+	if err := writeReplay(rep, o, out); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "Done in %s.\n", time.Since(started).Round(time.Second))
+	return rep, nil
+}
+
+// renderReplay renders the tables of the replay whose results.json is
+// o.from again, and writes them as a run would.
+func renderReplay(o replayOptions, args []string, out, errOut io.Writer) int {
+	rep, err := replay.Load(o.from, strings.Join(append([]string{"throttled bench replay"}, args...), " "))
+	if err != nil {
+		return fail(errOut, "bench replay", err)
+	}
+	if !slices.Contains(args, "--out") {
+		// Beside the results it renders, not over another run's.
+		o.outDir = filepath.Dir(o.from)
+	}
+	if err := writeReplay(rep, o, out); err != nil {
+		return fail(errOut, "bench replay", err)
+	}
+	return exitOK
+}
+
+// writeReplay writes rep's section to out and to <outDir>/replay.md,
+// rep to <outDir>/results.json, and the section to the document when
+// asked.
+func writeReplay(rep *replay.Report, o replayOptions, out io.Writer) error {
+	section := rep.Section(rep.Command)
 	fmt.Fprintln(out)
 	fmt.Fprint(out, section)
 	if o.outDir != "" {
 		if err := os.MkdirAll(o.outDir, 0o755); err != nil {
-			return nil, err
+			return err
 		}
 		if err := os.WriteFile(filepath.Join(o.outDir, "replay.md"), []byte(section), 0o644); err != nil {
-			return nil, err
+			return err
 		}
 		js, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := os.WriteFile(filepath.Join(o.outDir, "results.json"), js, 0o644); err != nil {
-			return nil, err
+			return err
 		}
-		fmt.Fprintf(out, "\nWrote %s: replay.md, results.json and one PNG per run.\n", o.outDir)
+		plots := "and one PNG per run"
+		if rep.Rendered != "" {
+			plots = "(the PNGs are the run's)"
+		}
+		fmt.Fprintf(out, "\nWrote %s: replay.md, results.json %s.\n", o.outDir, plots)
 	}
 	if o.doc != "" {
 		if err := replay.WriteDoc(o.doc, section); err != nil {
-			return nil, err
+			return err
 		}
 		fmt.Fprintf(out, "Rewrote the replay section of %s.\n", o.doc)
 	}
-	fmt.Fprintf(out, "Done in %s.\n", time.Since(started).Round(time.Second))
-	return rep, nil
+	return nil
 }

@@ -215,6 +215,14 @@ func (c *Config) validate() error {
 
 // Report is everything one invocation measured.
 type Report struct {
+	// Command is the command that ran the replay; Rendered, when set, the
+	// one that rendered its tables again from its results.json (Load).
+	Command  string
+	Rendered string `json:",omitempty"`
+	// StalePlots are the rows, "scenario policy", whose PNG shows a run
+	// the row no longer counts: rendered again, its medians left out the
+	// run plotted.
+	StalePlots []string `json:",omitempty"`
 	Cores      int
 	PostgreSQL string
 	RunLength  time.Duration

@@ -36,11 +36,14 @@ type Summary struct {
 	Failed int64
 	// Finished says a run cleaned every old row before it ended.
 	Finished bool
-	// StealMax is the largest steal share of the runs (Result.Steal; -1
-	// when unknown); Disturbed counts the runs kept with a steal over
-	// Config.MaxSteal.
+	// StealMax is the largest steal share of the runs counted
+	// (Result.Steal; -1 when unknown); Disturbed counts the runs counted
+	// that were kept with a steal over Config.MaxSteal. LeftOut counts
+	// the runs kept over it that the medians leave out: a row with a run
+	// under the limit counts only those (see summarize).
 	StealMax  float64
 	Disturbed int
+	LeftOut   int
 	// Oracle marks the hindsight oracle among the fixed rates.
 	Oracle bool
 	// Plot is the PNG of the run whose p99 is the median's.
@@ -65,6 +68,14 @@ func summaryPolicy(policy string) string {
 // the hindsight oracle: the fixed rate that cleaned the most rows (median)
 // with its median p99 within OracleSlack of foreground alone's. It also
 // fills each run's own ratio to that baseline.
+//
+// A run kept with a steal over the limit (Result.Disturbed: its re-runs
+// were used up) counts only in a row with no run under the limit. Where
+// the row has one, the medians are over the quiet runs and the disturbed
+// ones are left out (Summary.LeftOut): with the foreground alone's two
+// runs, counting a disturbed one makes the baseline the mean of a quiet
+// and a disturbed p99, which loosens every ratio of the scenario and the
+// oracle with them.
 func summarize(results []Result) []Summary {
 	type key struct{ scenario, policy string }
 	var order []key
@@ -79,8 +90,13 @@ func summarize(results []Result) []Summary {
 	out := make([]Summary, 0, len(order))
 	alone := map[string]time.Duration{}
 	for _, k := range order {
-		s := summary(results, runs[k])
-		s.Scenario, s.Policy = k.scenario, k.policy
+		idx := runs[k]
+		quiet := slices.DeleteFunc(slices.Clone(idx), func(i int) bool { return results[i].Disturbed })
+		if len(quiet) == 0 {
+			quiet = idx
+		}
+		s := summary(results, quiet)
+		s.Scenario, s.Policy, s.LeftOut = k.scenario, k.policy, len(idx)-len(quiet)
 		if k.policy == PolicyForeground {
 			alone[k.scenario] = s.P99
 		}
