@@ -163,7 +163,7 @@ func newCanarySampler(cfg Config) (*canarySampler, error) {
 	srv.cfg.RuntimeParams["default_transaction_read_only"] = "off"
 	srv.cfg.RuntimeParams["synchronous_commit"] = "on"
 	return &canarySampler{srv: srv, log: log,
-		fg: foreground{window: cfg.ForegroundLatencyWindow, smooth: ewma{tau: cfg.Smoothing}}}, nil
+		fg: foreground{window: cfg.ForegroundLatencyWindow, held: cfg.ForegroundLatencyHeldBaseline, smooth: ewma{tau: cfg.Smoothing}}}, nil
 }
 
 func (s *canarySampler) id() string      { return "canary" }
@@ -259,6 +259,13 @@ func canaryError(err error) error {
 // not safe for concurrent use.
 type foreground struct {
 	window time.Duration
+	// held: the baseline is measured only while it is unknown, when a
+	// required rule holds the jobs (Config.ForegroundLatencyHeldBaseline);
+	// run is the measurement's job-free probes in a row so far, after
+	// skip more have passed.
+	held   bool
+	run    []float64
+	skip   int
 	smooth ewma // of the ratio
 	// probes are the latest, oldest first, within compareSpan of the
 	// newest and at most maxCompared.
@@ -304,7 +311,10 @@ func (f *foreground) add(latency float64, free bool, at time.Time) []Sample {
 		}
 	}
 	mean := all / float64(len(f.probes))
-	if nFree >= minFree {
+	switch {
+	case f.held:
+		f.measure(latency, free, at)
+	case nFree >= minFree:
 		f.base, f.baseAt = max(freeSum/float64(nFree), baselineFloor), at
 	}
 	base := f.baseline(at)
@@ -314,6 +324,11 @@ func (f *foreground) add(latency float64, free bool, at time.Time) []Sample {
 	}
 	f.known = base > 0
 	out := []Sample{{Name: ForegroundLatencySeconds, Value: mean, Raw: latency, Unit: UnitSeconds, At: at}}
+	if base == 0 && f.held {
+		err := fmt.Errorf("%w: measuring it with the jobs held: %d of %d job-free probes in a row (%d more to let what the jobs left behind settle first; %s so far)",
+			ErrBaselineWarmup, len(f.run), heldProbes, f.skip, at.Sub(f.first).Round(time.Second))
+		return append(out, failed(ForegroundLatency, nil, UnitRatio, at, err))
+	}
 	if base == 0 {
 		err := fmt.Errorf("%w: waiting for %d probes with no job session at work within %s (%d now; %s so far)",
 			ErrBaselineWarmup, minFree, compareSpan, nFree, at.Sub(f.first).Round(time.Second))
@@ -321,6 +336,46 @@ func (f *foreground) add(latency float64, free bool, at time.Time) []Sample {
 	}
 	ratio := mean / base
 	return append(out, Sample{Name: ForegroundLatency, Value: f.smooth.add(ratio, at), Raw: ratio, Unit: UnitRatio, At: at})
+}
+
+// Measuring with the jobs held (Config.ForegroundLatencyHeldBaseline).
+const (
+	// heldProbes is how many job-free probes in a row measure the
+	// baseline: twice minFree, as they stand in for a whole window.
+	heldProbes = 2 * minFree
+	// settleProbes are the probes passed over when the baseline expires,
+	// before heldProbes count: the jobs' last batches leave WAL to send
+	// and replay and buffers to write for a while after the hold starts.
+	settleProbes = minFree
+)
+
+// measure takes one probe into the held baseline's measurement while the
+// baseline is unknown: a probe that saw a job at work starts the run
+// again (the jobs are not held yet, or not all of them).
+func (f *foreground) measure(latency float64, free bool, at time.Time) {
+	if f.baseline(at) > 0 {
+		return
+	}
+	if f.base > 0 {
+		// It expired: the jobs worked until now.
+		f.base, f.run, f.skip = 0, f.run[:0], settleProbes
+	}
+	switch {
+	case !free:
+		f.run, f.skip = f.run[:0], max(f.skip, settleProbes)
+	case f.skip > 0:
+		f.skip--
+	default:
+		f.run = append(f.run, latency)
+	}
+	if len(f.run) < heldProbes {
+		return
+	}
+	var sum float64
+	for _, l := range f.run {
+		sum += l
+	}
+	f.base, f.baseAt, f.run = max(sum/float64(len(f.run)), baselineFloor), at, f.run[:0]
 }
 
 // baseline is the last baseline measured, while it is no older than the
@@ -340,6 +395,7 @@ func (f *foreground) failed(at time.Time, err error) []Sample {
 		f.first = at
 	}
 	f.probes = f.probes[:0]
+	f.run = f.run[:0]
 	return []Sample{
 		failed(ForegroundLatencySeconds, nil, UnitSeconds, at, err),
 		failed(ForegroundLatency, nil, UnitRatio, at, err),

@@ -168,3 +168,78 @@ func TestForegroundLatencyConfig(t *testing.T) {
 		t.Fatalf("negative window: %v", err)
 	}
 }
+
+func newHeldForeground() *foreground {
+	return &foreground{window: time.Minute, held: true, smooth: ewma{tau: time.Second}}
+}
+
+// With the held baseline, what the jobs leave behind between their
+// batches counts against them: probes slowed by half, busy or not, read
+// 1.5, where the interleaved baseline, learnt from the slowed job-free
+// probes, reads 1.
+func TestHeldBaselineCountsWhatTheJobsLeaveBehind(t *testing.T) {
+	h, g := newHeldForeground(), newForeground()
+	out, at := feed(h, t0, true, repeat(1, heldProbes-1)...)
+	r := sampleOf(t, out, ForegroundLatency)
+	if !errors.Is(r.Err, ErrBaselineWarmup) || !strings.Contains(r.Err.Error(), "measuring it with the jobs held: 19 of 20 job-free probes in a row (0 more") {
+		t.Fatalf("held baseline after 19 probes: %+v; want ErrBaselineWarmup saying 19 of 20", r)
+	}
+	out, _ = feed(h, at, true, 1)
+	if r := sampleOf(t, out, ForegroundLatency); r.Err != nil || !near(h.base, 1*ms) {
+		t.Fatalf("held baseline after 20 job-free probes: %+v, base %v ms; want known, 1 ms", r, h.base/ms)
+	}
+	_, gat := feed(g, t0, true, repeat(1, heldProbes)...)
+	at = gat
+	// The jobs work: one probe in four sees a job at work, and every
+	// probe is half again as slow.
+	var hout, gout []Sample
+	for range 20 {
+		hout, _ = feed(h, at, false, 1.5)
+		gout, at = feed(g, at, false, 1.5)
+		for range 3 {
+			hout, _ = feed(h, at, true, 1.5)
+			gout, at = feed(g, at, true, 1.5)
+		}
+	}
+	if r := sampleOf(t, gout, ForegroundLatency); !near(r.Raw, 1) {
+		t.Fatalf("interleaved baseline: ratio %v; want 1 (its baseline rose with the jobs)", r.Raw)
+	}
+	if r := sampleOf(t, hout, ForegroundLatency); !near(r.Raw, 1.5) || !near(h.base, 1*ms) {
+		t.Fatalf("held baseline: ratio %v, base %v ms; want 1.5 against the 1 ms measured before the jobs", r.Raw, h.base/ms)
+	}
+}
+
+// The held baseline expires after the window: the ratio is unknown (a
+// required rule holds the jobs) while ten probes settle and twenty
+// job-free ones measure it again; a probe that sees a job at work, or a
+// failed one, starts the measurement over.
+func TestHeldBaselineIsMeasuredAgainAfterTheWindow(t *testing.T) {
+	f := newHeldForeground()
+	_, at := feed(f, t0, true, repeat(1, heldProbes)...)
+	out, at := feed(f, at.Add(time.Minute), false, 2)
+	if r := sampleOf(t, out, ForegroundLatency); !errors.Is(r.Err, ErrBaselineWarmup) {
+		t.Fatalf("a minute after the baseline: %+v; want it unknown", r)
+	}
+	// Settling: the first ten job-free probes do not count.
+	_, at = feed(f, at, true, repeat(3, settleProbes)...)
+	out, at = feed(f, at, true, repeat(1.2, heldProbes-1)...)
+	if r := sampleOf(t, out, ForegroundLatency); !errors.Is(r.Err, ErrBaselineWarmup) {
+		t.Fatalf("19 probes after settling: %+v; want still measuring", r)
+	}
+	// A job at work starts it over, settling included.
+	_, at = feed(f, at, false, 1.2)
+	out, at = feed(f, at, true, repeat(1.2, settleProbes+heldProbes-1)...)
+	if r := sampleOf(t, out, ForegroundLatency); !errors.Is(r.Err, ErrBaselineWarmup) || !strings.Contains(r.Err.Error(), "19 of 20") {
+		t.Fatalf("after a busy probe, ten to settle and 19: %+v; want still measuring, 19 of 20", r)
+	}
+	// So does a failure.
+	f.failed(at, ErrCanary)
+	out, at = feed(f, at, true, repeat(1.2, heldProbes-1)...)
+	if r := sampleOf(t, out, ForegroundLatency); !errors.Is(r.Err, ErrBaselineWarmup) {
+		t.Fatalf("19 probes after a failure: %+v; want still measuring", r)
+	}
+	out, _ = feed(f, at, true, 1.2)
+	if r := sampleOf(t, out, ForegroundLatency); r.Err != nil || !near(f.base, 1.2*ms) || !near(r.Raw, 1) {
+		t.Fatalf("twenty job-free probes after settling: %+v, base %v ms; want 1.2 ms, the settling probes' 3 ms left out", r, f.base/ms)
+	}
+}

@@ -73,6 +73,21 @@ type Config struct {
 	// at work, measured afresh whenever the last two seconds hold ten of
 	// them). It must hold at least 20 probes. Defaults to 1m.
 	ForegroundLatencyWindow time.Duration
+	// ForegroundLatencyHeldBaseline measures the baseline only while the
+	// jobs are held, instead of from the job-free probes among the jobs'
+	// batches. A job's batch leaves work behind it (WAL to send and
+	// replay, dirty buffers, the job's own process) that slows the probes
+	// between its batches too, so a baseline learnt from them rises with
+	// the jobs and the ratio reads near 1 while they slow the foreground.
+	// With it, the baseline is measured when it is unknown: at start,
+	// and once it is ForegroundLatencyWindow old, when a required rule
+	// holds the jobs (warming_up) for as long as the measurement takes:
+	// ten probes for what the jobs left behind to settle (not at start),
+	// then twenty job-free probes in a row (a second and a half at the
+	// default interval). Between measurements everything that slows the
+	// foreground, a surge of users as much as the jobs, counts against
+	// the jobs. Off by default.
+	ForegroundLatencyHeldBaseline bool
 	// Custom are the custom signals (see custom.go): scalar queries run
 	// on a connection of their own in READ ONLY transactions. None by
 	// default.

@@ -109,6 +109,7 @@ func (f *replayFlags) register(fs *pflag.FlagSet, o *replayOptions) {
 	fs.StringVar(&f.policies, "policy", "all", "comma-separated policies ("+strings.Join(replay.PolicyNames, ", ")+"), or all")
 	fs.StringVar(&f.fixed, "fixed-rates", "", "comma-separated batches/s for the fixed policy (default: 2.5, 5, 10 and 25 % of unthrottled's)")
 	fs.Float64Var(&o.cfg.ForegroundTarget, "foreground-target", 0, fmt.Sprintf("adaptive's foreground_latency target, a multiple of the canary's job-free baseline above 1 (default: the product's, %g); for choosing one on this database", throttle.DefaultForegroundLatencyRule.Target))
+	fs.BoolVar(&o.cfg.HeldBaseline, "held-baseline", false, "run adaptive with the canary's baseline measured only while the jobs are held (signals.Config.ForegroundLatencyHeldBaseline), for comparing it with the default")
 	fs.DurationVar(&o.cfg.RunLength, "run", 0, "length of each run (default 35s; 15s with --short)")
 	fs.IntVar(&o.cfg.Repeat, "repeat", 0, "runs of every scenario and policy; the tables give the medians (default 3; 1 with --short)")
 	fs.DurationVar(&o.cfg.Warmup, "warmup", 0, "foreground alone before each run, the policy's sampler up (default 5s)")

@@ -36,6 +36,10 @@ func TestParseReplayFlags(t *testing.T) {
 	if err != nil || o.cfg.ForegroundTarget != 1.15 {
 		t.Errorf("--foreground-target 1.15: %v, %v", o.cfg.ForegroundTarget, err)
 	}
+	o, err = parseReplayFlags([]string{"--held-baseline"}, io.Discard)
+	if err != nil || !o.cfg.HeldBaseline {
+		t.Errorf("--held-baseline: %v, %v", o.cfg.HeldBaseline, err)
+	}
 	o, err = parseReplayFlags([]string{"--max-steal", "-1", "--reruns", "0"}, io.Discard)
 	if err != nil || o.cfg.MaxSteal != -1 || o.cfg.Reruns >= 0 {
 		t.Errorf("--max-steal -1 --reruns 0: max steal %v, reruns %d (want none: negative), %v", o.cfg.MaxSteal, o.cfg.Reruns, err)

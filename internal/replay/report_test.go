@@ -151,6 +151,7 @@ func TestSectionSaysHowItRan(t *testing.T) {
 		want []string
 	}{
 		{Report{Repeat: 1}, []string{"Every scenario ran once (--repeat 1).", "adaptive is the product's defaults (the foreground-latency canary on, target " + fmt.Sprint(throttle.DefaultForegroundLatencyRule.Target) + ")"}},
+		{Report{Repeat: 1, HeldBaseline: true}, []string{"target " + fmt.Sprint(throttle.DefaultForegroundLatencyRule.Target) + "), and with the canary's baseline measured only while the jobs are held (--held-baseline), not the default"}},
 		{Report{Repeat: 3, ForegroundTarget: 1.15}, []string{"repeated 3 times", "adaptive is the product's defaults but for its foreground-latency target, 1.15 (--foreground-target) instead of " + fmt.Sprint(throttle.DefaultForegroundLatencyRule.Target)}},
 	} {
 		got := tc.rep.Section("throttled bench replay")

@@ -124,6 +124,9 @@ type Config struct {
 	// choosing a target on one's own database. adaptive-load never uses
 	// the canary.
 	ForegroundTarget float64
+	// HeldBaseline runs adaptive with the canary's baseline measured only
+	// while the jobs are held (signals.Config.ForegroundLatencyHeldBaseline).
+	HeldBaseline bool
 	// Seed seeds the arrivals. Defaults to 1.
 	Seed uint64
 	// MaxSteal is the largest share of the CPU time the machine's
@@ -228,8 +231,11 @@ type Report struct {
 	RunLength  time.Duration
 	Warmup     time.Duration
 	Repeat     int
-	// ForegroundTarget is adaptive's foreground_latency target.
+	// ForegroundTarget is adaptive's foreground_latency target;
+	// HeldBaseline, whether its canary measured the baseline with the
+	// jobs held.
 	ForegroundTarget float64
+	HeldBaseline     bool `json:",omitempty"`
 	Rate             float64
 	Calibration      *Calibration `json:",omitempty"`
 	Scenarios        []Scenario   `json:"-"`
@@ -319,7 +325,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer admin.Close()
 	rep := &Report{Cores: cfg.Cores, RunLength: cfg.RunLength, Warmup: cfg.Warmup, Repeat: cfg.Repeat,
-		ForegroundTarget: cmp.Or(cfg.ForegroundTarget, throttle.DefaultForegroundLatencyRule.Target), MaxSteal: cfg.MaxSteal, Reruns: cfg.Reruns}
+		ForegroundTarget: cmp.Or(cfg.ForegroundTarget, throttle.DefaultForegroundLatencyRule.Target), HeldBaseline: cfg.HeldBaseline, MaxSteal: cfg.MaxSteal, Reruns: cfg.Reruns}
 	if rep.PostgreSQL, err = serverVersion(ctx, admin); err != nil {
 		return nil, err
 	}
@@ -672,6 +678,7 @@ func newJob(ctx context.Context, cfg Config, pol policy, upTo *int64) (*jobs.Job
 			Cores:               float64(cfg.Cores),
 			NoForegroundLatency: pol.kind == PolicyAdaptiveLoad,
 		}
+		opts.Signals.ForegroundLatencyHeldBaseline = pol.kind == PolicyAdaptive && cfg.HeldBaseline
 		if pol.kind == PolicyAdaptive && cfg.ForegroundTarget != 0 {
 			rule := throttle.DefaultForegroundLatencyRule
 			rule.Target = cfg.ForegroundTarget
