@@ -131,8 +131,11 @@ func TestBenchReplay(t *testing.T) {
 		if _, err := os.Stat(s.Plot); err != nil {
 			t.Errorf("%s: plot: %v", s.Policy, err)
 		}
-		if s.Runs != 2 {
-			t.Errorf("%s: the median of %d runs, want 2", s.Policy, s.Runs)
+		// A run kept over the steal limit is left out of a row with a
+		// quiet one; every run is counted or left out, and at least one
+		// is counted.
+		if s.Runs < 1 || s.Runs+s.LeftOut != 2 {
+			t.Errorf("%s: the median of %d runs, %d left out for steal; want 2 in all, at least 1 counted", s.Policy, s.Runs, s.LeftOut)
 		}
 	}
 	if len(byPolicy) != 3 {
