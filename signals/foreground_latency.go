@@ -261,10 +261,11 @@ type foreground struct {
 	window time.Duration
 	// held: the baseline is measured only while it is unknown, when a
 	// required rule holds the jobs (Config.ForegroundLatencyHeldBaseline);
-	// run is the measurement's job-free probes in a row so far, after
-	// skip more have passed.
+	// runN and runSum are the measurement's job-free probes in a row so
+	// far and their latencies' sum, after skip more have passed.
 	held   bool
-	run    []float64
+	runN   int
+	runSum float64
 	skip   int
 	smooth ewma // of the ratio
 	// probes are the latest, oldest first, within compareSpan of the
@@ -326,7 +327,7 @@ func (f *foreground) add(latency float64, free bool, at time.Time) []Sample {
 	out := []Sample{{Name: ForegroundLatencySeconds, Value: mean, Raw: latency, Unit: UnitSeconds, At: at}}
 	if base == 0 && f.held {
 		err := fmt.Errorf("%w: measuring it with the jobs held: %d of %d job-free probes in a row (%d more to let what the jobs left behind settle first; %s so far)",
-			ErrBaselineWarmup, len(f.run), heldProbes, f.skip, at.Sub(f.first).Round(time.Second))
+			ErrBaselineWarmup, f.runN, heldProbes, f.skip, at.Sub(f.first).Round(time.Second))
 		return append(out, failed(ForegroundLatency, nil, UnitRatio, at, err))
 	}
 	if base == 0 {
@@ -358,24 +359,20 @@ func (f *foreground) measure(latency float64, free bool, at time.Time) {
 	}
 	if f.base > 0 {
 		// It expired: the jobs worked until now.
-		f.base, f.run, f.skip = 0, f.run[:0], settleProbes
+		f.base, f.runN, f.runSum, f.skip = 0, 0, 0, settleProbes
 	}
 	switch {
 	case !free:
-		f.run, f.skip = f.run[:0], max(f.skip, settleProbes)
+		f.runN, f.runSum, f.skip = 0, 0, max(f.skip, settleProbes)
 	case f.skip > 0:
 		f.skip--
 	default:
-		f.run = append(f.run, latency)
+		f.runN, f.runSum = f.runN+1, f.runSum+latency
 	}
-	if len(f.run) < heldProbes {
-		return
+	if f.runN >= heldProbes {
+		f.base, f.baseAt = max(f.runSum/float64(f.runN), baselineFloor), at
+		f.runN, f.runSum = 0, 0
 	}
-	var sum float64
-	for _, l := range f.run {
-		sum += l
-	}
-	f.base, f.baseAt, f.run = max(sum/float64(len(f.run)), baselineFloor), at, f.run[:0]
 }
 
 // baseline is the last baseline measured, while it is no older than the
@@ -395,7 +392,7 @@ func (f *foreground) failed(at time.Time, err error) []Sample {
 		f.first = at
 	}
 	f.probes = f.probes[:0]
-	f.run = f.run[:0]
+	f.runN, f.runSum = 0, 0
 	return []Sample{
 		failed(ForegroundLatencySeconds, nil, UnitSeconds, at, err),
 		failed(ForegroundLatency, nil, UnitRatio, at, err),

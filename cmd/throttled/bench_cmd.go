@@ -54,6 +54,10 @@ the primary runs here, so THROTTLED_CORES (a production primary's) does not appl
 				return fail(cmd.ErrOrStderr(), "bench replay", err)
 			}
 			if o.from != "" {
+				if !cmd.Flags().Changed("out") {
+					// Beside the results it renders, not over another run's.
+					o.outDir = filepath.Dir(o.from)
+				}
 				return renderReplay(o, givenFlags(cmd.Flags()), cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			return runReplay(cmd.Context(), o, givenFlags(cmd.Flags()), cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -261,7 +265,7 @@ func runReplay(ctx context.Context, o replayOptions, args []string, out, errOut 
 		return fail(errOut, "bench replay", err)
 	}
 	defer c.Stop()
-	if _, err := benchReplay(ctx, c, o, strings.Join(append([]string{"throttled bench replay"}, args...), " "), out); err != nil {
+	if _, err := benchReplay(ctx, c, o, replayCommand(args), out); err != nil {
 		return fail(errOut, "bench replay", err)
 	}
 	return exitOK
@@ -290,16 +294,18 @@ func benchReplay(ctx context.Context, c *pgcluster.Cluster, o replayOptions, com
 	return rep, nil
 }
 
+// replayCommand is the command line of `throttled bench replay` with
+// args, as the section names it.
+func replayCommand(args []string) string {
+	return strings.Join(append([]string{"throttled bench replay"}, args...), " ")
+}
+
 // renderReplay renders the tables of the replay whose results.json is
 // o.from again, and writes them as a run would.
 func renderReplay(o replayOptions, args []string, out, errOut io.Writer) int {
-	rep, err := replay.Load(o.from, strings.Join(append([]string{"throttled bench replay"}, args...), " "))
+	rep, err := replay.Load(o.from, replayCommand(args))
 	if err != nil {
 		return fail(errOut, "bench replay", err)
-	}
-	if !slices.Contains(args, "--out") {
-		// Beside the results it renders, not over another run's.
-		o.outDir = filepath.Dir(o.from)
 	}
 	if err := writeReplay(rep, o, out); err != nil {
 		return fail(errOut, "bench replay", err)
