@@ -19,6 +19,10 @@ const (
 	// CodeInherited: a new leader doubles back toward the budget the last
 	// leader published.
 	CodeInherited Code = "inherited"
+	// CodeBreach: a breach of a target a short while ago limits the
+	// budget: it grows back toward the budget that breached, or waits
+	// for a calm before probing past it.
+	CodeBreach Code = "breach_memory"
 	// CodeMaxRate: the job, or the whole budget, is at its max_rate.
 	CodeMaxRate Code = "max_rate"
 	// CodeLowUtilization: the jobs use too little of the budget for more
@@ -122,7 +126,7 @@ func Scaled(st JobStatus, h Hold) JobStatus {
 // longer fits; the state decides then.
 func CodeFor(s JobState, c Code) Code {
 	fits := map[JobState][]Code{
-		JobRunning:   {CodeRunning, CodeBinding, CodeSlowStart, CodeInherited, CodeMaxRate, CodeLowUtilization, CodeNotGrowing, CodeHolding},
+		JobRunning:   {CodeRunning, CodeBinding, CodeSlowStart, CodeInherited, CodeBreach, CodeMaxRate, CodeLowUtilization, CodeNotGrowing, CodeHolding},
 		JobThrottled: {CodeCut, CodeHolding, CodeNotGrowing, CodeTooSlow, CodeScaled, CodeExempt},
 		JobPaused:    {CodeHeld, CodeGated, CodeCritical, CodeStale, CodeWarmingUp, CodeUnavailable, CodeTooSlow},
 	}[s]
