@@ -1,0 +1,325 @@
+package throttle
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/throttled/throttled/signals"
+)
+
+// Why is what limited a job at one tick, as one word of a bounded set,
+// fit for a metric's label: the time a job spends at each is counted
+// ([LimitedTime]) and exported as throttled_jobs_limited_seconds_total.
+// The set:
+//
+//   - [WhyFullRate]: the job, or the whole budget, is at its max_rate;
+//   - [WhyGrowth]: nothing binds; the budget grows toward max_rate;
+//   - a rule's signal name ("foreground_latency", "primary_load",
+//     "replica_lag_seconds", ...), without labels, when it binds, cuts or
+//     holds the budget; [WhyBatchErrors] when failing batches do;
+//   - [WhySlowStart] (also a new leader's inherited budget), [WhyBreach];
+//   - the codes that say it themselves: low_utilization, not_growing,
+//     warming_up, unavailable, exempt, gated, critical, stale;
+//   - "hold:<source>" for a hold that pauses or scales it, by the hold's
+//     source (manual, auto, grafana-alert, cli, window);
+//   - [WhyOther] for anything else (a signal no rule may name, a hold of
+//     an unknown source, a code without a signal).
+type Why string
+
+// The words of the bounded set that are not signals' names or holds.
+const (
+	WhyFullRate       Why = "full_rate"
+	WhyGrowth         Why = "growth"
+	WhySlowStart      Why = "slow_start"
+	WhyBreach         Why = "breach_memory"
+	WhyBatchErrors    Why = "batch_errors"
+	WhyLowUtilization Why = "low_utilization"
+	WhyNotGrowing     Why = "not_growing"
+	WhyWarmingUp      Why = "warming_up"
+	WhyUnavailable    Why = "unavailable"
+	WhyExempt         Why = "exempt"
+	WhyGated          Why = "gated"
+	WhyCritical       Why = "critical"
+	WhyStale          Why = "stale"
+	WhyOther          Why = "other"
+)
+
+// whyHoldPrefix starts the why of a job a hold pauses or scales.
+const whyHoldPrefix = "hold:"
+
+// jobErrorBinding is the binding the budget names when failing batches,
+// not a signal, hold it.
+const jobErrorBinding = "job_error_fraction"
+
+// holdSources are the sources a hold's why may name.
+var holdSources = []Source{SourceManual, SourceAuto, SourceGrafanaAlert, SourceCLI, SourceWindow}
+
+// WhyHeld is the why of a job a hold of source src pauses or scales.
+func WhyHeld(src Source) Why {
+	if !slices.Contains(holdSources, src) {
+		return whyHoldPrefix + WhyOther
+	}
+	return Why(whyHoldPrefix + string(src))
+}
+
+// WhyOfDecision is job's why in decision d: its code, d's binding signal
+// and its holds.
+func WhyOfDecision(d Decision, jd JobDecision) Why {
+	return WhyOf(JobStatus{State: jd.State, Code: jd.Code, Binding: d.Binding, Holds: jd.Holds})
+}
+
+// WhyOf is the why of a job's status: derived from its code, binding and
+// holds, never from its reason's text.
+func WhyOf(st JobStatus) Why {
+	code := st.Code
+	if code == "" {
+		code = CodeOf(st.State)
+	}
+	switch code {
+	case CodeMaxRate:
+		return WhyFullRate
+	case CodeRunning:
+		return WhyGrowth
+	case CodeSlowStart, CodeInherited:
+		return WhySlowStart
+	case CodeBreach:
+		return WhyBreach
+	case CodeBinding, CodeCut, CodeHolding, CodeTooSlow:
+		return WhySignal(st.Binding)
+	case CodeHeld, CodeScaled:
+		i := 0
+		if code == CodeScaled {
+			// The ratio hold that scales it, not a hold beside it.
+			i = max(0, slices.IndexFunc(st.Holds, func(h Hold) bool { return h.Ratio > 0 }))
+		}
+		if len(st.Holds) == 0 {
+			return whyHoldPrefix + WhyOther
+		}
+		return WhyHeld(st.Holds[i].Source)
+	case CodeLowUtilization:
+		return WhyLowUtilization
+	case CodeNotGrowing:
+		return WhyNotGrowing
+	case CodeWarmingUp:
+		return WhyWarmingUp
+	case CodeUnavailable:
+		return WhyUnavailable
+	case CodeExempt:
+		return WhyExempt
+	case CodeGated:
+		return WhyGated
+	case CodeCritical:
+		return WhyCritical
+	case CodeStale:
+		return WhyStale
+	}
+	return WhyOther
+}
+
+// WhySignal is the why of a budget a binding signal limits: its name
+// without labels (`replica_lag_seconds{replica="r1"}` is
+// replica_lag_seconds) when a rule may name it, batch_errors for failing
+// batches, and other for anything else.
+func WhySignal(binding string) Why {
+	name, _, _ := strings.Cut(binding, "{")
+	switch {
+	case name == jobErrorBinding:
+		return WhyBatchErrors
+	case slices.Contains(ruleSignals, signals.Name(name)):
+		return Why(name)
+	}
+	return WhyOther
+}
+
+// Whys lists every why, sorted: the bounded set a label takes.
+func Whys() []Why {
+	out := []Why{WhyFullRate, WhyGrowth, WhySlowStart, WhyBreach, WhyBatchErrors, WhyLowUtilization, WhyNotGrowing, WhyWarmingUp,
+		WhyUnavailable, WhyExempt, WhyGated, WhyCritical, WhyStale, WhyOther, whyHoldPrefix + WhyOther}
+	for _, n := range ruleSignals {
+		out = append(out, Why(n))
+	}
+	for _, s := range holdSources {
+		out = append(out, WhyHeld(s))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Phrase is w in words, for a summary: "at full rate", "limited by
+// foreground_latency", "slow start", "held (manual)".
+func (w Why) Phrase() string {
+	switch {
+	case w == WhyFullRate:
+		return "at full rate"
+	case w == WhyGrowth:
+		return "growing"
+	case w == WhyBreach:
+		return "below a recent breach"
+	case w == WhyBatchErrors:
+		return "limited by batch errors"
+	case strings.HasPrefix(string(w), whyHoldPrefix):
+		return "held (" + strings.TrimPrefix(string(w), whyHoldPrefix) + ")"
+	case slices.Contains(ruleSignals, signals.Name(w)):
+		return "limited by " + string(w)
+	}
+	return strings.ReplaceAll(string(w), "_", " ")
+}
+
+// LimitedTime keeps, per job, the seconds spent at each why: each
+// observation of a job's why counts the time since the job's last one
+// against the why observed then, capped at MaxInterval so a stalled loop
+// does not swell one why. It is safe for concurrent use.
+type LimitedTime struct {
+	maxInterval time.Duration
+	mu          sync.Mutex
+	jobs        map[Job]*whyClock
+}
+
+type whyClock struct {
+	last time.Time // the last observation
+	why  Why       // observed then
+	secs map[Why]float64
+}
+
+// NewLimitedTime returns an empty LimitedTime whose intervals count for at
+// most maxInterval each (a few ticks); 0 means 3 s.
+func NewLimitedTime(maxInterval time.Duration) *LimitedTime {
+	return &LimitedTime{maxInterval: cmp.Or(maxInterval, 3*time.Second), jobs: map[Job]*whyClock{}}
+}
+
+// Observe records that job j is limited by w as of now; the time since its
+// previous observation counts against the why observed then.
+func (t *LimitedTime) Observe(now time.Time, j Job, w Why) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.jobs[j]
+	if !ok {
+		t.jobs[j] = &whyClock{last: now, why: w, secs: map[Why]float64{}}
+		return
+	}
+	if dt := t.interval(c, now); dt > 0 {
+		c.secs[c.why] += dt
+	}
+	if now.After(c.last) {
+		c.last = now
+	}
+	c.why = w
+}
+
+// interval is the seconds since c's last observation that count, capped.
+func (t *LimitedTime) interval(c *whyClock, now time.Time) float64 {
+	return min(now.Sub(c.last), t.maxInterval).Seconds()
+}
+
+// Seconds is job j's seconds at each why until now (the interval since its
+// last observation counted too, against the why observed then), nil for a
+// job never observed. It never decreases from one call to a later one.
+func (t *LimitedTime) Seconds(now time.Time, j Job) map[Why]float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.jobs[j]
+	if !ok {
+		return nil
+	}
+	out := maps.Clone(c.secs)
+	if dt := t.interval(c, now); dt > 0 {
+		out[c.why] += dt
+	}
+	return out
+}
+
+// Jobs lists the jobs observed, sorted.
+func (t *LimitedTime) Jobs() []Job {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Sorted(maps.Keys(t.jobs))
+}
+
+// WhyShare is one why's share of a job's time, in whole percent.
+type WhyShare struct {
+	Why     Why
+	Percent int
+}
+
+// Shares turns seconds per why into whole percentages that add up to 100
+// (largest remainders), largest first (ties by why), leaving out the whys
+// whose share rounds to 0.
+func Shares(secs map[Why]float64) []WhyShare {
+	total := 0.0
+	for _, s := range secs {
+		if s > 0 {
+			total += s
+		}
+	}
+	if !(total > 0) || math.IsInf(total, 0) {
+		return nil
+	}
+	type part struct {
+		why  Why
+		pct  int
+		frac float64
+	}
+	var parts []part
+	left := 100
+	for _, w := range slices.Sorted(maps.Keys(secs)) {
+		if !(secs[w] > 0) {
+			continue
+		}
+		exact := 100 * secs[w] / total
+		p := part{why: w, pct: int(math.Floor(exact))}
+		p.frac = exact - float64(p.pct)
+		left -= p.pct
+		parts = append(parts, p)
+	}
+	byFrac := slices.Clone(parts)
+	slices.SortStableFunc(byFrac, func(a, b part) int { return cmp.Compare(b.frac, a.frac) })
+	for i := 0; i < left && i < len(byFrac); i++ {
+		for k := range parts {
+			if parts[k].why == byFrac[i].why {
+				parts[k].pct++
+			}
+		}
+	}
+	var out []WhyShare
+	for _, p := range parts {
+		if p.pct > 0 {
+			out = append(out, WhyShare{Why: p.why, Percent: p.pct})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b WhyShare) int { return cmp.Compare(b.Percent, a.Percent) })
+	return out
+}
+
+// WhySlow sums up seconds per why in a line: "ran 4m10s: 12 % at full
+// rate, 81 % limited by foreground_latency, 7 % slow start", the time
+// being the seconds' sum. It is deterministic: the same seconds give the
+// same line.
+func WhySlow(secs map[Why]float64) string {
+	total := 0.0
+	for _, s := range secs {
+		if s > 0 {
+			total += s
+		}
+	}
+	d := time.Duration(total * float64(time.Second))
+	if d >= time.Second {
+		d = d.Round(time.Second)
+	} else {
+		d = d.Round(time.Millisecond)
+	}
+	shares := Shares(secs)
+	if len(shares) == 0 {
+		return fmt.Sprintf("ran %s", d)
+	}
+	parts := make([]string, len(shares))
+	for i, s := range shares {
+		parts[i] = fmt.Sprintf("%d %% %s", s.Percent, s.Why.Phrase())
+	}
+	return fmt.Sprintf("ran %s: %s", d, strings.Join(parts, ", "))
+}

@@ -1,0 +1,186 @@
+package throttle
+
+import (
+	"maps"
+	"slices"
+	"testing"
+	"time"
+)
+
+// A job's why comes from its code, its binding and its holds, never from
+// its reason's text, and is always one word of the bounded set.
+func TestWhyOfIsBoundedAndFromTheCode(t *testing.T) {
+	manual := Hold{ID: "h12", Source: SourceManual, Reason: "vacuum first: 42 rows"}
+	grafana := Hold{ID: "h13", Source: SourceGrafanaAlert, Ratio: 0.5}
+	for _, tc := range []struct {
+		st   JobStatus
+		want Why
+	}{
+		{JobStatus{State: JobRunning, Code: CodeMaxRate, Binding: "primary_load"}, WhyFullRate},
+		{JobStatus{State: JobRunning, Code: CodeRunning, Binding: "primary_load"}, WhyGrowth},
+		{JobStatus{State: JobRunning, Code: CodeBinding, Binding: "foreground_latency"}, "foreground_latency"},
+		{JobStatus{State: JobThrottled, Code: CodeCut, Binding: `replica_lag_seconds{replica="r1"}`}, "replica_lag_seconds"},
+		{JobStatus{State: JobThrottled, Code: CodeHolding, Binding: "connection_headroom"}, "connection_headroom"},
+		{JobStatus{State: JobThrottled, Code: CodeHolding, Binding: "job_error_fraction"}, WhyBatchErrors},
+		{JobStatus{State: JobThrottled, Code: CodeTooSlow, Binding: "primary_load"}, "primary_load"},
+		// A signal no rule may name, or none, is the fallback word.
+		{JobStatus{State: JobThrottled, Code: CodeCut, Binding: `my_custom{x="1"}`}, WhyOther},
+		{JobStatus{State: JobThrottled, Code: CodeTooSlow}, WhyOther},
+		{JobStatus{State: JobRunning, Code: CodeSlowStart}, WhySlowStart},
+		{JobStatus{State: JobRunning, Code: CodeInherited}, WhySlowStart},
+		{JobStatus{State: JobRunning, Code: CodeBreach, Binding: "foreground_latency"}, WhyBreach},
+		{JobStatus{State: JobRunning, Code: CodeLowUtilization}, WhyLowUtilization},
+		{JobStatus{State: JobRunning, Code: CodeNotGrowing}, WhyNotGrowing},
+		{JobStatus{State: JobPaused, Code: CodeWarmingUp, Binding: "foreground_latency"}, WhyWarmingUp},
+		{JobStatus{State: JobPaused, Code: CodeUnavailable, Reason: "paused: hold h9 on all"}, WhyUnavailable},
+		{JobStatus{State: JobThrottled, Code: CodeExempt}, WhyExempt},
+		{JobStatus{State: JobPaused, Code: CodeGated, Binding: "primary_load"}, WhyGated},
+		{JobStatus{State: JobPaused, Code: CodeCritical, Binding: "primary_load"}, WhyCritical},
+		{JobStatus{State: JobPaused, Code: CodeStale, Binding: "replica_lag_seconds"}, WhyStale},
+		{JobStatus{State: JobPaused, Code: CodeHeld, Holds: []Hold{manual, grafana}}, "hold:manual"},
+		{JobStatus{State: JobPaused, Code: CodeHeld, Holds: []Hold{{ID: "w", Source: SourceWindow}}}, "hold:window"},
+		{JobStatus{State: JobPaused, Code: CodeHeld, Holds: []Hold{{ID: "x", Source: "someone's script"}}}, "hold:other"},
+		{JobStatus{State: JobPaused, Code: CodeHeld}, "hold:other"},
+		// A scaled job's why is the hold that scales it.
+		{JobStatus{State: JobThrottled, Code: CodeScaled, Holds: []Hold{{ID: "e", Source: SourceCLI}, grafana}}, "hold:grafana-alert"},
+		// No code: the state decides, as CodeOf says.
+		{JobStatus{State: JobRunning}, WhyGrowth},
+		{JobStatus{State: JobPaused}, WhyUnavailable},
+		{JobStatus{State: JobRunning, Code: "from_a_newer_leader"}, WhyOther},
+	} {
+		got := WhyOf(tc.st)
+		if got != tc.want {
+			t.Errorf("WhyOf(%s, binding %q) = %q; want %q", tc.st.Code, tc.st.Binding, got, tc.want)
+		}
+		if !slices.Contains(Whys(), got) {
+			t.Errorf("WhyOf(%s) = %q is not in Whys()", tc.st.Code, got)
+		}
+	}
+}
+
+// Whatever the code, binding and hold source, the why is in the bounded
+// set: the label's values cannot grow with input.
+func TestWhyOfEveryCombinationIsInTheSet(t *testing.T) {
+	codes := []Code{"", CodeRunning, CodeBinding, CodeSlowStart, CodeInherited, CodeBreach, CodeMaxRate, CodeLowUtilization, CodeNotGrowing,
+		CodeHolding, CodeCut, CodeTooSlow, CodeScaled, CodeExempt, CodeHeld, CodeGated, CodeCritical, CodeStale, CodeWarmingUp, CodeUnavailable, "bogus"}
+	bindings := []string{"", "primary_load", `replica_lag_bytes{replica="r\"1"}`, "job_error_fraction", "vacuum_running{table=\"t\"}", "{", "anything at all"}
+	sources := []Source{"", SourceManual, SourceAuto, SourceGrafanaAlert, SourceCLI, SourceWindow, "x:y"}
+	set := Whys()
+	seen := map[Why]bool{}
+	for _, c := range codes {
+		for _, b := range bindings {
+			for _, s := range sources {
+				w := WhyOf(JobStatus{Code: c, Binding: b, Holds: []Hold{{Source: s, Ratio: 0.5}}})
+				if !slices.Contains(set, w) {
+					t.Fatalf("WhyOf(%q, %q, %q) = %q: not in the set", c, b, s, w)
+				}
+				seen[w] = true
+			}
+		}
+	}
+	if len(seen) < 15 {
+		t.Fatalf("only %d whys reached: %v", len(seen), slices.Sorted(maps.Keys(seen)))
+	}
+	if !slices.IsSorted(set) || len(slices.Compact(slices.Clone(set))) != len(set) {
+		t.Fatalf("Whys() not sorted or repeats: %v", set)
+	}
+}
+
+// A real decision's jobs get the why of their code and the decision's
+// binding signal: cut by primary_load, held by a person's hold.
+func TestWhyOfDecision(t *testing.T) {
+	holds := fakeHolds{}
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40, Holds: holds}, JobConfig{Name: "purge"}, JobConfig{Name: "archive", MaxRate: 2})
+	calm := world{load: 0.2, used: 0.1}
+	d := f.steps(3, calm)
+	for j, jd := range d.Jobs {
+		if w := WhyOfDecision(d, jd); w == WhyOther || !slices.Contains(Whys(), w) {
+			t.Fatalf("calm: %s has why %q (code %s)", j, w, jd.Code)
+		}
+	}
+	d = f.step(world{load: 1.0, raw: 0.95, used: 0.1}) // over the 0.7 target
+	if jd := d.Jobs["purge"]; jd.Code != CodeCut || WhyOfDecision(d, jd) != "primary_load" {
+		t.Fatalf("over target: purge %s, binding %q: why %q; want primary_load", jd.Code, d.Binding, WhyOfDecision(d, jd))
+	}
+	holds["purge"] = true
+	d = f.step(calm)
+	if w := WhyOfDecision(d, d.Jobs["purge"]); w != "hold:manual" {
+		t.Fatalf("held: why %q; want hold:manual", w)
+	}
+}
+
+// Each observation counts the time since the job's last one against the
+// why observed then; a stalled loop counts for at most the cap; the open
+// interval counts too, and the totals never go down.
+func TestLimitedTimeCountsIntervalsCapped(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	lt := NewLimitedTime(3 * time.Second)
+	if got := lt.Seconds(t0, "purge"); got != nil {
+		t.Fatalf("a job never observed: %v; want nil", got)
+	}
+	obs := []struct {
+		at  time.Duration
+		why Why
+	}{
+		{0, WhyFullRate},
+		{2 * time.Second, "foreground_latency"},
+		{3 * time.Second, WhySlowStart},
+		{60 * time.Second, WhyGrowth}, // a stall: slow_start counts 3 s, not 57
+		{59 * time.Second, WhyStale},  // out of order: counts nothing, moves no clock back
+	}
+	var prev map[Why]float64
+	for _, o := range obs {
+		lt.Observe(t0.Add(o.at), "purge", o.why)
+		got := lt.Seconds(t0.Add(o.at), "purge")
+		for w, s := range prev {
+			if got[w] < s {
+				t.Fatalf("at %s: %s went down from %v to %v", o.at, w, s, got[w])
+			}
+		}
+		prev = got
+	}
+	lt.Observe(t0.Add(61*time.Second), "other_job", WhyGated)
+	got := lt.Seconds(t0.Add(61*time.Second), "purge")
+	want := map[Why]float64{WhyFullRate: 2, "foreground_latency": 1, WhySlowStart: 3, WhyStale: 1}
+	if !maps.Equal(got, want) {
+		t.Fatalf("seconds %v; want %v", got, want)
+	}
+	// The open interval is capped too, and counted for the why observed.
+	if got := lt.Seconds(t0.Add(10*time.Minute), "purge")[WhyStale]; got != 3 {
+		t.Fatalf("open interval: stale %v s; want 3", got)
+	}
+	if js := lt.Jobs(); !slices.Equal(js, []Job{"other_job", "purge"}) {
+		t.Fatalf("jobs %v", js)
+	}
+}
+
+// The summary line: the seconds' sum, then each why's share in whole
+// percent adding up to 100, largest first, zero shares left out.
+func TestWhySlowSummary(t *testing.T) {
+	for _, tc := range []struct {
+		secs map[Why]float64
+		want string
+	}{
+		{map[Why]float64{WhyFullRate: 30, "foreground_latency": 202.5, WhySlowStart: 17.5},
+			"ran 4m10s: 81 % limited by foreground_latency, 12 % at full rate, 7 % slow start"},
+		// Thirds add up to 100; ties go by the why's name.
+		{map[Why]float64{WhyGrowth: 1, WhyFullRate: 1, "hold:manual": 1},
+			"ran 3s: 34 % at full rate, 33 % growing, 33 % held (manual)"},
+		// A share that rounds to 0 is left out; a zero one too.
+		{map[Why]float64{WhyFullRate: 999, WhyStale: 1, WhyCritical: 0, WhyBreach: 0.001},
+			"ran 16m40s: 100 % at full rate"},
+		{map[Why]float64{WhyBatchErrors: 0.25, WhyBreach: 0.25}, "ran 500ms: 50 % limited by batch errors, 50 % below a recent breach"},
+		{nil, "ran 0s"},
+	} {
+		if got := WhySlow(tc.secs); got != tc.want {
+			t.Errorf("WhySlow(%v) = %q; want %q", tc.secs, got, tc.want)
+		}
+		sum := 0
+		for _, s := range Shares(tc.secs) {
+			sum += s.Percent
+		}
+		if len(tc.secs) > 0 && sum != 100 {
+			t.Errorf("Shares(%v) add up to %d", tc.secs, sum)
+		}
+	}
+}
