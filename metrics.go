@@ -43,6 +43,7 @@ var (
 	descJobRetries  = prometheus.NewDesc("throttled_jobs_retries_total", "Retried batches, by job.", []string{"throttled_job"}, nil)
 	descJobSize     = prometheus.NewDesc("throttled_jobs_batch_size", "Last batch size, by job.", []string{"throttled_job"}, nil)
 	descJobLeft     = prometheus.NewDesc("throttled_jobs_remaining_rows", "Rows a job still has to do (absent while unknown).", []string{"throttled_job"}, nil)
+	descJobLimited  = prometheus.NewDesc("throttled_jobs_limited_seconds_total", "Seconds each job of this process spent at each limit, by why: full_rate, growth, a rule's signal (foreground_latency, primary_load, ...), batch_errors, slow_start, breach_memory, hold:<source>, critical, stale, gated, ...", []string{"throttled_job", "why"}, nil)
 	descBuild       = prometheus.NewDesc("throttled_build_info", "Build information.", []string{"version", "go_version"}, nil)
 	// Samples labelled by more than a replica have metrics of their own.
 	descSlotRetained = prometheus.NewDesc("throttled_signals_slot_retained_bytes", "WAL each replication slot retains.", []string{"slot", "type", "wal_status"}, nil)
@@ -82,7 +83,7 @@ func byReplicaOnly(x signals.Sample) bool {
 func DescribeMetrics(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descSignalValue, descSignalAge, descSignalFail, descMode, descBinding, descBudget,
 		descLatched, descSampleDur, descSamples, descSampleFail, descHolds, descHoldInfo, descJobRate, descJobPaused, descJobState,
-		descJobBatches, descJobRows, descJobErrors, descJobRetries, descJobSize, descJobLeft, descBuild,
+		descJobBatches, descJobRows, descJobErrors, descJobRetries, descJobSize, descJobLeft, descJobLimited, descBuild,
 		descSlotRetained, descSlotSafe, descHolder, descVacuum, descPoolWaiting, descPoolWait, descPoolUsed} {
 		ch <- d
 	}
@@ -199,6 +200,14 @@ func (c *Client) CollectMetrics(ch chan<- prometheus.Metric, jobs []JobMetrics) 
 		ch <- prometheus.MustNewConstMetric(descJobSize, prometheus.GaugeValue, float64(j.BatchSize), j.Name)
 		if j.Remaining >= 0 {
 			ch <- prometheus.MustNewConstMetric(descJobLeft, prometheus.GaugeValue, float64(j.Remaining), j.Name)
+		}
+	}
+	// Every job this process paces, whoever made it (Client.Job, a
+	// pacer, the sidecar's configuration).
+	now = time.Now()
+	for _, j := range c.limited.Jobs() {
+		for why, secs := range c.limited.Seconds(now, j) {
+			ch <- prometheus.MustNewConstMetric(descJobLimited, prometheus.CounterValue, secs, string(j), string(why))
 		}
 	}
 	version := "devel"

@@ -2,6 +2,8 @@ package throttled_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +114,98 @@ throttled_jobs_remaining_rows{throttled_job="metrics-job"} 79
 	}
 	if n, _ := testutil.GatherAndCount(reg, "throttled_jobs_rows_total"); n != 1 {
 		t.Fatalf("%d rows series for one job name", n)
+	}
+}
+
+// Every job a process paces has its time counted at each why, from the
+// decisions it applies, solo or as a coordinated worker, and exported as
+// throttled_jobs_limited_seconds_total: the seconds add up to about the
+// time the job was paced, and a hold counts under its source.
+func TestLimitedSecondsMetrics(t *testing.T) {
+	c := pgtest.Cluster(t)
+	ctx := context.Background()
+	solo := throttled.Options{PrimaryDSN: c.Primary.DSN(pgcluster.RoleMonitor), Cores: 2, NoForegroundLatency: true,
+		Controller: throttle.Config{MaxBudget: 50, InitialBudget: 50}}
+	for _, tc := range []struct {
+		name string
+		opts throttled.Options
+	}{{"solo", solo}, {"coordinated", coordinated(t, c, 50)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.NoForegroundLatency = true
+			cl, err := throttled.Open(ctx, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			job := "limited-" + tc.name
+			started := time.Now()
+			p, err := cl.Pacer(jobs.Config{Name: job, MaxRate: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pgtest.Eventually(t, 20*time.Second, func() error {
+				if running(p) != nil {
+					return running(p)
+				}
+				if s := cl.LimitedSeconds(job)[throttle.WhyFullRate]; s < 2 {
+					return fmt.Errorf("%.1f s at full rate: %s", s, cl.WhySlow(job))
+				}
+				return nil
+			})
+			if _, err := cl.LocalHolds().Add(throttle.HoldRequest{Scope: throttle.OneJob(throttle.Job(job)), Source: throttle.SourceCLI, Reason: "look", TTL: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+			pgtest.Eventually(t, 10*time.Second, func() error {
+				if s := cl.LimitedSeconds(job)["hold:cli"]; s < 1 {
+					return fmt.Errorf("%.1f s held: %s", s, cl.WhySlow(job))
+				}
+				return nil
+			})
+			secs := cl.LimitedSeconds(job)
+			total := 0.0
+			for w, s := range secs {
+				if !slices.Contains(throttle.Whys(), w) {
+					t.Errorf("why %q is not in the bounded set", w)
+				}
+				total += s
+			}
+			if elapsed := time.Since(started).Seconds(); total > elapsed+0.5 || total < elapsed-3 {
+				t.Errorf("%.1f s counted over %.1f s paced: %v", total, elapsed, secs)
+			}
+			if line := cl.WhySlow(job); !strings.Contains(line, "at full rate") || !strings.Contains(line, "held (cli)") {
+				t.Errorf("summary %q names neither the full rate nor the hold", line)
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(cl.Collector())
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]float64{}
+			for _, mf := range mfs {
+				if mf.GetName() != "throttled_jobs_limited_seconds_total" {
+					continue
+				}
+				for _, m := range mf.GetMetric() {
+					labels := map[string]string{}
+					for _, l := range m.GetLabel() {
+						labels[l.GetName()] = l.GetValue()
+					}
+					if labels["throttled_job"] == job {
+						got[labels["why"]] = m.GetCounter().GetValue()
+					}
+				}
+			}
+			if got["full_rate"] < secs[throttle.WhyFullRate] || got["hold:cli"] < secs["hold:cli"] {
+				t.Fatalf("exported %v; counted before the scrape %v (a counter only grows)", got, secs)
+			}
+			problems, err := testutil.GatherAndLint(reg, "throttled_jobs_limited_seconds_total")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range problems {
+				t.Errorf("lint: %s: %s", p.Metric, p.Text)
+			}
+		})
 	}
 }

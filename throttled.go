@@ -123,6 +123,10 @@ type Client struct {
 	last throttle.Decision
 	subs []chan throttle.Decision
 	made jobRegistry // the jobs made with Job, for the metrics
+
+	// limited is, per job of this process, the time spent at each why
+	// (limited.go).
+	limited *throttle.LimitedTime
 }
 
 // Open connects to the primary (and replicas), checks the sampling role,
@@ -204,6 +208,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c.tick = c.ctl.Config().Tick
+	c.limited = throttle.NewLimitedTime(limitedTicks * c.tick)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
 	if opts.Coordinate {
@@ -211,7 +216,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		// leads.
 		poller.Close()
 		e := coord.New(coord.Deps{Log: c.log, Pool: c.coord, Holds: c.sources, Changed: c.watcher.Changed, Poller: poller,
-			Controller: opts.Controller, Published: c.published, Tick: c.tick, DeferLeadership: opts.DeferLeadership,
+			Controller: opts.Controller, Published: c.published, Applied: c.observe, Tick: c.tick, DeferLeadership: opts.DeferLeadership,
 			Prepare: func(cfg throttle.Config) throttle.Config {
 				cfg = prepare(cfg)
 				cfg.Holds = c.durable
@@ -377,6 +382,7 @@ func (c *Client) decide(ctx context.Context) {
 		snap := c.poller.Snapshot()
 		d := c.ctl.Step(snap.At, snap)
 		c.ls.Apply(d)
+		c.observeDecision(time.Now(), d)
 		c.published(d)
 	}
 }

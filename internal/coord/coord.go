@@ -249,6 +249,11 @@ type Deps struct {
 	Prepare    func(throttle.Config) throttle.Config
 	// Published hears every decision this process makes as leader.
 	Published func(throttle.Decision)
+	// Applied, when set, hears each worker's status as every heartbeat
+	// leaves it (its lease, a hold, or none to be had), with the time:
+	// the Client counts from it the time each job spends at each why.
+	// It must not block.
+	Applied func(now time.Time, st throttle.JobStatus)
 	// Tick is how often the leader decides.
 	Tick time.Duration
 	// DeferLeadership, when above 0, makes this process a reluctant
@@ -271,6 +276,7 @@ type Engine struct {
 	poller    Poller
 	prepare   func(throttle.Config) throttle.Config
 	published func(throttle.Decision)
+	applied   func(time.Time, throttle.JobStatus)
 	tick      time.Duration
 	procID    string
 	lease     time.Duration
@@ -320,7 +326,7 @@ func New(d Deps) *Engine {
 		changed = func() <-chan struct{} { return nil }
 	}
 	return &Engine{log: d.Log, pool: d.Pool, store: store.New(d.Pool), holds: d.Holds, changed: changed, poller: d.Poller, prepare: d.Prepare,
-		published: d.Published, tick: d.Tick, controller: d.Controller, deferLead: d.DeferLeadership,
+		published: d.Published, applied: d.Applied, tick: d.Tick, controller: d.Controller, deferLead: d.DeferLeadership,
 		procID: fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b)),
 		lease:  leaseFor(d.Tick), workers: map[throttle.Job]*worker{}, seen: map[string][3]float64{}}
 }
@@ -496,6 +502,9 @@ func (e *Engine) beat(ctx context.Context, w *worker) {
 	cancel()
 	if w.isStopped() {
 		return // removed while this heartbeat was in flight
+	}
+	if e.applied != nil {
+		defer func() { e.applied(time.Now(), w.Status()) }()
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = e.upsert(ctx, w) // removed as stale while we could not reach it
