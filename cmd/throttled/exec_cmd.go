@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -86,7 +87,7 @@ func (o *execOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.noLatency, "no-foreground-latency", false, "do not pace on foreground latency (no canary)")
 	fs.StringVar(&o.pgbouncerDSN, "pgbouncer-dsn", "", "PgBouncer's admin console (dbname=pgbouncer): connection headroom then counts its pools")
 	withEnv(fs, "pgbouncer-dsn", "THROTTLED_PGBOUNCER_DSN")
-	fs.BoolVar(&o.json, "json", false, "print progress as one JSON object a second, and a summary object at the end (rows, batches, retries, errors, duration, time paused and why)")
+	fs.BoolVar(&o.json, "json", false, "print progress as one JSON object a second, and a summary object at the end (rows, batches, retries, errors, duration, time paused and why, seconds at each limit)")
 	fs.StringArrayVar(&o.tables, "table", nil, "a table the statement writes, as schema.table (repeatable): job rules on vacuum_running bind the job on these")
 	fs.BoolVar(&o.pauseOnVacuum, "pause-on-vacuum", false, "pause while a vacuum (autovacuum or manual) runs on a --table, and resume after it")
 }
@@ -315,6 +316,10 @@ func runExec(ctx context.Context, o execOptions, out, errOut io.Writer) int {
 	stopProgress()
 	wg.Wait()
 	st := job.Status()
+	// Where the time went, from the decisions this process applied to
+	// the job: the why of each second.
+	limited := client.LimitedSeconds(o.job)
+	whySlow := throttle.WhySlow(limited)
 	result, code := "done", exitOK
 	switch {
 	case err == nil:
@@ -325,7 +330,8 @@ func runExec(ctx context.Context, o execOptions, out, errOut io.Writer) int {
 	}
 	if o.json {
 		sum := execSummary{Summary: true, Result: result, Rows: st.Rows, Batches: st.Batches, Retries: st.Retries, Errors: st.Errors,
-			DurationS: time.Since(started).Seconds(), PausedS: paused.seconds, PausedWhy: append([]string{}, paused.why...)}
+			DurationS: time.Since(started).Seconds(), PausedS: paused.seconds, PausedWhy: append([]string{}, paused.why...),
+			LimitedS: limitedJSON(limited), WhySlow: whySlow}
 		if err != nil && code == exitError {
 			sum.Error = err.Error()
 		}
@@ -335,7 +341,7 @@ func runExec(ctx context.Context, o execOptions, out, errOut io.Writer) int {
 		}
 		return code
 	}
-	summary := fmt.Sprintf("%d rows in %d batches (%d retries, %d errors)", st.Rows, st.Batches, st.Retries, st.Errors)
+	summary := fmt.Sprintf("%d rows in %d batches (%d retries, %d errors); %s", st.Rows, st.Batches, st.Retries, st.Errors, whySlow)
 	switch result {
 	case "done":
 		fmt.Fprintf(out, "done: %s\n", summary)
@@ -372,7 +378,23 @@ type execSummary struct {
 	DurationS float64  `json:"duration_seconds"`
 	PausedS   float64  `json:"paused_seconds"`
 	PausedWhy []string `json:"paused_why"`
-	Error     string   `json:"error,omitempty"`
+	// LimitedS is the seconds the job spent at each why (full_rate,
+	// growth, a signal's name, slow_start, hold:<source>, ...), as
+	// throttled_jobs_limited_seconds_total counts them; WhySlow sums them
+	// up in a line ("ran 4m10s: 12 % at full rate, 81 % limited by
+	// foreground_latency, 7 % slow start").
+	LimitedS map[string]float64 `json:"limited_seconds"`
+	WhySlow  string             `json:"why_slow"`
+	Error    string             `json:"error,omitempty"`
+}
+
+// limitedJSON is seconds per why for JSON: to the millisecond, never null.
+func limitedJSON(secs map[throttle.Why]float64) map[string]float64 {
+	out := map[string]float64{}
+	for w, s := range secs {
+		out[string(w)] = math.Round(s*1000) / 1000
+	}
+	return out
 }
 
 // pausedTime is how long the job was seen paused, sampled once a second

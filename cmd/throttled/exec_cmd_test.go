@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,6 +24,7 @@ import (
 	"github.com/throttled/throttled/internal/chaos"
 	"github.com/throttled/throttled/internal/pgcluster"
 	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/throttle"
 )
 
 const deleteOld = `DELETE FROM %[1]s WHERE id IN (SELECT id FROM %[1]s WHERE created_at < now() - interval '30 days' ORDER BY id LIMIT $1)`
@@ -140,6 +143,10 @@ func TestExecDeletesExactlyTheOldRows(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), fmt.Sprintf("done: %d rows in", old)) {
 		t.Fatalf("output:\n%s", out.String())
+	}
+	// The summary line says where the time went.
+	if !regexp.MustCompile(`errors\); ran [0-9.]+m?s?[0-9.]*s?: [0-9]+ % `).MatchString(out.String()) {
+		t.Fatalf("no why in the summary line:\n%s", out.String())
 	}
 }
 
@@ -403,5 +410,21 @@ func TestExecJSONLinesAndSummary(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil || !s.Summary || s.Result != "done" || s.Rows != old || s.Batches == 0 ||
 		s.DurationS <= 0 || s.PausedWhy == nil {
 		t.Errorf("summary %q: %+v, %v; want done with %d rows", lines[len(lines)-1], s, err, old)
+	}
+	// Where the time went: each second at one why of the bounded set,
+	// about the run's duration in all, and the line that sums it up.
+	total := 0.0
+	for w, secs := range s.LimitedS {
+		if !slices.Contains(throttle.Whys(), throttle.Why(w)) || secs < 0 {
+			t.Errorf("limited_seconds[%q] = %v: not a why of the set", w, secs)
+		}
+		total += secs
+	}
+	if total < s.DurationS/2 || total > s.DurationS+0.5 {
+		t.Errorf("limited_seconds %v add up to %.1f s of a %.1f s run", s.LimitedS, total, s.DurationS)
+	}
+	t.Logf("limited_seconds %v, why_slow %q", s.LimitedS, s.WhySlow)
+	if !strings.HasPrefix(s.WhySlow, "ran ") || !strings.Contains(s.WhySlow, " % ") {
+		t.Errorf("why_slow %q", s.WhySlow)
 	}
 }
