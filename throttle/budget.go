@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/throttled/throttled/signals"
@@ -11,7 +12,6 @@ import (
 type readings struct {
 	worst       ruleEval // the usable rule with the highest pressure
 	rawWorst    ruleEval // the new sample with the highest raw pressure
-	jump        ruleEval // a new sample at EmergencyPressure even one Resolution step lower
 	rising      ruleEval // an integrating signal that rose at each of its last samples
 	maxRaw      float64  // highest raw pressure of any usable sample, one Resolution step lower
 	maxRawFresh float64  // the same over samples new at this step
@@ -54,27 +54,50 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 		} else {
 			c.rawOver = 0
 		}
-		// Two samples in a row at the emergency level are evidence when
-		// even one Resolution step lower they are over target.
+		// Readings in a row at the emergency level are evidence when
+		// even one Resolution step lower each is over target.
 		if r.rawWorst.rawPress >= c.cfg.EmergencyPressure && r.rawWorst.oneStepLower() > 1 {
 			c.rawEmergency++
+			c.trail = append(c.trail, r.rawWorst.rawPress)
+			if n := c.cfg.EmergencyReadings; len(c.trail) > n {
+				c.trail = c.trail[len(c.trail)-n:]
+			}
 		} else {
-			c.rawEmergency = 0
+			c.rawEmergency, c.trail = 0, c.trail[:0]
 		}
 	}
 	signalOver := pSig > 1 || c.rawOver >= 2
 	over := signalOver || errPressure > 1
 	if over && !c.overTarget {
-		// A new breach: remember the budget it began at. A recent, lower
-		// breach budget is kept: the lowest bad rate is the one to trust.
-		if c.ceiling == 0 || now.Sub(c.ceilingAt) >= c.cfg.BreachMemory || c.budget < c.ceiling {
+		// A new breach: remember the budget it began at. A breach that
+		// begins before the budget has grown since the last cut is the
+		// last one going on: the budget it began at is the cut's, not a
+		// rate that breached, and remembering it would ratchet the
+		// ceiling down with every cut.
+		grewSinceCut := c.changedAt.After(c.cutAt)
+		settle := 2 * time.Duration(c.cfg.GrowEvery) * c.cfg.Tick
+		switch {
+		case c.ceiling == 0 || now.Sub(c.ceilingAt) >= c.cfg.BreachMemory || grewSinceCut && c.budget < c.ceiling || c.budget > c.ceiling:
 			c.rememberBreach(c.budget, now)
-		} else {
+		case now.Sub(c.cutAt) < settle:
+			// Over again within moments of the cut, before any growth:
+			// the cut is still taking effect, and this is the breach
+			// that was; the ceiling stays the budget that breached.
 			c.ceilingAt = now
+		default:
+			// Over again at a budget that held since the cut: the cut
+			// was not enough. Split the difference between the budget
+			// that breached and this one, so a pressure that stays
+			// teaches the ceiling within a few breaches while no cut
+			// becomes the ceiling outright.
+			c.ceiling, c.ceilingAt = math.Sqrt(c.ceiling*c.budget), now
 		}
 		c.ceilingLag = integrates(r.worst.name) && pSig > 1 || integrates(r.rawWorst.name) && c.rawOver >= 2
 	}
 	c.overTarget = over
+	if over {
+		c.lastOverAt = now
+	}
 	// Errors alone never cut below a quarter of the budget they began at:
 	// when they do not depend on the rate, cutting further buys nothing.
 	// A signal over target cuts as far as it must.
@@ -100,23 +123,22 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 			binding, r.rawWorst.rawPress, r.rawWorst.pressure)
 	}
 	d.Binding = binding
-	// An emergency needs evidence that the load is real: the smoothed
-	// pressure, a sample that would reach the level even one Resolution
-	// step lower (one session fewer on few cores), or two samples in a
-	// row. The cut names the signal that gave the evidence.
+	// An emergency needs evidence that the pressure is real and
+	// sustained, never one reading: EmergencyReadings new readings in a
+	// row at the level (each over target even one Resolution step lower:
+	// one session fewer on few cores), or the smoothed pressure at the
+	// level with as many readings in a row over target. The cut names the
+	// signal and the readings that gave the evidence.
 	emergency, evidence, eBinding, eName := "", 0.0, "", signals.Name("")
+	need := c.cfg.EmergencyReadings
 	switch {
-	case pSig >= c.cfg.EmergencyPressure:
-		emergency = fmt.Sprintf("%s at %.2f of target, smoothed", r.worst.key, pSig)
-		evidence, eBinding, eName = pSig, r.worst.key, r.worst.name
-	case r.jump.key != "":
-		emergency = fmt.Sprintf("a %s sample at %.2f of target (reading %.3g; smoothed %.2f of target)",
-			r.jump.key, r.jump.rawPress, r.jump.raw, r.jump.pressure)
-		evidence, eBinding, eName = r.jump.rawPress, r.jump.key, r.jump.name
-	case c.rawEmergency >= 2:
-		emergency = fmt.Sprintf("%s samples at %.2f of target or more twice in a row (reading %.3g; smoothed %.2f of target)",
-			r.rawWorst.key, r.rawWorst.rawPress, r.rawWorst.raw, r.rawWorst.pressure)
+	case c.rawEmergency >= need && r.rawWorst.key != "":
+		emergency = fmt.Sprintf("%s at %.2f of target or more at %d readings in a row (%s of target; smoothed %.2f)",
+			r.rawWorst.key, c.cfg.EmergencyPressure, need, formatTrail(c.trail), r.rawWorst.pressure)
 		evidence, eBinding, eName = r.rawWorst.rawPress, r.rawWorst.key, r.rawWorst.name
+	case pSig >= c.cfg.EmergencyPressure && c.rawOver >= need:
+		emergency = fmt.Sprintf("%s at %.2f of target, smoothed, and over target at %d readings in a row", r.worst.key, pSig, c.rawOver)
+		evidence, eBinding, eName = pSig, r.worst.key, r.worst.name
 	}
 	tick := c.cfg.Tick
 	// Replica lag integrates the excess of WAL over what the replica
@@ -135,11 +157,13 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 	case emergency != "":
 		// A breach at this budget: growth doubles back to 90 % of it once
 		// the pressure is gone, and probes past it only after a calm.
-		if !over && (c.ceiling == 0 || now.Sub(c.ceilingAt) >= c.cfg.BreachMemory || c.budget < c.ceiling) {
+		if !over && (c.ceiling == 0 || now.Sub(c.ceilingAt) >= c.cfg.BreachMemory || c.changedAt.After(c.cutAt) || c.budget > c.ceiling) {
 			c.ceiling, c.ceilingAt = c.budget, now
 		}
 		c.cut(now, 1-c.cfg.EmergencyCut, p, 0)
 		c.emergencyAt = evidence
+		// The next emergency needs readings taken after this cut.
+		c.rawEmergency, c.trail = 0, c.trail[:0]
 		d.Mode, d.Code, d.Reason = ModeThrottled, CodeCut, fmt.Sprintf("throttled: emergency cut by %.0f%%: %s", 100*c.cfg.EmergencyCut, emergency)
 	case over && (now.Sub(c.cutAt) >= 2*tick-tick/2 || p > c.cutPressure):
 		f := max(1-c.cfg.MaxCut, min(0.95, 1/max(p, r.maxRawFresh)))
@@ -173,10 +197,24 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 	}
 }
 
-// cut multiplies the budget by factor, not below floor.
+// cut multiplies the budget by factor, not below floor. It ends the
+// start's slow start.
 func (c *Controller) cut(now time.Time, factor, p, floor float64) {
 	c.budget = c.clamp(max(c.budget*factor, min(floor, c.budget)))
 	c.changedAt, c.cutAt, c.cutPressure, c.emergencyAt = now, now, p, 0
+	c.starting = false
+}
+
+// formatTrail lists raw pressures as "1.52, 1.61".
+func formatTrail(ps []float64) string {
+	var b []byte
+	for i, p := range ps {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = fmt.Appendf(b, "%.2f", p)
+	}
+	return string(b)
 }
 
 // rememberBreach records budget as the one a breach began at, which caps
@@ -221,7 +259,7 @@ func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (li
 	// Use is measured over about 5 s; a budget of under two batches in
 	// that time cannot show it, and a job that waits that long for its
 	// next token is not idle.
-	if u := c.utilization(); u < c.cfg.MinUtilization && c.budget*usageTau.Seconds() >= 2 {
+	if u := c.utilization(p < c.cfg.GrowBelow/2); u < c.cfg.MinUtilization && c.budget*usageTau.Seconds() >= 2 {
 		return fmt.Sprintf("low utilization: %s; not growing: jobs use %.0f%% of the budget", b, 100*u), CodeLowUtilization
 	}
 	room := c.cfg.GrowBelow / max(p, 1e-3)
@@ -231,10 +269,18 @@ func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (li
 		limit, code = fmt.Sprintf("%s at %.2f of target; %s, growing as it allows", key, p, b), CodeBinding
 	}
 	roomy := p < c.cfg.GrowBelow/2
-	if c.budget < c.ssthresh/2 && roomy {
+	fast := false // doubling: the step may come sooner than GrowEvery
+	switch {
+	case c.starting && roomy:
+		// Slow start, as TCP's, from the start: with plenty of room,
+		// double each step toward the most allowed. A cleanup on a quiet
+		// primary reaches its max_rate in seconds, not minutes.
+		f, fast = min(2, room), true
+		limit, code = fmt.Sprintf("slow start: %s, doubling toward %.3g/s, the most allowed", b, c.cfg.MaxBudget), CodeSlowStart
+	case c.budget < c.ssthresh/2 && roomy:
 		// Slow start, as TCP's: after a pause, far under the budget before
 		// it and with plenty of room, double each step up to half of it.
-		f = min(2, room, c.ssthresh/2/c.budget)
+		f, fast = min(2, room, c.ssthresh/2/c.budget), true
 		limit, code = fmt.Sprintf("slow start: %s, doubling back toward %.3g/s, the budget before the pause", b, c.ssthresh), CodeSlowStart
 		if c.inherited > 0 {
 			limit, code = fmt.Sprintf("inherited budget: %s, doubling back toward %.3g/s, the last leader's", b, c.inherited), CodeInherited
@@ -248,31 +294,38 @@ func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (li
 			// breached at is further from a safe one than a load breach's.
 			safe = breachSafeLag * c.ceiling
 		}
+		calm := now.Sub(c.lastOverAt)
 		switch {
 		case c.budget < safe:
 			if roomy {
-				// After a cut, with the pressure far under target: what
-				// cut it is gone, so double back toward the breach's
-				// budget rather than creep.
-				f = max(f, min(2, room))
+				// After a cut, with the pressure under target: double back
+				// toward the breach's budget as far as the room allows,
+				// rather than creep. What cut it is gone, or the room
+				// says how much of it is left.
+				f, fast = max(f, min(2, room)), true
 			}
 			f = min(f, safe/c.budget)
 			if code != CodeBinding {
-				code = CodeRunning
+				code = CodeBreach
 				limit = fmt.Sprintf("%s, growing back toward %.3g/s, under the %.3g/s of a breach %s ago", b, safe, c.ceiling, now.Sub(c.ceilingAt).Round(time.Second))
 			}
-		case p < c.cfg.GrowBelow-(1-c.cfg.GrowBelow) && now.Sub(c.ceilingAt) >= c.cfg.BreachMemory/10:
+		case p < c.cfg.GrowBelow-(1-c.cfg.GrowBelow) && calm >= c.cfg.ProbeAfter:
 			f = min(f, c.cfg.ProbeGrowth)
-			limit, code = fmt.Sprintf("%s, probing by %.0f%% past the %.3g/s of a breach %s ago", b, 100*(c.cfg.ProbeGrowth-1), c.ceiling, now.Sub(c.ceilingAt).Round(time.Second)), CodeRunning
+			limit, code = fmt.Sprintf("%s, probing by %.0f%% past the %.3g/s of a breach %s ago", b, 100*(c.cfg.ProbeGrowth-1), c.ceiling, now.Sub(c.ceilingAt).Round(time.Second)), CodeBreach
 		default:
 			if code != CodeBinding {
-				code = CodeHolding
-				limit = fmt.Sprintf("%s, near the %.3g/s of a breach %s ago; probing past it after %s calm", b, c.ceiling, now.Sub(c.ceilingAt).Round(time.Second), c.cfg.BreachMemory/10)
+				code = CodeBreach
+				limit = fmt.Sprintf("%s, near the %.3g/s of a breach %s ago; probing past it after %s calm (%s so far)", b, c.ceiling, now.Sub(c.ceilingAt).Round(time.Second), c.cfg.ProbeAfter, calm.Round(time.Second))
 			}
 			return limit, code
 		}
 	}
 	every := time.Duration(c.cfg.GrowEvery) * c.cfg.Tick
+	if fast {
+		// Doubling waits two ticks: one for the new rate to run, one for
+		// the signals to show it.
+		every = min(every, 2*c.cfg.Tick)
+	}
 	if f <= 1 || now.Sub(c.changedAt) < every-c.cfg.Tick/2 {
 		return limit, code
 	}
@@ -281,13 +334,21 @@ func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (li
 	if c.budget >= c.ssthresh {
 		c.inherited = 0
 	}
+	if c.budget >= c.cfg.MaxBudget {
+		c.starting = false
+	}
 	return limit, code
 }
 
-func (c *Controller) utilization() float64 {
+// utilization is the share of the budget the jobs use. A starved job
+// counts its whole rate; with roomy (every signal far under target) so
+// does any job that waited for its limiter since the last step: the
+// limiter, not the job, is what holds it back, and a smoothed use would
+// lag each doubling of slow start by seconds.
+func (c *Controller) utilization(roomy bool) float64 {
 	var used float64
 	for _, s := range c.jobs {
-		if s.starved() {
+		if s.starved() || roomy && s.wanted {
 			// It would use all it gets. A job that shows use is
 			// measured, so growth still waits for use to catch up.
 			used += max(s.usage, s.rate)

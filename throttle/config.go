@@ -129,6 +129,14 @@ type Config struct {
 	// EmergencyCut is the share an emergency cut removes. Defaults to
 	// 0.75.
 	EmergencyCut float64
+	// EmergencyReadings is how many new readings in a row must reach
+	// EmergencyPressure (each still over target one Resolution step
+	// lower) for an emergency cut; a smoothed pressure at
+	// EmergencyPressure needs as many readings in a row over target. One
+	// reading is never an emergency: a canary probe that queued behind
+	// one commit, or one session more on few cores, is not evidence that
+	// the pressure is real and sustained. Defaults to 2; at least 2.
+	EmergencyReadings int
 
 	// CriticalWindow is how many consecutive samples at or past a
 	// critical level pause everything. Defaults to 3.
@@ -161,6 +169,10 @@ type Config struct {
 	// BreachMemory is how long the budget at which a breach happened caps
 	// growth to ProbeGrowth. Defaults to 10m.
 	BreachMemory time.Duration
+	// ProbeAfter is how long the signals must stay under target after a
+	// breach before growth probes past the budget that breached. Defaults
+	// to 20s.
+	ProbeAfter time.Duration
 
 	// PreviousBudget is the budget a previous leader last published, for a
 	// controller taking over: it starts at SlowStart of it and doubles back
@@ -313,6 +325,8 @@ func (c *Config) fill() {
 	c.ErrorWindow = cmp.Or(c.ErrorWindow, 10*time.Second)
 	c.MinErrorBatches = cmp.Or(c.MinErrorBatches, 20)
 	c.BreachMemory = cmp.Or(c.BreachMemory, 10*time.Minute)
+	c.ProbeAfter = cmp.Or(c.ProbeAfter, 20*time.Second)
+	c.EmergencyReadings = cmp.Or(c.EmergencyReadings, 2)
 }
 
 func (c *Config) validate() error {
@@ -448,10 +462,13 @@ func (c *Config) validate() error {
 			bad("%s must be at least 1, got %d", f.name, f.v)
 		}
 	}
+	if c.EmergencyReadings < 2 {
+		bad("EmergencyReadings must be at least 2 (one reading is never an emergency), got %d", c.EmergencyReadings)
+	}
 	for _, f := range []struct {
 		name string
 		v    time.Duration
-	}{{"Tick", c.Tick}, {"QuietPeriod", c.QuietPeriod}, {"LatchWindow", c.LatchWindow}, {"ErrorWindow", c.ErrorWindow}, {"BreachMemory", c.BreachMemory}} {
+	}{{"Tick", c.Tick}, {"QuietPeriod", c.QuietPeriod}, {"LatchWindow", c.LatchWindow}, {"ErrorWindow", c.ErrorWindow}, {"BreachMemory", c.BreachMemory}, {"ProbeAfter", c.ProbeAfter}} {
 		if f.v <= 0 {
 			bad("%s must be positive, got %s", f.name, f.v)
 		}

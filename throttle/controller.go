@@ -30,15 +30,20 @@ import (
 //   - Paused: a hold applies to every job.
 //   - Otherwise the worst pressure (value over target) binds. Above 1 the
 //     budget is cut at once, by at most MaxCut a step, or by EmergencyCut
-//     when one sample reaches EmergencyPressure. Under GrowBelow, with every
-//     signal fresh and the jobs using most of their budget, it grows at
-//     most every GrowEvery ticks by at most MaxGrowth, tapering as pressure
-//     nears GrowBelow (but doubling, like TCP's slow start, while under
-//     half the budget before the last pause with plenty of room), and only
-//     by ProbeGrowth past 90 % of the lowest
-//     budget at which a breach happened in the last BreachMemory, after a
-//     calm tenth of it. Between GrowBelow and 1 it holds. Over target means
-//     the smoothed pressure over 1, or two raw samples in a row over 1.
+//     on evidence that the pressure is real and sustained: never one
+//     reading, but EmergencyReadings new readings in a row at
+//     EmergencyPressure, or the smoothed pressure there with as many
+//     readings over target. Under GrowBelow, with every signal fresh and
+//     the jobs using most of their budget, it grows at most every
+//     GrowEvery ticks by at most MaxGrowth, tapering as pressure nears
+//     GrowBelow. Far under target it doubles every two ticks, like TCP's
+//     slow start: from the start toward MaxBudget, after a pause up to
+//     half the budget before it, after a cut back to 90 % of the budget
+//     that breached. Past that it only probes, by ProbeGrowth, after
+//     ProbeAfter of calm. A breach remembers the budget it began at, not
+//     a cut's: over target again within moments of a cut is the same
+//     breach. Between GrowBelow and 1 it holds. Over target means the
+//     smoothed pressure over 1, or two raw samples in a row over 1.
 //   - After any pause (critical, stale, a hold) work restarts at SlowStart
 //     of the budget before it, never at the old rate.
 //
@@ -66,6 +71,9 @@ type Controller struct {
 	ceilingAt    time.Time
 	ceilingLag   bool                 // the last breach was replica lag's
 	ssthresh     float64              // slow-start threshold: the budget before the last pause
+	starting     bool                 // slow start from the start: doubling toward MaxBudget until a cut or a pause
+	lastOverAt   time.Time            // the last step over target
+	trail        []float64            // the raw pressures of the readings in a row at EmergencyPressure, newest last
 	lastAt       map[string]time.Time // last sample time seen, per rule key
 	overCritical map[string]*overCount
 	critical     *criticalPause
@@ -126,6 +134,7 @@ func New(cfg Config) (*Controller, error) {
 		lastAt:       map[string]time.Time{},
 		overCritical: map[string]*overCount{},
 		trends:       map[string]trend{},
+		starting:     true,
 	}
 	if prev := min(cfg.PreviousBudget, cfg.MaxBudget); prev > 0 {
 		// Cautious after a failover, but never below what a new client
@@ -134,7 +143,7 @@ func New(cfg Config) (*Controller, error) {
 		// the next one start at a quarter of that. The first step raises
 		// a budget under InitialBudget when the primary is healthy.
 		c.budget = c.clamp(max(prev*cfg.SlowStart, min(prev, cfg.InitialBudget)))
-		c.ssthresh, c.inherited, c.tookOver = prev, prev, true
+		c.ssthresh, c.inherited, c.tookOver, c.starting = prev, prev, true, false
 	}
 	if in := cfg.Inherited; in != nil {
 		c.inherit(*in)
@@ -214,6 +223,10 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		dt = now.Sub(c.lastStep)
 	}
 	c.lastStep = now
+	if c.changedAt.IsZero() {
+		// The first budget runs for a while before it may grow.
+		c.changedAt = now
+	}
 	d := Decision{At: now, Events: c.prev.Events}
 	c.prev.Events = nil
 	batches, errs := c.updateUsage(now, dt)
@@ -246,8 +259,8 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		}
 	}
 	worst := ruleEval{}
-	var rawWorst, jump ruleEval // the fresh sample under most raw pressure; one that is an emergency alone
-	var rising ruleEval         // an integrating signal rising toward its target
+	var rawWorst ruleEval // the fresh sample under most raw pressure
+	var rising ruleEval   // an integrating signal rising toward its target
 	var maxRaw, maxRawFresh float64
 	anyFresh, healthy := false, len(staleReq) == 0 && len(warmingReq) == 0 && len(unknownOpt) == 0 && !missed
 	for _, e := range evals {
@@ -268,9 +281,6 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		maxRawFresh, anyFresh = max(maxRawFresh, e.oneStepLower()), true
 		if rawWorst.key == "" || e.rawPress > rawWorst.rawPress {
 			rawWorst = e
-		}
-		if e.oneStepLower() >= c.cfg.EmergencyPressure && (jump.key == "" || e.rawPress > jump.rawPress) {
-			jump = e
 		}
 		if integrates(e.name) && c.rising(e) && (rising.key == "" || e.rawPress > rising.rawPress) {
 			rising = e
@@ -341,7 +351,7 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 			// leader's budget is gone, so start where a new client would.
 			c.budget, c.changedAt = c.cfg.InitialBudget, now
 		}
-		c.control(now, readings{worst: worst, rawWorst: rawWorst, jump: jump, rising: rising, maxRaw: maxRaw, maxRawFresh: maxRawFresh, anyFresh: anyFresh,
+		c.control(now, readings{worst: worst, rawWorst: rawWorst, rising: rising, maxRaw: maxRaw, maxRawFresh: maxRawFresh, anyFresh: anyFresh,
 			batches: batches, errors: errs}, len(unknownOpt) > 0 || missed, &d)
 		c.tookOver, c.worked = false, true
 		if (len(unknownOpt) > 0 || missed) && d.Mode == ModeRunning {

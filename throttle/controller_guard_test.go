@@ -188,17 +188,54 @@ func TestGuardCutSpacing(t *testing.T) {
 	}
 }
 
-// a second breach at a lower budget lowers the ceiling.
-func TestGuardCeilingLowered(t *testing.T) {
+// A breach remembers the budget that breached, not the budget after the
+// cut: the signal over target again before the budget has grown is the
+// same breach going on, and the budget it finds is the cut's. Exec on an
+// idle primary ratcheted down so, each cut becoming the next ceiling,
+// to one batch every 51 s. After the pressure is gone the budget is back
+// at 80 % of the budget that breached within 15 s, and probes past it
+// after ProbeAfter of calm.
+func TestGuardCeilingIsTheBudgetThatBreached(t *testing.T) {
 	f := setup(t, Config{MaxBudget: 100, InitialBudget: 50})
 	f.steps(3, world{load: 0.5, used: 0.3})
+	breached := f.last.Budget
 	f.step(world{load: 0.8, used: 0.3}) // breach at 50
 	f.step(world{load: 0.5, used: 0.3})
-	second := f.last.Budget
-	f.step(world{load: 0.8, used: 0.3}) // breach again, lower
-	for range 50 {
-		if d := f.step(world{load: 0.3, used: 0.3}); d.Budget > 0.9*second+1e-9 {
-			t.Fatalf("grew to %v within a minute of a breach at %v", d.Budget, second)
+	f.step(world{load: 0.8, used: 0.3}) // over again, at the cut budget
+	f.step(world{load: 0.5, used: 0.3})
+	f.step(world{load: 0.8, used: 0.3})
+	calmAt := f.tick
+	var back time.Duration
+	for range 40 {
+		d := f.step(world{load: 0.1, used: 0.3})
+		calm := time.Duration(f.tick-calmAt) * time.Second
+		if back == 0 && d.Budget >= 0.8*breached-1e-9 {
+			back = calm
+		}
+		if calm < 20*time.Second && d.Budget > 0.9*breached+1e-9 {
+			t.Fatalf("grew to %v %s into the calm, past 90%% of the %v that breached before ProbeAfter", d.Budget, calm, breached)
+		}
+	}
+	if back == 0 || back > 15*time.Second {
+		t.Fatalf("back at 80%% of the %v that breached after %s of calm (budget now %v, %s); want within 15 s", breached, back, f.last.Budget, f.last.Reason)
+	}
+	if f.last.Budget <= 0.9*breached+1e-9 {
+		t.Fatalf("never probed past 90%% of the %v that breached in 40 s of calm: %v (%s)", breached, f.last.Budget, f.last.Reason)
+	}
+
+	// A breach at a budget grown back since the cut is a breach of its
+	// own: it lowers the ceiling to the budget that breached then.
+	g := setup(t, Config{MaxBudget: 100, InitialBudget: 50})
+	g.steps(3, world{load: 0.5, used: 0.3})
+	g.step(world{load: 0.8, used: 0.3}) // breach at 50
+	for g.last.Budget < 0.9*50-1e-9 {
+		g.step(world{load: 0.1, used: 0.3})
+	}
+	second := g.last.Budget
+	g.step(world{load: 0.8, used: 0.3}) // breach again, at the grown budget
+	for range 15 {
+		if d := g.step(world{load: 0.1, used: 0.3}); d.Budget > 0.9*second+1e-9 {
+			t.Fatalf("grew to %v within 15 s of a breach at %v", d.Budget, second)
 		}
 	}
 }
@@ -212,9 +249,14 @@ func TestGuardCeilingAfterCriticalPause(t *testing.T) {
 	if f.last.Mode != ModeCritical {
 		t.Fatalf("mode %s", f.last.Mode)
 	}
+	ended := 0
 	for range 60 {
-		if d := f.step(world{load: 0.3, used: 0.3}); d.Budget > 0.9*before+1e-9 {
-			t.Fatalf("grew back to %v within a minute of a breach at %v", d.Budget, before)
+		d := f.step(world{load: 0.3, used: 0.3})
+		if ended == 0 && d.Mode != ModeCritical {
+			ended = f.tick
+		}
+		if ended > 0 && f.tick-ended < 20 && d.Budget > 0.9*before+1e-9 {
+			t.Fatalf("grew back to %v %d s after a critical pause at %v; want probing past 90 %% only after ProbeAfter", d.Budget, f.tick-ended, before)
 		}
 	}
 }

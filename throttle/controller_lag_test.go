@@ -22,16 +22,18 @@ func lagged(t *testing.T) *fixture {
 func TestLagEmergencyCutIsNotRepeatedOnAFallingLag(t *testing.T) {
 	f := lagged(t)
 	f.steps(3, world{load: 0.3, used: 0.1})
+	f.step(world{load: 0.3, used: 0.1, lag: 3.0}) // 1.5x target: one reading
 	before := f.last.Budget
-	d := f.step(world{load: 0.3, used: 0.1, lag: 3.0}) // 1.5x target
+	d := f.step(world{load: 0.3, used: 0.1, lag: 3.0}) // two in a row
 	if math.Abs(d.Budget-before/4) > 1e-9 || !strings.Contains(d.Reason, "emergency") {
-		t.Fatalf("lag at 1.5x target: %v -> %v (%s); want an emergency cut", before, d.Budget, d.Reason)
+		t.Fatalf("lag at 1.5x target twice: %v -> %v (%s); want an emergency cut", before, d.Budget, d.Reason)
 	}
 	cut := d.Budget
 	d = f.step(world{load: 0.3, used: 0.1, lag: 2.8}) // 1.4x, falling
 	if d.Budget < cut*0.9 || strings.Contains(d.Reason, "emergency") {
 		t.Fatalf("lag falling at 1.4x target, a tick after the cut: %v -> %v (%s); want no second emergency cut", cut, d.Budget, d.Reason)
 	}
+	cut = d.Budget
 	d = f.step(world{load: 0.3, used: 0.1, lag: 3.4}) // 1.7x, worse than at the cut
 	if d.Budget > cut/4+1e-9 || !strings.Contains(d.Reason, "emergency") {
 		t.Fatalf("lag rising past the last cut's: %v -> %v (%s); want another emergency cut", cut, d.Budget, d.Reason)
@@ -39,11 +41,15 @@ func TestLagEmergencyCutIsNotRepeatedOnAFallingLag(t *testing.T) {
 
 	g := setup(t, Config{MaxBudget: 100, InitialBudget: 40})
 	g.steps(3, world{load: 0.3, used: 0.1})
-	g.step(world{load: 0.3, raw: 1.05, used: 0.1}) // 1.5x target
+	g.steps(2, world{load: 0.3, raw: 1.05, used: 0.1}) // 1.5x target twice: emergency
 	cut = g.last.Budget
 	d = g.step(world{load: 0.35, raw: 0.98, used: 0.1}) // still 1.4x
-	if d.Budget > cut/4+1e-9 {
+	if d.Budget >= cut {
 		t.Fatalf("primary_load still at 1.4x target a tick after an emergency cut: %v -> %v (%s); want it cut again", cut, d.Budget, d.Reason)
+	}
+	cut = d.Budget
+	if d = g.step(world{load: 0.35, raw: 0.98, used: 0.1}); d.Budget > cut/4+1e-9 {
+		t.Fatalf("primary_load at 1.4x target at two readings after an emergency cut: %v -> %v (%s); want another emergency cut", cut, d.Budget, d.Reason)
 	}
 }
 
@@ -53,7 +59,7 @@ func TestLagEmergencyCutIsNotRepeatedOnAFallingLag(t *testing.T) {
 // lag, and resumes once the lag stops rising. Lag rising from near zero
 // (under a quarter of its target) is noise and holds nothing.
 func TestRisingLagHoldsGrowth(t *testing.T) {
-	f := lagged(t)
+	f := setup(t, Config{MaxBudget: 1000, InitialBudget: 40, Replicas: map[string]ReplicaPolicy{"replica1": ReplicaRequired}})
 	f.steps(3, world{load: 0.2, used: 0.1})
 	for i, lag := range []float64{0.1, 0.2, 0.3, 0.4} {
 		f.step(world{load: 0.2, used: 0.1, lag: lag})

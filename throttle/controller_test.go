@@ -62,12 +62,16 @@ func setup(t *testing.T, cfg Config, jobs ...JobConfig) *fixture {
 	return &fixture{t: t, c: c}
 }
 
-// step reports a tick of full use by every job, then steps once.
+// step reports a tick of full use by every job, each waiting for its
+// limiter as a job that uses its whole rate does, then steps once.
 func (f *fixture) step(w world) Decision {
 	f.t.Helper()
 	for j, jd := range f.last.Jobs {
 		for range int(math.Round(jd.Rate)) {
 			f.c.Report(j, Feedback{Rows: 100, Duration: 50 * time.Millisecond})
+		}
+		if jd.Rate > 0 {
+			f.c.Wanted(j)
 		}
 	}
 	f.tick++
@@ -145,18 +149,51 @@ func TestCutsWithinTwoTicksAndHoldsInTheDeadband(t *testing.T) {
 			t.Fatalf("in the deadband the budget moved %v -> %v (%s)", held, d.Budget, d.Reason)
 		}
 	}
-	// One raw sample at the emergency level (1.3x target) cuts 75 % at once.
+	// One raw sample at the emergency level (1.3x target) is one reading:
+	// at most an ordinary cut. Two in a row cut 75 % at once.
+	d = f.step(world{load: 0.68, raw: 0.95, used: 0.3})
+	if d.Budget < held*0.5-1e-9 || strings.Contains(d.Reason, "emergency") {
+		t.Fatalf("one sample at 1.36x target: %v -> %v (%s); want at most an ordinary cut", held, d.Budget, d.Reason)
+	}
+	held = d.Budget
 	d = f.step(world{load: 0.68, raw: 0.95, used: 0.3})
 	if math.Abs(d.Budget-held*0.25) > 1e-9 || !strings.Contains(d.Reason, "emergency") {
 		t.Fatalf("emergency: %v -> %v (%s)", held, d.Budget, d.Reason)
 	}
 }
 
+// From the start, far under target, the budget doubles every two ticks
+// toward MaxBudget (slow start, as TCP's): a cleanup on a quiet primary
+// reaches its max_rate within 10 s. A new job at a tenth of it doubles
+// four times.
+func TestSlowStartFromTheStartReachesMaxBudgetWithinTenSeconds(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 4, InitialBudget: 0.4})
+	for f.last.Budget < 4 && f.tick < 30 {
+		d := f.step(world{load: 0.2, used: 0.3})
+		// At the first tick nothing has run yet to show use.
+		if f.tick > 1 && d.Code != CodeSlowStart && d.Code != CodeMaxRate {
+			t.Fatalf("tick %d: %s (%s); want slow start", f.tick, d.Code, d.Reason)
+		}
+	}
+	if took := time.Duration(f.tick) * time.Second; took > 10*time.Second {
+		t.Fatalf("reached %v of MaxBudget 4 after %s; want within 10 s", f.last.Budget, took)
+	}
+	// A cut ends it: growth after it is the breach's, not slow start's.
+	f.steps(2, world{load: 0.8, used: 0.3})
+	for range 10 {
+		if d := f.step(world{load: 0.2, used: 0.3}); d.Code == CodeSlowStart {
+			t.Fatalf("slow start after a cut with no pause: %s", d.Reason)
+		}
+	}
+}
+
 func TestGrowsSlowlyOnlyWhenUsedAndNeverStraightPastTheBreach(t *testing.T) {
+	// Near the target (0.45/0.7 = 0.64 of it, over half of GrowBelow)
+	// growth is at most 25 % every 3 ticks.
 	f := setup(t, Config{MaxBudget: 1000, InitialBudget: 10})
 	prev, changes, lastChange := 10.0, 0, 0
 	for i := 1; i <= 30; i++ {
-		d := f.step(world{load: 0.2, used: 0.3})
+		d := f.step(world{load: 0.45, used: 0.3})
 		if d.Budget > prev {
 			if d.Budget > prev*1.25+1e-9 {
 				t.Fatalf("tick %d: grew %v -> %v, more than 25%%", i, prev, d.Budget)

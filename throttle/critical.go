@@ -273,6 +273,11 @@ func (c *Controller) criticalReason(now time.Time) string {
 func (c *Controller) enterPause(m Mode) bool {
 	if c.pause == nil {
 		c.pause = &pauseEpisode{mode: m, budget: c.budget, startup: !c.worked}
+		if m == ModeCritical || m == ModePaused || c.worked && m != ModeThrottled {
+			// The start's slow start ends with any pause but a warm-up
+			// or a stale spell before work began.
+			c.starting = false
+		}
 		return true
 	}
 	if c.pause.mode != m {
@@ -302,6 +307,7 @@ func (c *Controller) leavePause(now time.Time, d *Decision) {
 			before = c.ceiling
 		}
 		c.rememberBreach(before, now)
+		c.lastOverAt = now // the calm before probing past it starts now
 	}
 	if c.pause.mode == ModeThrottled || c.pause.startup && c.pause.mode == ModeStale {
 		// A warm-up (a required signal still learning its normal) says

@@ -22,7 +22,7 @@ func TestDecisionsCarryReasonCodes(t *testing.T) {
 	}
 
 	d := f.steps(3, calm)
-	check("calm", d, "purge", JobRunning, CodeRunning)
+	check("calm, starting", d, "purge", JobRunning, CodeSlowStart)
 	check("calm", d, "archive", JobRunning, CodeMaxRate)
 
 	d = f.step(world{load: 1.0, raw: 0.95, used: 0.1}) // over the 0.7 target
