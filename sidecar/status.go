@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -47,7 +48,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ config.Token) 
 }
 
 func (s *Server) status(w http.ResponseWriter, _ *http.Request, _ config.Token) {
-	out := api.Status{Leader: s.client.Leader(), ConfigVersion: s.config().Version}
+	out := api.Status{Leader: s.client.Leader(), ConfigVersion: s.config().Version, Jobs: s.jobList()}
 	if out.Leader {
 		d := s.client.Decision()
 		out.Decision = &api.Decision{Mode: string(d.Mode), Budget: d.Budget, Binding: d.Binding, Reason: d.Reason, DecidedAt: d.At,
@@ -87,7 +88,12 @@ func (s *Server) jobState(name string) (jobJSON, bool) {
 	}
 	st := p.Status()
 	js := jobJSON{Job: api.Job{Job: name, State: string(st.State), Code: string(st.Code), Reason: st.Reason, Binding: st.Binding, Rate: st.Rate,
-		Holds: []string{}, Unavailable: st.Code == throttle.CodeUnavailable}, status: st}
+		Holds: []string{}, Unavailable: st.Code == throttle.CodeUnavailable, LimitedSeconds: map[string]float64{}}, status: st}
+	limited := s.client.LimitedSeconds(name)
+	for w, secs := range limited {
+		js.LimitedSeconds[string(w)] = math.Round(secs*1000) / 1000
+	}
+	js.WhySlow = throttle.WhySlow(limited)
 	for _, h := range st.Holds {
 		js.Holds = append(js.Holds, h.ID)
 	}
@@ -95,13 +101,19 @@ func (s *Server) jobState(name string) (jobJSON, bool) {
 }
 
 func (s *Server) jobs(w http.ResponseWriter, _ *http.Request, _ config.Token) {
+	writeJSON(w, http.StatusOK, s.jobList())
+}
+
+// jobList is every configured job's wire status, in the configuration's
+// order.
+func (s *Server) jobList() []api.Job {
 	list := []api.Job{}
 	for _, j := range s.config().Jobs {
 		if js, ok := s.jobState(j.Name); ok {
 			list = append(list, js.Job)
 		}
 	}
-	writeJSON(w, http.StatusOK, list)
+	return list
 }
 
 func (s *Server) job(w http.ResponseWriter, r *http.Request, _ config.Token) {

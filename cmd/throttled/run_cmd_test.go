@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -269,7 +270,8 @@ func TestSidecarAPI(t *testing.T) {
 		`throttled_config_reloads_total{result="applied"} 1`, `throttled_jobs_rate_batches_per_second{throttled_job="archive"}`,
 		`throttled_signals_value{replica="",signal="primary_load"}`, `throttled_holds_active{source="manual"} 0`, "throttled_build_info{", `throttled_notifications_sent_total{notifier="webhook"} 0`,
 		"throttled_enforce_violations 0", "throttled_controller_latched 0", `throttled_jobs_batches_total{throttled_job="purge"} 12`,
-		`throttled_jobs_rows_total{throttled_job="purge"} 12`, `throttled_jobs_wait_seconds_bucket{throttled_job="purge"`, `throttled_signals_samples_total{server="primary"}`} {
+		`throttled_jobs_rows_total{throttled_job="purge"} 12`, `throttled_jobs_wait_seconds_bucket{throttled_job="purge"`, `throttled_signals_samples_total{server="primary"}`,
+		`throttled_jobs_limited_seconds_total{throttled_job="purge",why=`} {
 		if !bytes.Contains(metrics, []byte(want)) {
 			t.Errorf("metrics lack %s", want)
 		}
@@ -291,7 +293,7 @@ func TestSidecarAPI(t *testing.T) {
 	if out := cli(t, "resume", "--addr", a.base, "--job", "purge", "--reason", "done"); !strings.Contains(out, "released hold") {
 		t.Fatalf("resume --addr: %s", out)
 	}
-	if out := cli(t, "status", "--addr", a.base); !strings.Contains(out, "leader: true") {
+	if out := cli(t, "status", "--addr", a.base); !strings.Contains(out, "leader: true") || !regexp.MustCompile(`(?m)^purge .* ran [0-9hms.]+: [0-9]+ % `).MatchString(out) {
 		t.Fatalf("status --addr: %s", out)
 	}
 	if out := cli(t, "status", "--primary-dsn", c.Primary.DSN(pgcluster.RoleAdmin)); !strings.Contains(out, "leader ") || !strings.Contains(out, "purge") {

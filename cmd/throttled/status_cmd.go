@@ -22,7 +22,7 @@ func newStatusCmd(lf *logFlags) *cobra.Command {
 	c := &cobra.Command{
 		Use:     "status",
 		Short:   "the cluster's leader, mode, budget and workers",
-		Long:    "The cluster's leader, mode, budget and every worker, with each job's state and reason code: from the database, or (--addr) from a sidecar's API.",
+		Long:    "The cluster's leader, mode, budget and every worker, with each job's state and reason code: from the database, or (--addr) from a sidecar's API, which also says where each of its jobs' time went (at full rate, limited by which signal, slow start, held, ...).",
 		Example: "  throttled status\n  throttled status --addr http://127.0.0.1:18087 --json",
 	}
 	return coordCmd(lf, c, &cf, false, "print JSON", func(ctx context.Context, _ *cobra.Command, out, errOut io.Writer) int {
@@ -46,12 +46,7 @@ func status(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
 		if err := json.Unmarshal(raw, &st); err != nil {
 			return fail(errOut, "status", fmt.Errorf("unreadable answer from %s: %w", cf.addr, err))
 		}
-		if st.Decision == nil {
-			fmt.Fprintf(out, "leader: false (this process does not lead; ask the leader for its decision)\nconfig version: %s\n", st.ConfigVersion)
-			return exitOK
-		}
-		fmt.Fprintf(out, "leader: true  mode: %s  budget: %.3g batches/s  binding: %s\nreason: %s\nconfig version: %s\n",
-			st.Mode, st.Budget, firstNonEmpty(st.Binding, "-"), st.Reason, st.ConfigVersion)
+		printSidecarStatus(out, st)
 		return exitOK
 	}
 	_, pool, err := openReadStore(ctx, cf.dsn, holds.Config{})
@@ -90,4 +85,25 @@ func status(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
 	}
 	tw.Flush()
 	return exitOK
+}
+
+// printSidecarStatus prints a sidecar's status: its leadership and, on the
+// leader, its decision; then each configured job with where its time went
+// in that process (api.Job.WhySlow).
+func printSidecarStatus(out io.Writer, st api.Status) {
+	if st.Decision == nil {
+		fmt.Fprintf(out, "leader: false (this process does not lead; ask the leader for its decision)\nconfig version: %s\n", st.ConfigVersion)
+	} else {
+		fmt.Fprintf(out, "leader: true  mode: %s  budget: %.3g batches/s  binding: %s\nreason: %s\nconfig version: %s\n",
+			st.Mode, st.Budget, firstNonEmpty(st.Binding, "-"), st.Reason, st.ConfigVersion)
+	}
+	if len(st.Jobs) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSTATE\tCODE\tRATE\tWHERE THE TIME WENT")
+	for _, j := range st.Jobs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\n", j.Job, j.State, firstNonEmpty(j.Code, "-"), j.Rate, firstNonEmpty(j.WhySlow, "-"))
+	}
+	tw.Flush()
 }

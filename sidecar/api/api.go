@@ -34,11 +34,15 @@ type Ready struct {
 	ConfigVersion string `json:"config_version,omitempty"`
 }
 
-// Status answers GET /v1/status: whether this process leads and, on the
-// leader, the last decision and every signal.
+// Status answers GET /v1/status: whether this process leads, each
+// configured job as this process paces it and, on the leader, the last
+// decision and every signal.
 type Status struct {
 	Leader        bool   `json:"leader"`
 	ConfigVersion string `json:"config_version"`
+	// Jobs are the configured jobs, as GET /v1/jobs lists them: with the
+	// seconds each spent at each limit in this process.
+	Jobs []Job `json:"jobs"`
 	// Decision is present on the leader only: its fields then sit beside
 	// leader and config_version.
 	*Decision
@@ -79,8 +83,9 @@ type Job struct {
 	// State is running, throttled or paused.
 	State string `json:"state"`
 	// Code is why, for machines: running, binding, slow_start, inherited,
-	// max_rate, low_utilization, not_growing, holding, cut, too_slow,
-	// held, critical, stale, warming_up or unavailable.
+	// breach_memory, max_rate, low_utilization, not_growing, holding,
+	// cut, too_slow, scaled, exempt, held, gated, critical, stale,
+	// warming_up or unavailable.
 	Code string `json:"code"`
 	// Reason is why in words, with its numbers; never parse it.
 	Reason string `json:"reason"`
@@ -94,6 +99,17 @@ type Job struct {
 	// allocation (lease lapsed, database unreachable, holds unconfirmed):
 	// code unavailable.
 	Unavailable bool `json:"unavailable"`
+	// LimitedSeconds are the seconds the job spent at each limit in this
+	// process since it started pacing it, by why: full_rate, growth, a
+	// rule's signal (foreground_latency, primary_load, ...),
+	// batch_errors, slow_start, breach_memory, low_utilization,
+	// not_growing, warming_up, unavailable, exempt, gated, critical,
+	// stale, hold:<source> (manual, auto, grafana-alert, cli, window) or
+	// other; as throttled_jobs_limited_seconds_total counts them.
+	LimitedSeconds map[string]float64 `json:"limited_seconds"`
+	// WhySlow sums them up in a line: "ran 4m10s: 81 % limited by
+	// foreground_latency, 12 % at full rate, 7 % slow start".
+	WhySlow string `json:"why_slow"`
 }
 
 // Check answers GET /check/{job} as freno does: the status code says go
