@@ -81,10 +81,21 @@ const CanaryTable = "throttled.canary"
 // those probes the busy ones: fast, they would pull the ratio under 1,
 // and the baseline would come only from the seconds between the waits,
 // when the job's batches run.
+//
+// It also returns how many foreground sessions there are: client
+// backends that are neither throttled's (the job sessions, the sampler,
+// the canary, the CLI: application_name starting with "throttled") nor
+// its own, at work now or done with a statement within the last
+// compareSpan. A stretch of the canary's own commit on a primary where no
+// such session is committing harms nobody: the canary protects a
+// foreground that exists (see [foreground.addProbe]).
 const canarySQL = `UPDATE ` + CanaryTable + ` SET beats = beats + 1, beat_at = now()
 WHERE slot = (SELECT slot FROM ` + CanaryTable + ` ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING (SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND wait_event_type IS DISTINCT FROM 'Lock'
-	AND starts_with(application_name, '` + JobAppPrefix + `'))`
+	AND starts_with(application_name, '` + JobAppPrefix + `')),
+  (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+	AND NOT starts_with(application_name, 'throttled')
+	AND (state = 'active' OR state_change > now() - interval '2 seconds'))`
 
 // DefaultForegroundLatencyWindow is how long, by default, a baseline
 // measured earlier stands in while jobs are at work at nearly every
@@ -171,18 +182,18 @@ func (s *canarySampler) server() *server { return s.srv }
 
 func (s *canarySampler) sample(ctx context.Context, now func() time.Time) []Sample {
 	var took time.Duration
-	var jobs int64
+	var jobs, users int64
 	err := s.srv.do(ctx, now(), func(ctx context.Context, conn *pgx.Conn) error {
 		if conn != s.warm {
 			for range warmProbes {
-				if _, _, err := probe(ctx, conn); err != nil {
+				if _, _, _, err := probe(ctx, conn); err != nil {
 					return err
 				}
 			}
 			s.warm = conn
 		}
 		var err error
-		took, jobs, err = probe(ctx, conn)
+		took, jobs, users, err = probe(ctx, conn)
 		return err
 	})
 	at := now()
@@ -190,7 +201,7 @@ func (s *canarySampler) sample(ctx context.Context, now func() time.Time) []Samp
 		return s.fg.failed(at, canaryError(err))
 	}
 	had := s.fg.known
-	out := s.fg.add(took.Seconds(), jobs == 0, at)
+	out := s.fg.addProbe(took.Seconds(), jobs == 0, users > 0, at)
 	switch {
 	case !had && s.fg.known:
 		s.fg.warned = false
@@ -208,25 +219,26 @@ func (s *canarySampler) sample(ctx context.Context, now func() time.Time) []Samp
 func (s *canarySampler) preflight(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, max(StartTimeout, s.srv.timeout))
 	defer cancel()
-	if _, _, err := probe(ctx, s.srv.conn); err != nil {
+	if _, _, _, err := probe(ctx, s.srv.conn); err != nil {
 		return canaryError(fmt.Errorf("primary %s: %w", s.srv.addr, classify(err, s.srv.timeout)))
 	}
 	return nil
 }
 
 // probe commits one canary write and returns how long it took, round
-// trip included, and how many job sessions were at work as it ran.
-func probe(ctx context.Context, conn *pgx.Conn) (took time.Duration, jobs int64, err error) {
+// trip included, how many job sessions were at work as it ran, and how
+// many foreground sessions were at work or recently so.
+func probe(ctx context.Context, conn *pgx.Conn) (took time.Duration, jobs, users int64, err error) {
 	start := time.Now()
-	err = conn.QueryRow(ctx, canarySQL).Scan(&jobs)
+	err = conn.QueryRow(ctx, canarySQL).Scan(&jobs, &users)
 	took = time.Since(start)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, errNoCanarySlot
+		return 0, 0, 0, errNoCanarySlot
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	return took, jobs, nil
+	return took, jobs, users, nil
 }
 
 // canaryError marks err as a canary failure, with what to do about the
@@ -282,40 +294,69 @@ type foreground struct {
 	warned bool
 }
 
-// canaryProbe is one probe: when, its latency in seconds, and whether it
-// saw no job session at work.
+// canaryProbe is one probe: when, its latency in seconds, whether it
+// saw no job session at work, and whether it saw a foreground session.
 type canaryProbe struct {
-	at   time.Time
-	lat  float64
-	free bool
+	at    time.Time
+	lat   float64
+	free  bool
+	users bool
 }
 
-// add records a probe's latency in seconds taken at at, free telling
-// whether it saw no job session at work, and returns the samples.
+// add records a probe as addProbe does, with a foreground present.
 func (f *foreground) add(latency float64, free bool, at time.Time) []Sample {
+	return f.addProbe(latency, free, true, at)
+}
+
+// addProbe records a probe's latency in seconds taken at at, free telling
+// whether it saw no job session at work and users whether it saw a
+// foreground session, and returns the samples.
+//
+// The ratio protects a foreground that exists: while no probe in the span
+// saw a foreground session, it reads 1 whatever the canary's own commit
+// waited for. On an idle primary the canary's commit queues behind the
+// job's own, and that stretch, which harms nobody, cut a cleanup on a
+// quiet Sunday to one batch every 51 s. The baseline is measured as
+// ever, and the first probe that sees a user brings the ratio back.
+//
+// The mean leaves out the span's one slowest probe (with minFree probes
+// or more): one commit that queued behind one checkpoint or one batch is
+// one reading, not the foreground's latency, and as a mean of forty it
+// read several times the baseline for two seconds.
+func (f *foreground) addProbe(latency float64, free, users bool, at time.Time) []Sample {
 	if f.first.IsZero() {
 		f.first = at
 	}
-	f.probes = append(f.probes, canaryProbe{at: at, lat: latency, free: free})
+	f.probes = append(f.probes, canaryProbe{at: at, lat: latency, free: free, users: users})
 	drop := max(0, len(f.probes)-maxCompared)
 	for drop < len(f.probes)-1 && at.Sub(f.probes[drop].at) >= compareSpan {
 		drop++
 	}
 	f.probes = slices.Delete(f.probes, 0, drop)
-	var all, freeSum float64
+	var all, freeSum, slowest, slowestFree float64
 	nFree := 0
+	seen := false
 	for _, p := range f.probes {
 		all += p.lat
+		slowest = max(slowest, p.lat)
+		seen = seen || p.users
 		if p.free {
 			freeSum += p.lat
+			slowestFree = max(slowestFree, p.lat)
 			nFree++
 		}
 	}
 	mean := all / float64(len(f.probes))
+	if n := len(f.probes); n >= minFree {
+		mean = (all - slowest) / float64(n-1)
+	}
 	switch {
 	case f.held:
 		f.measure(latency, free, at)
-	case nFree >= minFree:
+	case nFree > minFree:
+		// The slowest job-free probe is left out as the mean's slowest is.
+		f.base, f.baseAt = max((freeSum-slowestFree)/float64(nFree-1), baselineFloor), at
+	case nFree == minFree:
 		f.base, f.baseAt = max(freeSum/float64(nFree), baselineFloor), at
 	}
 	base := f.baseline(at)
@@ -336,6 +377,9 @@ func (f *foreground) add(latency float64, free bool, at time.Time) []Sample {
 		return append(out, failed(ForegroundLatency, nil, UnitRatio, at, err))
 	}
 	ratio := mean / base
+	if !seen {
+		ratio = 1
+	}
 	return append(out, Sample{Name: ForegroundLatency, Value: f.smooth.add(ratio, at), Raw: ratio, Unit: UnitRatio, At: at})
 }
 

@@ -67,6 +67,42 @@ func latest(p *Poller, name Name) (Sample, error) {
 // each committing small INSERTs with synchronous_commit on in a loop: the
 // write-heavy cleanup whose commits every foreground commit queues
 // behind. It returns once all n are active; the returned stop ends them.
+// users runs a light foreground until the test ends: one session, not
+// throttled's, committing a small statement every 100 ms, so the canary
+// has a foreground to protect (with none it reads 1 whatever its own
+// commit waits for).
+func users(t *testing.T, c *pgcluster.Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg, err := pgx.ParseConfig(c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["application_name"] = "test_foreground"
+	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	ccancel()
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done; conn.Close(context.Background()) })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				_, _ = conn.Exec(ctx, "SELECT 1")
+			}
+		}
+	}()
+}
+
 func writeLoad(t *testing.T, c *pgcluster.Cluster, n int) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -159,7 +195,7 @@ func TestForegroundLatencyIsOffByDefault(t *testing.T) {
 }
 
 // The canary learns its baseline from probes that saw no job at work,
-// reads near 1.0 on an idle primary, and rises when a job's sessions
+// reads near 1.0 on a primary with a light foreground and no job, and rises when a job's sessions
 // commit many small writes,
 // and clearly when they keep the CPUs busy. On the test pair fsync is off,
 // so a commit's WAL flush costs nothing and the writes show only through
@@ -169,6 +205,7 @@ func TestForegroundLatencyIsOffByDefault(t *testing.T) {
 func TestForegroundLatencyNearOneIdleRisesUnderJobLoad(t *testing.T) {
 	c := pgtest.Cluster(t)
 	migrate(t, c)
+	users(t, c)
 	p := canaryPoller(t, c, nil)
 	runPoller(t, p)
 
@@ -331,7 +368,7 @@ func TestCanaryDoesNotCountAJobWaitingOnALock(t *testing.T) {
 	}
 	jobs := func() int64 {
 		t.Helper()
-		_, n, err := probe(ctx, mon)
+		_, n, _, err := probe(ctx, mon)
 		if err != nil {
 			t.Fatal(err)
 		}

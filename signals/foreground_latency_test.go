@@ -81,8 +81,9 @@ func TestForegroundRatioIsWhatTheJobsAdd(t *testing.T) {
 		_, at = feed(f, at, false, 3)
 		out, at = feed(f, at, true, 1)
 	}
-	if r := sampleOf(t, out, ForegroundLatency); !near(r.Raw, 2) {
-		t.Fatalf("jobs at work at half the probes, three times slower: ratio %v; want 2", r.Raw)
+	// The span's slowest probe is left out of the mean: 1 + 19/39*(3-1).
+	if r := sampleOf(t, out, ForegroundLatency); !near(r.Raw, 1+19.0/39*2) {
+		t.Fatalf("jobs at work at half the probes, three times slower: ratio %v; want 1.97", r.Raw)
 	}
 	if !near(f.base, 1*ms) {
 		t.Fatalf("baseline %v ms; want the job-free probes' 1 ms", f.base/ms)
@@ -241,5 +242,46 @@ func TestHeldBaselineIsMeasuredAgainAfterTheWindow(t *testing.T) {
 	out, _ = feed(f, at, true, 1.2)
 	if r := sampleOf(t, out, ForegroundLatency); r.Err != nil || !near(f.base, 1.2*ms) || !near(r.Raw, 1) {
 		t.Fatalf("twenty job-free probes after settling: %+v, base %v ms; want 1.2 ms, the settling probes' 3 ms left out", r, f.base/ms)
+	}
+}
+
+// The canary protects a foreground that exists: with no foreground
+// session seen in the span, the canary's own stretch (its commit queued
+// behind the job's) reads 1; the first probe that sees a user brings the
+// ratio back.
+func TestForegroundRatioIsOneWithNoForegroundSession(t *testing.T) {
+	f := newForeground()
+	at := t0
+	for range 20 { // the baseline: 1 ms, job-free, nobody else
+		f.addProbe(1*ms, true, false, at)
+		at = at.Add(50 * time.Millisecond)
+	}
+	var out []Sample
+	for range 40 { // the job at work, each probe stretched to 3 ms, nobody else
+		out = f.addProbe(3*ms, false, false, at)
+		at = at.Add(50 * time.Millisecond)
+	}
+	if r := sampleOf(t, out, ForegroundLatency); r.Err != nil || r.Raw != 1 {
+		t.Fatalf("stretched 3x with no foreground session: %+v; want a ratio of 1", r)
+	}
+	out = f.addProbe(3*ms, false, true, at) // a user commits
+	if r := sampleOf(t, out, ForegroundLatency); r.Err != nil || !near(r.Raw, 3) {
+		t.Fatalf("stretched 3x with a foreground session: %+v; want 3", r)
+	}
+}
+
+// One probe that queued behind one commit is one reading, not the
+// foreground's latency: the span's slowest probe is left out of the mean.
+// Two slow probes are not.
+func TestForegroundOneSlowProbeIsLeftOut(t *testing.T) {
+	f := newForeground()
+	_, at := feed(f, t0, true, repeat(1, 30)...)
+	out, at := feed(f, at, true, 400)
+	if r := sampleOf(t, out, ForegroundLatency); r.Err != nil || !near(r.Raw, 1) {
+		t.Fatalf("one 400 ms probe among 1 ms ones: ratio %+v; want 1", r)
+	}
+	out, _ = feed(f, at, false, 400)
+	if r := sampleOf(t, out, ForegroundLatency); r.Err != nil || r.Raw < 5 {
+		t.Fatalf("two 400 ms probes within the span: ratio %+v; want well over the target", r)
 	}
 }
