@@ -161,6 +161,9 @@ type FieldDefaults struct {
 	Thresholds *Thresholds `json:"thresholds,omitempty"`
 	Mappings   []any       `json:"mappings,omitempty"`
 	Links      []Link      `json:"links,omitempty"`
+	// Custom is the panel type's own field options (a time series'
+	// stacking and fill).
+	Custom map[string]any `json:"custom,omitempty"`
 }
 
 // Link is a data link: a URL per row or point, with its fields and
@@ -332,6 +335,15 @@ func Jobs() Dashboard {
 		{Title: "Pause…", URL: "${throttled_url}/ui/pause?job=${__data.fields.throttled_job:percentencode}" + back},
 		{Title: "Resume…", URL: "${throttled_url}/ui/resume?job=${__data.fields.throttled_job:percentencode}" + back},
 	}
+	// Where the time went: each job's seconds at each limit per second,
+	// a share of its time, stacked.
+	limited := panel(6, "timeseries", "Where each job's time went (share of time at each limit)", "percentunit", GridPos{H: 8, W: 24, X: 0, Y: 22},
+		[2]string{`sum by (throttled_job, why) (rate(throttled_jobs_limited_seconds_total{` + c + `}[$__rate_interval]))`, "{{throttled_job}}: {{why}}"})
+	limited.FieldConfig.Defaults.Min = f(0)
+	limited.FieldConfig.Defaults.Custom = map[string]any{"stacking": map[string]any{"mode": "normal", "group": "A"}, "fillOpacity": 60, "lineWidth": 1}
+	limited.Options = map[string]any{"legend": map[string]any{"displayMode": "table", "placement": "right", "calcs": []string{"mean"}},
+		"tooltip": map[string]any{"mode": "multi", "sort": "desc"}}
+	limited.Description = "Why each job runs at the pace it does, as a share of its time: full_rate (at its max_rate), growth (nothing binds, the budget grows), a signal's name (that signal limits it: foreground_latency, primary_load, replica_lag_seconds, ...), batch_errors, slow_start, breach_memory (below the budget that breached a target a while ago), hold:<source> (paused or scaled by a hold), critical, stale, gated, warming_up, unavailable. One job's bands add up to 100 %. A job that crawls: its largest band is what to fix. exec prints the same at its end, and GET /v1/status has it as limited_seconds and why_slow."
 	return Dashboard{
 		UID: "throttled-jobs", Title: "throttled: jobs", Tags: []string{"throttled", "postgres"},
 		Timezone: "utc", SchemaVersion: 39, Refresh: "10s", Time: TimeRange{From: "now-1h", To: "now"}, Templating: variables(), Annotations: annotations(),
@@ -345,6 +357,7 @@ func Jobs() Dashboard {
 				[2]string{`histogram_quantile(0.95, sum by (throttled_job, le) (rate(throttled_jobs_wait_seconds_bucket{` + c + `}[$__rate_interval])))`, "{{throttled_job}}"}),
 			panel(5, "timeseries", "Batches per second, by job", "ops", GridPos{H: 7, W: 12, X: 12, Y: 15},
 				[2]string{`sum by (throttled_job) (rate(throttled_jobs_batches_total{` + c + `}[$__rate_interval]))`, "{{throttled_job}}"}),
+			limited,
 		},
 	}
 }
