@@ -82,20 +82,26 @@ const CanaryTable = "throttled.canary"
 // and the baseline would come only from the seconds between the waits,
 // when the job's batches run.
 //
-// It also returns how many foreground sessions there are: client
-// backends that are neither throttled's (the job sessions, the sampler,
-// the canary, the CLI: application_name starting with "throttled") nor
-// its own, at work now or done with a statement within the last
-// compareSpan. A stretch of the canary's own commit on a primary where no
-// such session is committing harms nobody: the canary protects a
-// foreground that exists (see [foreground.addProbe]).
+// It also returns the process IDs of the job sessions (in a transaction of
+// a job's now, whatever its state) and of the foreground candidates:
+// client backends that are neither throttled's (the job sessions, the
+// sampler, the canary, the CLI: application_name starting with
+// "throttled") nor its own, in a transaction now or done with one within
+// the last compareSpan. A library job names its session only inside each
+// batch's transaction (set_config(..., true)), so between batches its
+// pooled connection is a candidate too: [canarySampler] leaves out the
+// candidates it saw as job sessions within jobPIDMemory. A stretch of the
+// canary's own commit on a primary where no other session is committing
+// harms nobody: the canary protects a foreground that exists (see
+// [foreground.addProbe]).
 const canarySQL = `UPDATE ` + CanaryTable + ` SET beats = beats + 1, beat_at = now()
 WHERE slot = (SELECT slot FROM ` + CanaryTable + ` ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING (SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND wait_event_type IS DISTINCT FROM 'Lock'
 	AND starts_with(application_name, '` + JobAppPrefix + `')),
-  (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+  (SELECT array_agg(pid) FROM pg_stat_activity WHERE starts_with(application_name, '` + JobAppPrefix + `')),
+  (SELECT array_agg(pid) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
 	AND NOT starts_with(application_name, 'throttled')
-	AND (state = 'active' OR state_change > now() - interval '2 seconds'))`
+	AND (state <> 'idle' OR state_change > now() - interval '2 seconds'))`
 
 // DefaultForegroundLatencyWindow is how long, by default, a baseline
 // measured earlier stands in while jobs are at work at nearly every
@@ -155,6 +161,37 @@ type canarySampler struct {
 	// warm is the connection the last probes ran on: a new one warms up
 	// before its probes count.
 	warm *pgx.Conn
+	// jobPIDs are the job sessions' process IDs, each with when a probe
+	// last saw it in a job's transaction.
+	jobPIDs map[int32]time.Time
+}
+
+// jobPIDMemory is how long a session seen in a job's transaction counts as
+// the job's, not the users', while it is idle between batches.
+const jobPIDMemory = time.Minute
+
+// users counts the foreground candidates of a probe at at that are not
+// job sessions seen within jobPIDMemory, after recording the job sessions
+// it saw.
+func (s *canarySampler) users(r probeResult, at time.Time) int {
+	if s.jobPIDs == nil {
+		s.jobPIDs = map[int32]time.Time{}
+	}
+	for _, pid := range r.jobPIDs {
+		s.jobPIDs[pid] = at
+	}
+	for pid, seen := range s.jobPIDs {
+		if at.Sub(seen) > jobPIDMemory {
+			delete(s.jobPIDs, pid)
+		}
+	}
+	n := 0
+	for _, pid := range r.candidates {
+		if _, job := s.jobPIDs[pid]; !job {
+			n++
+		}
+	}
+	return n
 }
 
 // warmProbes is how many commits a new canary connection makes before
@@ -181,19 +218,18 @@ func (s *canarySampler) id() string      { return "canary" }
 func (s *canarySampler) server() *server { return s.srv }
 
 func (s *canarySampler) sample(ctx context.Context, now func() time.Time) []Sample {
-	var took time.Duration
-	var jobs, users int64
+	var r probeResult
 	err := s.srv.do(ctx, now(), func(ctx context.Context, conn *pgx.Conn) error {
 		if conn != s.warm {
 			for range warmProbes {
-				if _, _, _, err := probe(ctx, conn); err != nil {
+				if _, err := probe(ctx, conn); err != nil {
 					return err
 				}
 			}
 			s.warm = conn
 		}
 		var err error
-		took, jobs, users, err = probe(ctx, conn)
+		r, err = probe(ctx, conn)
 		return err
 	})
 	at := now()
@@ -201,7 +237,7 @@ func (s *canarySampler) sample(ctx context.Context, now func() time.Time) []Samp
 		return s.fg.failed(at, canaryError(err))
 	}
 	had := s.fg.known
-	out := s.fg.addProbe(took.Seconds(), jobs == 0, users > 0, at)
+	out := s.fg.addProbe(r.took.Seconds(), r.jobs == 0, s.users(r, at) > 0, at)
 	switch {
 	case !had && s.fg.known:
 		s.fg.warned = false
@@ -219,26 +255,34 @@ func (s *canarySampler) sample(ctx context.Context, now func() time.Time) []Samp
 func (s *canarySampler) preflight(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, max(StartTimeout, s.srv.timeout))
 	defer cancel()
-	if _, _, _, err := probe(ctx, s.srv.conn); err != nil {
+	if _, err := probe(ctx, s.srv.conn); err != nil {
 		return canaryError(fmt.Errorf("primary %s: %w", s.srv.addr, classify(err, s.srv.timeout)))
 	}
 	return nil
 }
 
-// probe commits one canary write and returns how long it took, round
-// trip included, how many job sessions were at work as it ran, and how
-// many foreground sessions were at work or recently so.
-func probe(ctx context.Context, conn *pgx.Conn) (took time.Duration, jobs, users int64, err error) {
+// probeResult is what one probe saw.
+type probeResult struct {
+	took time.Duration // round trip included
+	jobs int64         // job sessions at work as it committed
+	// jobPIDs are the sessions in a job's transaction; candidates those
+	// that may be the users' (see canarySQL).
+	jobPIDs, candidates []int32
+}
+
+// probe commits one canary write and returns what it saw.
+func probe(ctx context.Context, conn *pgx.Conn) (probeResult, error) {
+	var r probeResult
 	start := time.Now()
-	err = conn.QueryRow(ctx, canarySQL).Scan(&jobs, &users)
-	took = time.Since(start)
+	err := conn.QueryRow(ctx, canarySQL).Scan(&r.jobs, &r.jobPIDs, &r.candidates)
+	r.took = time.Since(start)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, 0, errNoCanarySlot
+		return probeResult{}, errNoCanarySlot
 	}
 	if err != nil {
-		return 0, 0, 0, err
+		return probeResult{}, err
 	}
-	return took, jobs, users, nil
+	return r, nil
 }
 
 // canaryError marks err as a canary failure, with what to do about the

@@ -368,11 +368,11 @@ func TestCanaryDoesNotCountAJobWaitingOnALock(t *testing.T) {
 	}
 	jobs := func() int64 {
 		t.Helper()
-		_, n, _, err := probe(ctx, mon)
+		r, err := probe(ctx, mon)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		return r.jobs
 	}
 	if n := jobs(); n != 0 {
 		t.Fatalf("no job session: the probe counted %d at work", n)
@@ -438,4 +438,70 @@ func TestCanaryDoesNotCountAJobWaitingOnALock(t *testing.T) {
 	}
 	cancel()
 	_ = sleeping()
+}
+
+// The canary counts the users' sessions, not throttled's: a session
+// that ran a statement within the last two seconds and is not
+// throttled's counts; a library job's pooled connection, named only
+// inside each batch's transaction, counts as the job's between batches
+// once a probe saw it in one; and an idle session stops counting.
+func TestCanaryCountsTheUsersNotTheJobBetweenBatches(t *testing.T) {
+	c := pgtest.Cluster(t)
+	migrate(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mon := pgtest.Connect(t, c.Primary, pgcluster.RoleMonitor)
+	if _, err := mon.Exec(ctx, "SET synchronous_commit = on"); err != nil {
+		t.Fatal(err)
+	}
+	s := &canarySampler{}
+	users := func(s *canarySampler) int {
+		t.Helper()
+		r, err := probe(ctx, mon)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.users(r, time.Now())
+	}
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		if n := users(s); n != 0 {
+			return fmt.Errorf("%d users seen; want none once the test's setup sessions are idle", n)
+		}
+		return nil
+	})
+
+	job := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	tx, err := job.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT set_config('application_name', $1, true)", JobAppPrefix+"purge"); err != nil {
+		t.Fatal(err)
+	}
+	if n := users(s); n != 0 {
+		t.Fatalf("a job's session in its batch: %d users; want 0", n)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := users(s); n != 0 {
+		t.Fatalf("a job's session between batches, seen in a batch before: %d users; want 0", n)
+	}
+	if n := users(&canarySampler{}); n != 1 {
+		t.Fatalf("a job's session between batches, never seen in one: %d users; want 1 (not known to be the job's)", n)
+	}
+
+	user := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	if _, err := user.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := users(s); n != 1 {
+		t.Fatalf("a user's session that just ran a statement: %d users; want 1", n)
+	}
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		if n := users(s); n != 0 {
+			return fmt.Errorf("%d users; want none once the user's session is idle", n)
+		}
+		return nil
+	})
 }
