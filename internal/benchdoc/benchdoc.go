@@ -157,6 +157,17 @@ var Goals = map[string]Goal{
 	}},
 	"throttled/SamplerCost/workers=20":  constant,
 	"throttled/SamplerCost/workers=200": constant,
+	// Issue 32's rows: exec with its defaults on an idle primary against
+	// a plain loop at the same rate, and beside a light foreground.
+	"throttled/IdlePrimary": {"of-ceiling ≥ 0.9", func(r *Result, _ float64, _ bool) bool {
+		v, ok := r.Median("of-ceiling")
+		return ok && v >= 0.9
+	}},
+	"throttled/QuietPrimary": {"exec-p99-on/off ≤ 1.10, of-oracle ≥ 0.8", func(r *Result, _ float64, _ bool) bool {
+		p, okp := r.Median("exec-p99-on/off")
+		o, oko := r.Median("of-oracle")
+		return okp && oko && p <= 1.10 && o >= 0.8
+	}},
 }
 
 // shortPkg is the last element of an import path.
