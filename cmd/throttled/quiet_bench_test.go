@@ -27,8 +27,9 @@ import (
 // paused for its off window by a hold (`throttled pause`, then `throttled
 // resume`), as a user would; the fixed rates are plain loops of
 // quietFixedBatch-row batches, stopped and started. The foreground's p99
-// with the job on, over its p99 in the off window between, says what the
-// job cost it; the best fixed rate within +10 % is the hindsight oracle.
+// with the job on, over its p99 in the off windows (all of them, pooled:
+// the foreground alone), says what the job cost it; the best fixed rate
+// within +10 % is the hindsight oracle.
 //
 //	go test -run '^$' -bench '^BenchmarkQuietPrimary$' -benchtime 1x -timeout 20m ./cmd/throttled
 //
@@ -85,9 +86,20 @@ func (p quietPolicy) p99s() (on, off time.Duration) {
 	return h.Quantile(0.99), p.windows[1].hist.Quantile(0.99)
 }
 
+// ratio is p99 on over the p99 of the policy's own off window.
 func (p quietPolicy) ratio() float64 {
 	on, off := p.p99s()
 	return float64(on) / float64(off)
+}
+
+// vsAlone is p99 on over alone's p99: every off window of the run, the
+// foreground alone. One 15 s window's p99 strayed from the next one's by
+// 2x with nothing changed (fixed-2's on windows read 4.13 and 1.70 ms), so
+// the goals and the oracle hold p99 on to the pooled off windows; the
+// policy's own off window is shown beside it.
+func (p quietPolicy) vsAlone(alone *replay.Histogram) float64 {
+	on, _ := p.p99s()
+	return float64(on) / float64(alone.Quantile(0.99))
 }
 
 func quietWindowLength(b *testing.B) time.Duration {
@@ -153,7 +165,7 @@ func BenchmarkQuietPrimary(b *testing.B) {
 	fgDone := make(chan struct{})
 	go func() { fg.Run(fctx, rate, 1); close(fgDone) }()
 	// The foreground's connections and plans settle before the first window.
-	<-time.After(5 * time.Second)
+	<-time.After(10 * time.Second)
 
 	measure := func(policy, kind string, rows func() int64) quietWindow {
 		st := replay.StartSteal()
@@ -178,11 +190,15 @@ func BenchmarkQuietPrimary(b *testing.B) {
 		}
 	}
 	ok, failed, _ := fg.Counts()
+	alone := replay.NewHistogram()
+	for _, p := range pols {
+		alone.Merge(p.windows[1].hist)
+	}
 
 	ex := pols[0]
 	oracle := -1
 	for i, p := range pols[1:] {
-		if p.ratio() <= quietSlack && (oracle < 0 || p.onRowsPerSec() > pols[oracle].onRowsPerSec()) {
+		if p.vsAlone(alone) <= quietSlack && (oracle < 0 || p.onRowsPerSec() > pols[oracle].onRowsPerSec()) {
 			oracle = i + 1
 		}
 	}
@@ -192,13 +208,14 @@ func BenchmarkQuietPrimary(b *testing.B) {
 	}
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(rate, "fg-tx/s")
+	b.ReportMetric(ex.vsAlone(alone), "exec-p99-on/alone")
 	b.ReportMetric(ex.ratio(), "exec-p99-on/off")
 	b.ReportMetric(ex.onRowsPerSec(), "exec-rows/s")
 	if oracle > 0 {
 		b.ReportMetric(pols[oracle].onRowsPerSec(), "oracle-rows/s")
 	}
 	b.ReportMetric(ofOracle, "of-oracle")
-	doc := quietReport(pols, oracle, old, rate, knee, given != "", steps, win, ok, failed, time.Since(begun))
+	doc := quietReport(pols, alone, oracle, old, rate, knee, given != "", steps, win, ok, failed, time.Since(begun))
 	b.Log("\n" + doc)
 	writeBenchDoc(b, "quiet", doc)
 }
@@ -330,10 +347,10 @@ func quietFixed(b *testing.B, c *pgcluster.Cluster, rate float64, measure measur
 }
 
 // quietReport renders the quiet row's run as markdown.
-func quietReport(pols []quietPolicy, oracle, old int, rate, knee float64, given bool, steps []replay.KneeStep, win time.Duration, ok, failed int64, took time.Duration) string {
+func quietReport(pols []quietPolicy, alone *replay.Histogram, oracle, old int, rate, knee float64, given bool, steps []replay.KneeStep, win time.Duration, ok, failed int64, took time.Duration) string {
 	var bd strings.Builder
 	how := fmt.Sprintf("%.0f tx/s, a tenth of %.0f tx/s, the last rate of a ramp of the foreground alone (from %.0f tx/s, ×1.5 a 3 s step) before its p99 bent "+
-		"(over 4× the first steps' or fewer than 90 %% of arrivals done, twice at the same rate: the replay calibration's coarse ramp)", rate, knee, 25*float64(runtime.NumCPU()))
+		"(over 4× the first steps' or fewer than 90 %% of arrivals done, twice at the same rate and once at the next: the replay calibration's coarse ramp)", rate, knee, 25*float64(runtime.NumCPU()))
 	if given {
 		how = fmt.Sprintf("%.0f tx/s, given by THROTTLED_QUIET_RATE", rate)
 	}
@@ -345,10 +362,11 @@ func quietReport(pols []quietPolicy, oracle, old int, rate, knee float64, given 
 		"each policy has three %s windows: job on, off, on. exec is the idle row's command (its defaults, the canary on), its on windows "+
 		"from its first batch, paused for the off window by `throttled pause --job` and resumed by `throttled resume --job`; fixed-N is a "+
 		"plain loop of %d-row batches at N a second, stopped for the off window. p99 on is over both on windows' transactions; "+
-		"on / off is it over the off window's p99. The hindsight oracle is the fixed rate with the most rows whose on / off is within "+
-		"%.2f. Rows are from exec's checkpoint or the loop's own count. Steal is the hypervisor's share of the CPU time wanted, per window.\n\n",
+		"on / alone is it over the p99 of every off window of the run pooled (the foreground alone, %.0f s of it), on / off over the "+
+		"policy's own off window's (one 15 s window's p99 strays by more than 10 %% from the next one's on its own). The hindsight oracle "+
+		"is the fixed rate with the most rows whose on / alone is within %.2f. Rows are from exec's checkpoint or the loop's own count. Steal is the hypervisor's share of the CPU time wanted, per window.\n\n",
 		benchRevision(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), took.Round(time.Second),
-		quietScale, quietWorkers, how, old, win, quietFixedBatch, quietSlack)
+		quietScale, quietWorkers, how, old, win, quietFixedBatch, float64(len(pols))*win.Seconds(), quietSlack)
 	if !given && len(steps) > 0 {
 		var parts []string
 		for _, s := range steps {
@@ -356,11 +374,12 @@ func quietReport(pols []quietPolicy, oracle, old int, rate, knee float64, given 
 		}
 		fmt.Fprintf(&bd, "The ramp, offered → done tx/s: %s.\n\n", strings.Join(parts, "; "))
 	}
-	bd.WriteString("| policy | rows/s on | p99 on ms | p99 off ms | on / off | within +10 % | of the oracle's rows |\n|---|---:|---:|---:|---:|---|---:|\n")
+	fmt.Fprintf(&bd, "The foreground alone (every off window): p99 %.2f ms over %d transactions.\n\n", ms(alone.Quantile(0.99)), alone.Count())
+	bd.WriteString("| policy | rows/s on | p99 on ms | on / alone | within +10 % | p99 own off ms | on / own off | of the oracle's rows |\n|---|---:|---:|---:|---|---:|---:|---:|\n")
 	for i, p := range pols {
 		on, off := p.p99s()
 		within := "no"
-		if p.ratio() <= quietSlack {
+		if p.vsAlone(alone) <= quietSlack {
 			within = "yes"
 		}
 		name := p.name
@@ -371,7 +390,7 @@ func quietReport(pols []quietPolicy, oracle, old int, rate, knee float64, given 
 		if oracle > 0 {
 			of = fmt.Sprintf("%.2f", p.onRowsPerSec()/pols[oracle].onRowsPerSec())
 		}
-		fmt.Fprintf(&bd, "| %s | %.0f | %.2f | %.2f | %.2f | %s | %s |\n", name, p.onRowsPerSec(), ms(on), ms(off), p.ratio(), within, of)
+		fmt.Fprintf(&bd, "| %s | %.0f | %.2f | %.2f | %s | %.2f | %.2f | %s |\n", name, p.onRowsPerSec(), ms(on), p.vsAlone(alone), within, ms(off), p.ratio(), of)
 	}
 	bd.WriteString("\nEvery window, in the order they ran:\n\n| policy | window | seconds | rows | rows/s | transactions | p99 ms | steal % |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range pols {
@@ -388,10 +407,10 @@ func quietReport(pols []quietPolicy, oracle, old int, rate, knee float64, given 
 		fmt.Fprintf(&bd, "\n- %s", e)
 	}
 	gentle := "not met"
-	if ex.ratio() <= quietSlack {
+	if ex.vsAlone(alone) <= quietSlack {
 		gentle = "met"
 	}
-	fmt.Fprintf(&bd, "\n\nexec's p99 on / off: **%.2f** (goal at most %.2f: %s). ", ex.ratio(), quietSlack, gentle)
+	fmt.Fprintf(&bd, "\n\nexec's p99 on / alone: **%.2f** (goal at most %.2f: %s; on / its own off window %.2f). ", ex.vsAlone(alone), quietSlack, gentle, ex.ratio())
 	if oracle > 0 {
 		fast := "not met"
 		if ex.onRowsPerSec() >= 0.8*pols[oracle].onRowsPerSec() {
@@ -400,7 +419,7 @@ func quietReport(pols []quietPolicy, oracle, old int, rate, knee float64, given 
 		fmt.Fprintf(&bd, "exec's rows/s on over the oracle's (%s, %.0f rows/s): **%.2f** (goal at least 0.8: %s).\n",
 			pols[oracle].name, pols[oracle].onRowsPerSec(), ex.onRowsPerSec()/pols[oracle].onRowsPerSec(), fast)
 	} else {
-		fmt.Fprintf(&bd, "No fixed rate kept p99 within +10 %% in this run: there is no oracle to hold exec's %.0f rows/s to.\n", ex.onRowsPerSec())
+		fmt.Fprintf(&bd, "No fixed rate kept p99 within +10 %% of the foreground alone's in this run: there is no oracle to hold exec's %.0f rows/s to.\n", ex.onRowsPerSec())
 	}
 	return bd.String()
 }

@@ -10,7 +10,7 @@ import (
 func TestIdleQuietGoals(t *testing.T) {
 	const out = `pkg: github.com/throttled/throttled/cmd/throttled
 BenchmarkIdlePrimary-2   1   7948 ceiling-rows/s   800.5 exec-rows/s   0.1007 of-ceiling
-BenchmarkQuietPrimary-2  1   0.84 exec-p99-on/off  1533 exec-rows/s  649 fg-tx/s  0.92 of-oracle  8000 oracle-rows/s
+BenchmarkQuietPrimary-2  1   0.84 exec-p99-on/alone  1533 exec-rows/s  649 fg-tx/s  0.92 of-oracle  8000 oracle-rows/s
 `
 	rs, err := Parse(strings.NewReader(out))
 	if err != nil {
