@@ -36,7 +36,8 @@ import (
 //     readings over target. Under GrowBelow, with every signal fresh and
 //     the jobs using most of their budget, it grows at most every
 //     GrowEvery ticks by at most MaxGrowth, tapering as pressure nears
-//     GrowBelow. Far under target it doubles every two ticks, like TCP's
+//     GrowBelow. Far under target it doubles every two ticks (every tick
+//     under a quarter of GrowBelow), like TCP's
 //     slow start: from the start toward MaxBudget, after a pause up to
 //     half the budget before it, after a cut back to 90 % of the budget
 //     that breached. Past that it only probes, by ProbeGrowth, after
