@@ -117,7 +117,7 @@ func BenchmarkQuietPrimary(b *testing.B) {
 	c := pgtest.Cluster(b)
 	admin := benchSetup(b, c)
 	ctx := context.Background()
-	begun := time.Now()
+	begun, rev := time.Now(), benchRevision()
 	win := quietWindowLength(b)
 	// Enough old rows for every on window at its policy's most, and a
 	// quarter more.
@@ -215,7 +215,7 @@ func BenchmarkQuietPrimary(b *testing.B) {
 		b.ReportMetric(pols[oracle].onRowsPerSec(), "oracle-rows/s")
 	}
 	b.ReportMetric(ofOracle, "of-oracle")
-	doc := quietReport(pols, alone, oracle, old, rate, knee, given != "", steps, win, ok, failed, time.Since(begun))
+	doc := quietReport(rev, pols, alone, oracle, old, rate, knee, given != "", steps, win, ok, failed, time.Since(begun))
 	b.Log("\n" + doc)
 	writeBenchDoc(b, "quiet", doc)
 }
@@ -347,7 +347,7 @@ func quietFixed(b *testing.B, c *pgcluster.Cluster, rate float64, measure measur
 }
 
 // quietReport renders the quiet row's run as markdown.
-func quietReport(pols []quietPolicy, alone *replay.Histogram, oracle, old int, rate, knee float64, given bool, steps []replay.KneeStep, win time.Duration, ok, failed int64, took time.Duration) string {
+func quietReport(rev string, pols []quietPolicy, alone *replay.Histogram, oracle, old int, rate, knee float64, given bool, steps []replay.KneeStep, win time.Duration, ok, failed int64, took time.Duration) string {
 	var bd strings.Builder
 	how := fmt.Sprintf("%.0f tx/s, a tenth of %.0f tx/s, the last rate of a ramp of the foreground alone (from %.0f tx/s, ×1.5 a 3 s step) before its p99 bent "+
 		"(over 4× the first steps' or fewer than 90 %% of arrivals done, twice at the same rate and once at the next: the replay calibration's coarse ramp)", rate, knee, 25*float64(runtime.NumCPU()))
@@ -365,7 +365,7 @@ func quietReport(pols []quietPolicy, alone *replay.Histogram, oracle, old int, r
 		"on / alone is it over the p99 of every off window of the run pooled (the foreground alone, %.0f s of it), on / off over the "+
 		"policy's own off window's (one 15 s window's p99 strays by more than 10 %% from the next one's on its own). The hindsight oracle "+
 		"is the fixed rate with the most rows whose on / alone is within %.2f. Rows are from exec's checkpoint or the loop's own count. Steal is the hypervisor's share of the CPU time wanted, per window.\n\n",
-		benchRevision(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), took.Round(time.Second),
+		rev, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), took.Round(time.Second),
 		quietScale, quietWorkers, how, old, win, quietFixedBatch, float64(len(pols))*win.Seconds(), quietSlack)
 	if !given && len(steps) > 0 {
 		var parts []string
