@@ -419,8 +419,8 @@ func benchRevision() string {
 		return "an unknown commit"
 	}
 	s := "commit " + strings.TrimSpace(string(rev))
-	if exec.Command("git", "diff", "--quiet", "HEAD").Run() != nil {
-		s += " with changes not committed"
+	if exec.Command("git", "diff", "--quiet", "HEAD", "--", "*.go", "go.mod", "go.sum").Run() != nil {
+		s += " with Go changes not committed"
 	}
 	return s
 }
