@@ -354,11 +354,14 @@ func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (li
 // counts its whole rate; with roomy (every signal far under target) so
 // does any job that waited for its limiter since the last step: the
 // limiter, not the job, is what holds it back, and a smoothed use would
-// lag each doubling of slow start by seconds.
+// lag each doubling of slow start by seconds. In the start's slow start a
+// job that ran a batch or waited at this step or the one before counts so
+// too: a remote worker's report reaches the leader a heartbeat late, and
+// each tick held for it cost a cleanup on an idle primary a second.
 func (c *Controller) utilization(roomy bool) float64 {
 	var used float64
 	for _, s := range c.jobs {
-		if s.starved() || roomy && s.wanted {
+		if s.starved() || roomy && (s.wanted || c.starting && s.busy) {
 			// It would use all it gets. A job that shows use is
 			// measured, so growth still waits for use to catch up.
 			used += max(s.usage, s.rate)

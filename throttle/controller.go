@@ -100,6 +100,10 @@ type jobState struct {
 	idle     int           // consecutive ticks using under half its rate
 	waiting  bool          // a caller waited for the limiter since the last step
 	wanted   bool          // waiting, as of this step
+	// busy: the job ran a batch or waited for its limiter at this step
+	// or the one before (a remote worker's report reaches the leader a
+	// heartbeat late, so one step may miss it)
+	busy, busyBefore bool
 	avgDur   time.Duration // smoothed batch duration
 	seen     bool          // any report ever
 	rate     float64       // last allocated rate

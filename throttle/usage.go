@@ -73,6 +73,8 @@ func (c *Controller) updateUsage(now time.Time, dt time.Duration) (batches, errs
 		// that could show use: under two batches in the usage window, a
 		// job waiting for its next token is not idle.
 		s.wanted, s.waiting = s.waiting, false
+		now := s.wanted || s.batches > 0
+		s.busy, s.busyBefore = now || s.busyBefore, now
 		switch {
 		case s.starved():
 			s.idle = 0

@@ -77,7 +77,7 @@ func execSQLArgs(c *pgcluster.Cluster, job, sql string, extra ...string) []strin
 
 func TestParseExecFlags(t *testing.T) {
 	base := []string{"--primary-dsn", "postgres://h/db", "--cores", "2", "--job", "purge", "--sql", "DELETE FROM t WHERE id IN (SELECT id FROM t LIMIT $1)"}
-	if o, err := parseExecFlags(base, noEnv, io.Discard); err != nil || o.jobDSN != "postgres://h/db" || o.initRate != 1 {
+	if o, err := parseExecFlags(base, noEnv, io.Discard); err != nil || o.jobDSN != "postgres://h/db" || o.initRate != 2.5 { // a quarter of the default --max-rate 10
 		t.Fatalf("%+v, %v", o, err)
 	}
 	for _, tc := range []struct {
