@@ -129,6 +129,7 @@ type execWatch struct {
 	emergency []string       // distinct reasons naming an emergency cut
 	summary   *execSummary
 	other     []string
+	start     []string // the first progress objects: rate, state, code of the reason
 }
 
 func newExecWatch() (*execWatch, io.WriteCloser) {
@@ -167,6 +168,9 @@ func (w *execWatch) line(l []byte) {
 		return
 	}
 	w.last, w.lines = p, w.lines+1
+	if w.lines <= 12 {
+		w.start = append(w.start, fmt.Sprintf("%.2f/s %d rows %s", p.Rate, p.Rows, p.Reason))
+	}
 	key := p.State
 	if p.Binding != "" {
 		key += ": " + p.Binding
@@ -188,12 +192,17 @@ func (w *execWatch) progress() (execProgress, int) {
 	return w.last, w.lines
 }
 
-// whereText is where the seconds went, from exec's progress (one object a
-// second), the largest share first: "running: foreground_latency 12 s,
-// throttled 5 s".
+// whereText is where the seconds went: exec's own account once its
+// summary is out (why_slow, as throttled_jobs_limited_seconds_total counts
+// them: "ran 28s: 85 % at full rate, 15 % slow start"), else from its
+// progress (one object a second), the largest share first: "running:
+// foreground_latency 12 s, throttled 5 s".
 func (w *execWatch) whereText() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.summary != nil && w.summary.WhySlow != "" {
+		return w.summary.WhySlow
+	}
 	keys := make([]string, 0, len(w.where))
 	for k := range w.where {
 		keys = append(keys, k)
@@ -352,6 +361,11 @@ func idleExec(b *testing.B, c *pgcluster.Cluster) idleRun {
 		}
 		return nil
 	})
+	w.mu.Lock()
+	for i, l := range w.start {
+		b.Logf("exec's second %d: %s", i+1, l)
+	}
+	w.mu.Unlock()
 	return idleRun{kind: "exec", rows: sum.Rows, took: time.Duration(sum.DurationS * float64(time.Second)), wall: wall,
 		done: sum.Result == "done", where: w.whereText(), emergencies: w.emergencies()}
 }
@@ -380,8 +394,8 @@ func idleReport(rev string, runs []idleRun, ceiling, execs float64, took time.Du
 		"default, its leader's last decision forgotten first. Runs in the order ceiling, exec, exec, ceiling, every one from the table made "+
 		"again; an exec not done after %s is stopped and counted as far as it got. exec's time is its own `duration_seconds` (the job's run: "+
 		"waiting to lead, slow start and every limit included; connecting not); wall is from the command's start. Steal is the share of the "+
-		"CPU time the machine wanted that the hypervisor gave to other guests (/proc/stat) over the run. Where the time went is from exec's "+
-		"progress objects, one a second (state: binding signal).\n\n",
+		"CPU time the machine wanted that the hypervisor gave to other guests (/proc/stat) over the run. Where the time went is exec's own "+
+		"summary (`why_slow`: the seconds `throttled_jobs_limited_seconds_total` counts at each limit).\n\n",
 		rev, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), took.Round(time.Second),
 		idleRows, idleRows/2, benchDelete(idleTable), idleBatch, idleRate, idleRate, idleBatch, idleBatch, idleExecLimit)
 	bd.WriteString("| run | what | rows | seconds | wall s | rows/s | of the ceiling | steal % | emergency cuts | where exec's time went |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n")

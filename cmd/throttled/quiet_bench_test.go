@@ -401,7 +401,7 @@ func quietReport(rev string, pols []quietPolicy, alone *replay.Histogram, oracle
 	}
 	ex := pols[0]
 	fmt.Fprintf(&bd, "\nThe foreground: %d transactions done, %d failed or not started. exec's first batch came %.1f s after its start; "+
-		"where its time went (its progress objects, one a second, state: binding): %s; emergency cuts named: %d.\n",
+		"where its time went (its summary's why_slow, or its progress objects, one a second, state: binding, while it has none): %s; emergency cuts named: %d.\n",
 		ok, failed, ex.startup.Seconds(), ex.where, len(ex.emergencies))
 	for _, e := range ex.emergencies {
 		fmt.Fprintf(&bd, "\n- %s", e)
