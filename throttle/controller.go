@@ -96,21 +96,21 @@ type jobState struct {
 	batches  int // since the last step
 	errors   int
 	duration time.Duration
-	usage    float64       // tokens per second, smoothed
-	idle     int           // consecutive ticks using under half its rate
-	waiting  bool          // a caller waited for the limiter since the last step
-	wanted   bool          // waiting, as of this step
+	usage    float64 // tokens per second, smoothed
+	idle     int     // consecutive ticks using under half its rate
+	waiting  bool    // a caller waited for the limiter since the last step
+	wanted   bool    // waiting, as of this step
 	// busy: the job ran a batch or waited for its limiter at this step
 	// or the one before (a remote worker's report reaches the leader a
 	// heartbeat late, so one step may miss it)
 	busy, busyBefore bool
-	avgDur   time.Duration // smoothed batch duration
-	seen     bool          // any report ever
-	rate     float64       // last allocated rate
-	held     bool
-	heldRate float64 // rate when the hold began
-	rampCap  float64 // after a hold: the rate cap while ramping back; 0 for none
-	goRate   float64 // the last rate a running or throttled budget gave it
+	avgDur           time.Duration // smoothed batch duration
+	seen             bool          // any report ever
+	rate             float64       // last allocated rate
+	held             bool
+	heldRate         float64 // rate when the hold began
+	rampCap          float64 // after a hold: the rate cap while ramping back; 0 for none
+	goRate           float64 // the last rate a running or throttled budget gave it
 	// exemptPaged: the page that the job runs through this critical pause
 	// under an exemption was sent.
 	exemptPaged bool
