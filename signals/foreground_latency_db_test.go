@@ -355,17 +355,28 @@ func TestForegroundLatencyWithoutCanaryTableFailsAtStart(t *testing.T) {
 	}
 }
 
-// A job statement queued on a heavyweight lock is not at work: the probe
-// committed meanwhile does not count it. One running is.
-func TestCanaryDoesNotCountAJobWaitingOnALock(t *testing.T) {
-	c := pgtest.Cluster(t)
+// probeConn migrates the primary and returns a monitor-role connection
+// that commits as the canary's does (synchronous_commit on), for tests
+// that call probe themselves, with a context bounding the test's waits.
+func probeConn(t *testing.T, c *pgcluster.Cluster) (context.Context, *pgx.Conn) {
+	t.Helper()
 	migrate(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	mon := pgtest.Connect(t, c.Primary, pgcluster.RoleMonitor)
 	if _, err := mon.Exec(ctx, "SET synchronous_commit = on"); err != nil {
 		t.Fatal(err)
 	}
+	return ctx, mon
+}
+
+// A job statement queued on a heavyweight lock is not at work: the probe
+// committed meanwhile does not count it. One running is.
+func TestCanaryDoesNotCountAJobWaitingOnALock(t *testing.T) {
+	c := pgtest.Cluster(t)
+	ctx, mon := probeConn(t, c)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	jobs := func() int64 {
 		t.Helper()
 		r, err := probe(ctx, mon)
@@ -447,13 +458,7 @@ func TestCanaryDoesNotCountAJobWaitingOnALock(t *testing.T) {
 // once a probe saw it in one; and an idle session stops counting.
 func TestCanaryCountsTheUsersNotTheJobBetweenBatches(t *testing.T) {
 	c := pgtest.Cluster(t)
-	migrate(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	mon := pgtest.Connect(t, c.Primary, pgcluster.RoleMonitor)
-	if _, err := mon.Exec(ctx, "SET synchronous_commit = on"); err != nil {
-		t.Fatal(err)
-	}
+	ctx, mon := probeConn(t, c)
 	s := &canarySampler{}
 	users := func(s *canarySampler) int {
 		t.Helper()
