@@ -57,13 +57,12 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 		// Readings in a row at the emergency level are evidence when
 		// even one Resolution step lower each is over target.
 		if r.rawWorst.rawPress >= c.cfg.EmergencyPressure && r.rawWorst.oneStepLower() > 1 {
-			c.rawEmergency++
 			c.trail = append(c.trail, r.rawWorst.rawPress)
 			if n := c.cfg.EmergencyReadings; len(c.trail) > n {
 				c.trail = c.trail[len(c.trail)-n:]
 			}
 		} else {
-			c.rawEmergency, c.trail = 0, c.trail[:0]
+			c.trail = c.trail[:0]
 		}
 	}
 	signalOver := pSig > 1 || c.rawOver >= 2
@@ -132,7 +131,7 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 	emergency, evidence, eBinding, eName := "", 0.0, "", signals.Name("")
 	need := c.cfg.EmergencyReadings
 	switch {
-	case c.rawEmergency >= need && r.rawWorst.key != "":
+	case len(c.trail) >= need && r.rawWorst.key != "":
 		emergency = fmt.Sprintf("%s at %.2f of target or more at %d readings in a row (%s of target; smoothed %.2f)",
 			r.rawWorst.key, c.cfg.EmergencyPressure, need, formatTrail(c.trail), r.rawWorst.pressure)
 		evidence, eBinding, eName = r.rawWorst.rawPress, r.rawWorst.key, r.rawWorst.name
@@ -160,7 +159,7 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 		c.cut(now, 1-c.cfg.EmergencyCut, p, 0)
 		c.emergencyAt = evidence
 		// The next emergency needs readings taken after this cut.
-		c.rawEmergency, c.trail = 0, c.trail[:0]
+		c.trail = c.trail[:0]
 		d.Mode, d.Code, d.Reason = ModeThrottled, CodeCut, fmt.Sprintf("throttled: emergency cut by %.0f%%: %s", 100*c.cfg.EmergencyCut, emergency)
 	case over && (now.Sub(c.cutAt) >= 2*tick-tick/2 || p > c.cutPressure):
 		// By the pressure's square, not in proportion: a queue's wait

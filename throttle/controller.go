@@ -63,7 +63,6 @@ type Controller struct {
 	cutPressure  float64          // pressure at the last cut
 	overTarget   bool             // the last tick was over target
 	rawOver      int              // consecutive ticks with a raw sample over target
-	rawEmergency int              // consecutive ticks with a raw sample at EmergencyPressure
 	emergencyAt  float64          // the pressure that gave the last emergency cut its evidence
 	trends       map[string]trend // integrating signals' recent direction, by rule key
 	inherited    float64          // a previous leader's budget, while growing back toward it
@@ -74,7 +73,7 @@ type Controller struct {
 	ssthresh     float64              // slow-start threshold: the budget before the last pause
 	starting     bool                 // slow start from the start: doubling toward MaxBudget until a cut or a pause
 	lastOverAt   time.Time            // the last step over target
-	trail        []float64            // the raw pressures of the readings in a row at EmergencyPressure, newest last
+	trail        []float64            // the raw pressures of the last readings in a row at EmergencyPressure (at most EmergencyReadings), newest last
 	lastAt       map[string]time.Time // last sample time seen, per rule key
 	overCritical map[string]*overCount
 	critical     *criticalPause

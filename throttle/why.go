@@ -251,12 +251,7 @@ type WhyShare struct {
 // (largest remainders), largest first (ties by why), leaving out the whys
 // whose share rounds to 0.
 func Shares(secs map[Why]float64) []WhyShare {
-	total := 0.0
-	for _, s := range secs {
-		if s > 0 {
-			total += s
-		}
-	}
+	total := totalSeconds(secs)
 	if !(total > 0) || math.IsInf(total, 0) {
 		return nil
 	}
@@ -277,14 +272,14 @@ func Shares(secs map[Why]float64) []WhyShare {
 		left -= p.pct
 		parts = append(parts, p)
 	}
-	byFrac := slices.Clone(parts)
-	slices.SortStableFunc(byFrac, func(a, b part) int { return cmp.Compare(b.frac, a.frac) })
-	for i := 0; i < left && i < len(byFrac); i++ {
-		for k := range parts {
-			if parts[k].why == byFrac[i].why {
-				parts[k].pct++
-			}
-		}
+	// The points left go to the largest remainders (ties by why).
+	byFrac := make([]int, len(parts))
+	for i := range byFrac {
+		byFrac[i] = i
+	}
+	slices.SortStableFunc(byFrac, func(a, b int) int { return cmp.Compare(parts[b].frac, parts[a].frac) })
+	for _, i := range byFrac[:min(left, len(byFrac))] {
+		parts[i].pct++
 	}
 	var out []WhyShare
 	for _, p := range parts {
@@ -301,13 +296,7 @@ func Shares(secs map[Why]float64) []WhyShare {
 // being the seconds' sum. It is deterministic: the same seconds give the
 // same line.
 func WhySlow(secs map[Why]float64) string {
-	total := 0.0
-	for _, s := range secs {
-		if s > 0 {
-			total += s
-		}
-	}
-	d := time.Duration(total * float64(time.Second))
+	d := time.Duration(totalSeconds(secs) * float64(time.Second))
 	if d >= time.Second {
 		d = d.Round(time.Second)
 	} else {
@@ -322,4 +311,15 @@ func WhySlow(secs map[Why]float64) string {
 		parts[i] = fmt.Sprintf("%d %% %s", s.Percent, s.Why.Phrase())
 	}
 	return fmt.Sprintf("ran %s: %s", d, strings.Join(parts, ", "))
+}
+
+// totalSeconds is the sum of the positive seconds in secs.
+func totalSeconds(secs map[Why]float64) float64 {
+	total := 0.0
+	for _, s := range secs {
+		if s > 0 {
+			total += s
+		}
+	}
+	return total
 }
