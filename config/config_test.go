@@ -93,6 +93,14 @@ func TestTheExampleIsValid(t *testing.T) {
 	if c.Rules[signals.ReplicaLagSeconds].Target != 5 || c.MaxBudget != 50 || c.Jobs[1].Weight != 2 {
 		t.Fatalf("parsed %+v", c)
 	}
+	// The file a newcomer copies shows a custom signal used as a job rule
+	// and a maintenance window a job avoids.
+	if len(c.Custom) == 0 || c.JobRules[c.Custom[0].Name].Target == 0 {
+		t.Errorf("the example has no custom signal with a rule: %+v", c.Custom)
+	}
+	if w := c.Windows[throttle.Job("archive")]; len(w.Avoid) == 0 {
+		t.Errorf("the example's archive job avoids no maintenance window: %+v", c.Windows)
+	}
 }
 
 func TestErrorsNameFileLineAndField(t *testing.T) {

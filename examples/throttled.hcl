@@ -42,7 +42,40 @@ job "purge" {
 }
 job "archive" {
   weight = 2
+  # Never inside the maintenance window below; and, with run_windows, only
+  # inside one of them (your hours, in your zone):
+  avoid = ["weekly-vacuum"]
+  # run_windows = ["mon-fri 01:00-06:00 Europe/Istanbul", "sat,sun 00:00-24:00 Europe/Istanbul"]
 }
+
+# A maintenance window: the jobs that avoid it pause inside it, in every
+# process. A window is [days] HH:MM-HH:MM zone; use your own zone, as an IANA
+# name (Europe/Istanbul, America/New_York): a skipped hour does not happen,
+# a repeated one happens twice.
+maintenance "weekly-vacuum" {
+  window = "sun 02:00-05:00 UTC"
+}
+
+# A custom signal: one scalar query of your own, run in a READ ONLY
+# transaction as the sampler's role. This one reads only the catalog; as a
+# job rule, every job pauses while more than one transaction older than 10
+# minutes holds the horizon back:
+custom_signal "old_transactions" {
+  query = "SELECT count(*) FROM pg_stat_activity WHERE xact_start < now() - interval '10 minutes'"
+  unit  = "sessions"
+  every = "5s"
+}
+signal "old_transactions" {
+  target = 1
+}
+# One on your own table (the sampler's role needs SELECT on it):
+# custom_signal "orders_backlog" {
+#   query = "SELECT count(*) FROM orders_queue"
+#   unit  = "rows"
+# }
+# signal "orders_backlog" {
+#   target = 10000
+# }
 
 # Every hold expires; longer than max_ttl is refused.
 holds {
