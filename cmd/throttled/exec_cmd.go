@@ -505,7 +505,7 @@ func newMigrateCmd(lf *logFlags) *cobra.Command {
 		Short: "create or update throttled's tables (schema throttled)",
 		Long: `Creates or updates throttled's tables (schema throttled), under an advisory lock; run it once per
 database, as a role that may create the schema. Running it again changes nothing.`,
-		Example: "  throttled migrate --dsn postgres://admin@db/app\n  THROTTLED_PRIMARY_DSN=postgres://admin@db/app throttled migrate --json",
+		Example: "  throttled migrate --primary-dsn postgres://admin@db/app\n  THROTTLED_PRIMARY_DSN=postgres://admin@db/app throttled migrate --json",
 		Args:    cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command) int {
 			if _, err := applyEnv(cmd.Flags(), os.Getenv); err != nil {
@@ -515,8 +515,16 @@ database, as a role that may create the schema. Running it again changes nothing
 		}),
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.dsn, "dsn", "", "connection URL of the database to migrate")
-	withEnv(fs, "dsn", "THROTTLED_PRIMARY_DSN")
+	fs.StringVar(&o.dsn, "primary-dsn", "", "connection URL of the database to migrate (--dsn is the same flag)")
+	withEnv(fs, "primary-dsn", "THROTTLED_PRIMARY_DSN")
+	// --primary-dsn, as every other command says; --dsn, as migrate first
+	// did, is the same flag under its old name.
+	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "dsn" {
+			name = "primary-dsn"
+		}
+		return pflag.NormalizedName(name)
+	})
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "bound on connecting and migrating, waiting for the lock included")
 	fs.BoolVar(&o.json, "json", false, "print the schema's state as one JSON object: the migrations applied now, and the schema's version")
 	return cmd
@@ -531,12 +539,12 @@ type migrateResult struct {
 
 func runMigrate(ctx context.Context, o migrateOptions, out, errOut io.Writer) int {
 	if o.dsn == "" {
-		return fail(errOut, "migrate", usageError(errors.New("--dsn (or THROTTLED_PRIMARY_DSN) is required")))
+		return fail(errOut, "migrate", usageError(errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN) is required")))
 	}
 	if o.timeout <= 0 {
 		return fail(errOut, "migrate", usageError(fmt.Errorf("--timeout must be positive, got %s", o.timeout)))
 	}
-	if err := checkDSN("--dsn", o.dsn); err != nil {
+	if err := checkDSN("--primary-dsn", o.dsn); err != nil {
 		return fail(errOut, "migrate", usageError(err))
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)

@@ -370,10 +370,12 @@ func TestExecPausesUnderCriticalLoadAndResumes(t *testing.T) {
 func TestMigrateCommand(t *testing.T) {
 	c := pgtest.Cluster(t)
 	var out, errOut bytes.Buffer
-	for range 2 {
+	// --primary-dsn, as every other command says it; --dsn, migrate's
+	// first name for it, still works.
+	for _, flag := range []string{"--primary-dsn", "--dsn"} {
 		out.Reset()
-		if code := run(context.Background(), []string{"migrate", "--dsn", c.Primary.DSN(pgcluster.RoleAdmin)}, &out, &errOut); code != exitOK {
-			t.Fatalf("exit %d: %s", code, errOut.String())
+		if code := run(context.Background(), []string{"migrate", flag, c.Primary.DSN(pgcluster.RoleAdmin)}, &out, &errOut); code != exitOK {
+			t.Fatalf("migrate %s: exit %d: %s", flag, code, errOut.String())
 		}
 	}
 	if !strings.Contains(out.String(), "is up to date") {
