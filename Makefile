@@ -31,17 +31,25 @@ FUZZ_TARGETS := \
 help: ## list the targets
 	@echo "throttled: adaptive background-job throttler for PostgreSQL"
 	@echo
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
+# Each target installs what it uses and no more: the demo needs PostgreSQL
+# alone, the test run everything.
 .PHONY: deps
-deps: ## install PostgreSQL, Patroni and etcd, Alertmanager, Prometheus (with promtool) and Chromium if missing; download Go modules
-	@scripts/ensure-postgres
+deps: deps-postgres ## everything the test run uses: PostgreSQL, Patroni and etcd, PgBouncer, podman, Alertmanager, Prometheus (with promtool) and Chromium if missing; Go modules
 	@scripts/ensure-patroni
 	@scripts/ensure-pgbouncer
 	@scripts/ensure-podman
 	@scripts/ensure-alertmanager
 	@scripts/ensure-promtool
 	@scripts/ensure-chromium
+
+.PHONY: deps-postgres
+deps-postgres: deps-go ## PostgreSQL's server (the throwaway pair) if missing, and Go modules: what demo, bench, replay, load and chaos use
+	@scripts/ensure-postgres
+
+.PHONY: deps-go
+deps-go: ## download Go modules
 	@$(GO) mod download
 	@cd deploy && $(GO) mod download
 
@@ -59,15 +67,16 @@ image: ## build the container image throttled:dev (Containerfile: a static binar
 	scripts/build-image throttled:dev
 
 .PHONY: chaos
-chaos: deps ## the fault campaign: every fault one after another under load, invariants after each (a few minutes); table in docs/CHAOS.md
+chaos: deps-postgres ## the fault campaign: every fault one after another under load, invariants after each (a few minutes); table in docs/CHAOS.md
 	THROTTLED_CHAOS=full THROTTLED_CHAOS_SEED=$${SEED:-1} THROTTLED_CHAOS_DOC=$(CURDIR)/docs/CHAOS.md $(GO) test -count=1 -timeout 30m -run '^TestChaosCampaign$$' -v ./internal/chaos/
 
 .PHONY: transcript
-transcript: deps ## regenerate docs/NEWCOMER.md: a newcomer's path (help, lint, image, a freno HEAD check, a live override on a running exec), run on a throwaway pair
+transcript: deps-postgres ## regenerate docs/NEWCOMER.md: a newcomer's path (help, lint, image, a freno HEAD check, a live override on a running exec), run on a throwaway pair
+	@scripts/ensure-podman
 	THROTTLED_TRANSCRIPT=$(CURDIR)/docs/NEWCOMER.md $(GO) test -count=1 -run '^TestNewcomerTranscript$$' -v ./cmd/throttled/
 
 .PHONY: demo
-demo: deps build ## run the main job live against a throwaway primary and replica (about a minute); plot in out/plots
+demo: deps-postgres build ## run the main job live against a throwaway primary and replica (about a minute); plot in out/plots
 	$(BIN) demo --plots $(PLOTS)
 
 .PHONY: test
@@ -94,7 +103,7 @@ BENCH_COUNT ?= 5
 BENCH_OUT   := out/bench.txt
 
 .PHONY: bench
-bench: deps ## run the micro-benchmarks beside their anchors, then the idle- and quiet-primary rows on a throwaway pair (about 15 minutes); tables in docs/BENCHMARKS.md
+bench: deps-postgres ## run the micro-benchmarks beside their anchors, then the idle- and quiet-primary rows on a throwaway pair (about 15 minutes); tables in docs/BENCHMARKS.md
 	@mkdir -p out
 	@set -eo pipefail; \
 	$(GO) test -run='^$$' -bench='^Benchmark(LimiterWait|Step)' -benchmem -count=$(BENCH_COUNT) ./throttle | tee $(BENCH_OUT); \
@@ -106,7 +115,8 @@ bench: deps ## run the micro-benchmarks beside their anchors, then the idle- and
 	$(GO) run ./internal/benchdoc/cmd/benchdoc -in $(BENCH_OUT) -doc docs/BENCHMARKS.md
 
 .PHONY: failover
-failover: deps ## the Patroni failover test (switchover, kill -9 of the leader's postmaster; about a minute); table in docs/FAILOVER.md
+failover: deps-postgres ## the Patroni failover test (switchover, kill -9 of the leader's postmaster; about a minute); table in docs/FAILOVER.md
+	@scripts/ensure-patroni
 	THROTTLED_FAILOVER_DOC=docs/FAILOVER.md $(GO) test -race -count=1 -run '^TestFailover$$' -v ./internal/patronicluster/
 
 # Flags for `make replay`, such as REPLAY_FLAGS="--short" or "--scenario cpu-hog".
@@ -116,12 +126,12 @@ REPLAY_FLAGS ?=
 LOAD_SECONDS ?= 60
 
 .PHONY: load
-load: deps ## the sidecar under load: 1,000 /check clients, 200 remote workers, slow clients, the primary stopped 10 s (about 80 s); figures in docs/BENCHMARKS.md
+load: deps-postgres ## the sidecar under load: 1,000 /check clients, 200 remote workers, slow clients, the primary stopped 10 s (about 80 s); figures in docs/BENCHMARKS.md
 	THROTTLED_LOAD_SECONDS=$(LOAD_SECONDS) THROTTLED_LOAD_DOC=$(CURDIR)/docs/BENCHMARKS.md \
 		$(GO) test -run='^TestSidecarUnderLoad$$' -count=1 -v -timeout=10m ./sidecar
 
 .PHONY: replay
-replay: deps build ## the replay benchmark: every scenario and pacing policy on a throwaway pair (about 40 minutes); tables in docs/BENCHMARKS.md
+replay: deps-postgres build ## the replay benchmark: every scenario and pacing policy on a throwaway pair (about 40 minutes); tables in docs/BENCHMARKS.md
 	$(BIN) bench replay --out out/replay --doc docs/BENCHMARKS.md $(REPLAY_FLAGS)
 
 .PHONY: clean
