@@ -216,7 +216,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		// leads.
 		poller.Close()
 		e := coord.New(coord.Deps{Log: c.log, Pool: c.coord, Holds: c.sources, Changed: c.watcher.Changed, Poller: poller,
-			Controller: opts.Controller, Published: c.published, Applied: c.observe, Tick: c.tick, DeferLeadership: opts.DeferLeadership,
+			Controller: opts.Controller, Published: c.published, Applied: c.observe, LimitedSeconds: func(j throttle.Job) map[throttle.Why]float64 { return c.limited.Seconds(time.Now(), j) }, Tick: c.tick, DeferLeadership: opts.DeferLeadership,
 			Prepare: func(cfg throttle.Config) throttle.Config {
 				cfg = prepare(cfg)
 				cfg.Holds = c.durable

@@ -254,6 +254,10 @@ type Deps struct {
 	// the Client counts from it the time each job spends at each why.
 	// It must not block.
 	Applied func(now time.Time, st throttle.JobStatus)
+	// LimitedSeconds, when set, is the seconds a job spent at each why in
+	// this process; each heartbeat writes its worker's to the database,
+	// for `throttled status`.
+	LimitedSeconds func(throttle.Job) map[throttle.Why]float64
 	// Tick is how often the leader decides.
 	Tick time.Duration
 	// DeferLeadership, when above 0, makes this process a reluctant
@@ -277,11 +281,13 @@ type Engine struct {
 	prepare   func(throttle.Config) throttle.Config
 	published func(throttle.Decision)
 	applied   func(time.Time, throttle.JobStatus)
-	tick      time.Duration
-	procID    string
-	lease     time.Duration
-	deferLead time.Duration // Deps.DeferLeadership
-	election  *pgx.Conn     // the leader's lock lives on this session
+	// limitedSeconds is Deps.LimitedSeconds.
+	limitedSeconds func(throttle.Job) map[throttle.Why]float64
+	tick           time.Duration
+	procID         string
+	lease          time.Duration
+	deferLead      time.Duration // Deps.DeferLeadership
+	election       *pgx.Conn     // the leader's lock lives on this session
 
 	mu      sync.Mutex
 	workers map[throttle.Job]*worker
@@ -326,7 +332,7 @@ func New(d Deps) *Engine {
 		changed = func() <-chan struct{} { return nil }
 	}
 	return &Engine{log: d.Log, pool: d.Pool, store: store.New(d.Pool), holds: d.Holds, changed: changed, poller: d.Poller, prepare: d.Prepare,
-		published: d.Published, applied: d.Applied, tick: d.Tick, controller: d.Controller, deferLead: d.DeferLeadership,
+		published: d.Published, applied: d.Applied, limitedSeconds: d.LimitedSeconds, tick: d.Tick, controller: d.Controller, deferLead: d.DeferLeadership,
 		procID: fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b)),
 		lease:  leaseFor(d.Tick), workers: map[throttle.Job]*worker{}, seen: map[string][3]float64{}}
 }
@@ -496,9 +502,23 @@ func (e *Engine) heartbeat(ctx context.Context) {
 	wg.Wait()
 }
 
+// limited is job's seconds at each why in this process, for its worker's
+// heartbeat; nil without Deps.LimitedSeconds.
+func (e *Engine) limited(job string) map[string]float64 {
+	if e.limitedSeconds == nil {
+		return nil
+	}
+	secs := e.limitedSeconds(throttle.Job(job))
+	out := make(map[string]float64, len(secs))
+	for w, s := range secs {
+		out[string(w)] = s
+	}
+	return out
+}
+
 func (e *Engine) beat(ctx context.Context, w *worker) {
 	hctx, cancel := context.WithTimeout(ctx, time.Second)
-	lease, err := e.db().Beat(hctx, w.id, store.Counters{Batches: w.batches.Load(), Errors: w.errors.Load(), DurationMs: float64(w.durUs.Load()) / 1000, Waiting: w.l.Waited()})
+	lease, err := e.db().Beat(hctx, w.id, store.Counters{Batches: w.batches.Load(), Errors: w.errors.Load(), DurationMs: float64(w.durUs.Load()) / 1000, Waiting: w.l.Waited(), Limited: e.limited(w.cfg.Name)})
 	cancel()
 	if w.isStopped() {
 		return // removed while this heartbeat was in flight

@@ -10,6 +10,7 @@ package store
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -100,6 +101,9 @@ type Counters struct {
 	// Waiting: a caller waited for the worker's limiter since the last
 	// heartbeat (it wants more than its share).
 	Waiting bool
+	// Limited is the seconds the worker's job spent at each limit in its
+	// process (throttle.Why to seconds); nil writes none.
+	Limited map[string]float64
 }
 
 // Lease is a worker's allocation as the leader published it.
@@ -119,10 +123,10 @@ func (s *Store) Beat(ctx context.Context, id string, c Counters) (Lease, error) 
 	var l Lease
 	var remaining float64
 	err := s.db.QueryRow(ctx, `UPDATE throttled.workers
-		SET heartbeat_at = now(), batches = $2, errors = $3, duration_ms = $4, waiting = $5
+		SET heartbeat_at = now(), batches = $2, errors = $3, duration_ms = $4, waiting = $5, limited_seconds = $6
 		WHERE id = $1
 		RETURNING alloc_rate, alloc_burst, alloc_inflight, CASE WHEN lease_until > now() THEN extract(epoch FROM lease_until - now())::float8 ELSE 0 END, state, code, reason, binding`,
-		id, c.Batches, c.Errors, c.DurationMs, c.Waiting).
+		id, c.Batches, c.Errors, c.DurationMs, c.Waiting, limitedJSON(c.Limited)).
 		Scan(&l.Rate, &l.Burst, &l.MaxInFlight, &remaining, &l.State, &l.Code, &l.Reason, &l.Binding)
 	if err != nil {
 		return Lease{}, on(WorkersTable, err)
@@ -289,6 +293,21 @@ type WorkerState struct {
 	ID, Job, State, Code, Reason string
 	Rate                         float64
 	LeaseValid                   bool
+	// LimitedSeconds is the seconds the worker's job spent at each limit
+	// in its process, as its last heartbeat wrote them (Counters.Limited).
+	LimitedSeconds map[string]float64
+}
+
+// limitedJSON is m as the limited_seconds column takes it: an object of
+// finite seconds, never null.
+func limitedJSON(m map[string]float64) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		if v >= 0 && !math.IsInf(v, 1) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Status reads the leader's last publication (ok false when none) and the
@@ -303,14 +322,16 @@ func (s *Store) Status(ctx context.Context, within time.Duration) (l Leader, ok 
 	default:
 		ok = true
 	}
-	rows, err := s.db.Query(ctx, `SELECT id, job, state, code, reason, alloc_rate, lease_until > now() FROM throttled.workers
+	rows, err := s.db.Query(ctx, `SELECT id, job, state, code, reason, alloc_rate, lease_until > now(), limited_seconds FROM throttled.workers
 		WHERE heartbeat_at > now() - make_interval(secs => $1) ORDER BY job, id`, within.Seconds())
 	if err != nil {
 		return l, ok, nil, on(WorkersTable, err)
 	}
 	ws, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (WorkerState, error) {
 		var w WorkerState
-		return w, r.Scan(&w.ID, &w.Job, &w.State, &w.Code, &w.Reason, &w.Rate, &w.LeaseValid)
+		err := r.Scan(&w.ID, &w.Job, &w.State, &w.Code, &w.Reason, &w.Rate, &w.LeaseValid, &w.LimitedSeconds)
+		w.LimitedSeconds = limitedJSON(w.LimitedSeconds)
+		return w, err
 	})
 	return l, ok, ws, on(WorkersTable, err)
 }
