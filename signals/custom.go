@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -22,8 +23,17 @@ import (
 // what pg_monitor sees), every Every, inside a READ ONLY transaction with
 // its own statement_timeout, so a query can neither write nor hold the
 // sampler's activity reads back. Its value is the sample of its Name; a
-// failure, a NULL or a row count other than one is a failed sample: the
-// job rules that read it shut (fail closed).
+// failure, a NULL, a value that is not a finite number (NaN, ±Infinity)
+// or a row count other than one is a failed sample: the job rules that
+// read it shut (fail closed).
+//
+// A sample leaves nothing behind: a query that calls a function with an
+// effect outside its transaction is refused at load (custom_guard.go), and
+// whatever a function it calls indirectly does is contained at run time:
+// the transaction is always rolled back (a notification is never
+// delivered, a setting never kept) and the session's advisory locks are
+// released after every sample; a connection that cannot be reset so is
+// closed.
 
 // CustomSignal is one custom signal.
 type CustomSignal struct {
@@ -66,6 +76,7 @@ func (c CustomSignal) Problems() []string {
 	case strings.Contains(q, ";"):
 		out = append(out, "query holds more than one statement (a ';' inside it): a custom signal is one scalar SELECT")
 	}
+	out = append(out, lastingEffect(c.Query)...)
 	if c.Timeout < 0 || c.Every < 0 {
 		out = append(out, "timeout and every must not be negative")
 	}
@@ -138,13 +149,52 @@ func (s *customSampler) run(ctx context.Context, c CustomSignal, now func() time
 // errNotScalar is a custom query that did not return one number.
 var errNotScalar = errors.New("want one row of one numeric column")
 
-// runCustom runs c once in a READ ONLY transaction under its timeout.
-func runCustom(ctx context.Context, conn *pgx.Conn, c CustomSignal, v *float64) error {
+// resetTimeout bounds the reset after a sample (resetSQL).
+const resetTimeout = time.Second
+
+// resetSQL undoes, after every custom sample, the session state a
+// rollback leaves: session-level advisory locks. The sampler's custom
+// connection takes none of its own.
+const resetSQL = "SELECT pg_advisory_unlock_all()"
+
+// runCustom runs c once in a READ ONLY transaction under its timeout,
+// always rolled back, then resets the session (resetSQL). A connection
+// the reset fails on is closed, which ends the session and everything it
+// held; the sample then fails.
+func runCustom(ctx context.Context, conn *pgx.Conn, c CustomSignal, v *float64) (err error) {
+	defer func() {
+		if rerr := resetSession(ctx, conn); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	return readCustom(ctx, conn, c, v)
+}
+
+// resetSession rolls back whatever transaction is open on conn and
+// releases the session's advisory locks, or closes conn.
+func resetSession(ctx context.Context, conn *pgx.Conn) error {
+	if conn.IsClosed() {
+		return nil // the server ended the session, and what it held
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resetTimeout)
+	defer cancel()
+	// One round trip, on the simple protocol: the rollback, then the
+	// reset in a transaction of its own.
+	_, err := conn.PgConn().Exec(rctx, "ROLLBACK; "+resetSQL).ReadAll()
+	if err != nil {
+		_ = conn.Close(rctx)
+		return fmt.Errorf("reset the session after the sample (closed the connection instead): %w", err)
+	}
+	return nil
+}
+
+// readCustom reads c's value into v inside a READ ONLY transaction under
+// c's timeout, and leaves the transaction to the caller to roll back.
+func readCustom(ctx context.Context, conn *pgx.Conn, c CustomSignal, v *float64) error {
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
 	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", max(1, c.Timeout.Milliseconds()))); err != nil {
 		return err
 	}
@@ -173,6 +223,10 @@ func runCustom(ctx context.Context, conn *pgx.Conn, c CustomSignal, v *float64) 
 		return fmt.Errorf("%w, got %d rows", errNotScalar, len(got))
 	case got[0] == nil:
 		return fmt.Errorf("%w, got NULL", errNotScalar)
+	case math.IsNaN(*got[0]) || math.IsInf(*got[0], 0):
+		// NaN compares false with every target, so it would read as
+		// under any; and no JSON or rule can carry it.
+		return fmt.Errorf("read %v; a custom signal must return a finite number", *got[0])
 	}
 	*v = *got[0]
 	return nil
