@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/sidecar/api"
+	"github.com/throttled/throttled/throttle"
 )
 
 // Admission. A request is authenticated from its headers first, before it
@@ -144,6 +146,9 @@ func (s *Server) guard(r Route, h func(http.ResponseWriter, *http.Request, confi
 		}
 		ctx, cancel := context.WithTimeout(req.Context(), handlerTimeout)
 		defer cancel()
+		if cls == classAnon {
+			ctx = context.WithValue(ctx, anonymousKey{}, true)
+		}
 		h(w, req.WithContext(ctx), tok)
 	})
 }
@@ -192,6 +197,16 @@ func (s *Server) authenticate(w http.ResponseWriter, req *http.Request, r Route,
 		return config.Token{}, cls, false
 	}
 	return t, cls, true
+}
+
+// anonymousKey marks a request's context when it was admitted without a
+// token (open_checks, open_reads): its handler answers less.
+type anonymousKey struct{}
+
+// anonymous reports whether r was admitted without a token.
+func anonymous(r *http.Request) bool {
+	a, _ := r.Context().Value(anonymousKey{}).(bool)
+	return a
 }
 
 // take claims a slot of cls's budget, or answers 503 with Retry-After.
@@ -243,4 +258,54 @@ func (s *Server) readBody(w http.ResponseWriter, req *http.Request, cls class) b
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	return true
+}
+
+// admittedCheck is /check for whoever was admitted: a caller with a read
+// token gets the full answer (check, api.Check), one admitted without a
+// token (open_checks, open_reads) gets openCheck's. An open check is for
+// gh-ost and freno's clients, which read the status code; it must not
+// hand a stranger what /v1/holds would refuse them: a hold's ID, who made
+// it and why, or a failing signal's file, address and error.
+func (s *Server) admittedCheck(w http.ResponseWriter, r *http.Request, tok config.Token) {
+	if anonymous(r) {
+		s.openCheck(w, r)
+		return
+	}
+	s.check(w, r, tok)
+}
+
+// openCheck answers a check without a token: the status code check
+// would give, Retry-After, and api.OpenCheck's closed words, all from one
+// reading of the job's state.
+func (s *Server) openCheck(w http.ResponseWriter, r *http.Request) {
+	job := r.PathValue("job")
+	js, ok := s.jobState(job)
+	out := api.OpenCheck{Job: job, State: "unknown", Code: "unknown_job", StatusCode: http.StatusNotFound}
+	if ok {
+		out.Code = string(js.status.Code)
+		if out.Code == "" {
+			out.Code = string(throttle.CodeOf(js.status.State))
+		}
+		switch st := js.status; {
+		case st.Code == throttle.CodeUnavailable, st.Code == throttle.CodeStale:
+			out.State, out.StatusCode = "unavailable", http.StatusInternalServerError
+		case st.Code == throttle.CodeWarmingUp:
+			out.State, out.StatusCode = "throttled", http.StatusTooManyRequests
+		case st.State == throttle.JobPaused:
+			out.State, out.StatusCode = "paused", http.StatusExpectationFailed
+		case st.Code == throttle.CodeCut, st.Code == throttle.CodeTooSlow, js.Rate <= 0:
+			out.State, out.StatusCode = "throttled", http.StatusTooManyRequests
+		default:
+			out.State, out.StatusCode = "go", http.StatusOK
+		}
+	}
+	out.Message = out.State
+	if out.StatusCode != http.StatusOK {
+		w.Header().Set("Retry-After", "1")
+	}
+	if r.Method == http.MethodHead {
+		w.WriteHeader(out.StatusCode)
+		return
+	}
+	writeJSON(w, out.StatusCode, out)
 }

@@ -129,6 +129,25 @@ type Check struct {
 	FrenoMsg   string  `json:"Message"`
 }
 
+// OpenCheck answers GET /check/{job} to a caller without a token (under
+// open_checks or open_reads), as freno's open check does: the status code
+// and Retry-After say go or wait, and the body says only which, in closed
+// words. The reason, the holds, who made them, signal readings, paths,
+// addresses and errors are for a caller with a read token (Check).
+type OpenCheck struct {
+	Job string `json:"job"`
+	// State is go, throttled, paused, unavailable, or unknown for a job
+	// not configured.
+	State string `json:"state"`
+	// Code is the job's status code (as Job's code: held, gated,
+	// critical, stale, cut, warming_up, ...), or unknown_job.
+	Code string `json:"code"`
+	// freno's keys, for its clients: the status code again, and the
+	// state as the message.
+	StatusCode int    `json:"StatusCode"`
+	Message    string `json:"Message"`
+}
+
 // Hold is one active hold: GET /v1/holds lists them; POST /v1/holds and
 // DELETE /v1/holds/{id} answer the hold made or released.
 type Hold struct {
