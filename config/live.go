@@ -77,8 +77,10 @@ func (c *Config) Live(ctx context.Context) error {
 				c.at(c.places.replicas[name]), name, known))
 		}
 	}
-	// Each custom signal runs once as the sampler will run it: its errors
-	// name the block's file:line.
+	// Each custom signal runs once as the sampler will run it, contained
+	// as the sampler contains it: a query that fails, or reads anything but
+	// one finite number (NaN and the infinities are refused), is an error
+	// at the block's file:line.
 	if err := signals.CheckCustom(ctx, c.PrimaryDSN, c.Custom, false); err != nil {
 		errs = append(errs, fmt.Errorf("config: %w", err))
 	}

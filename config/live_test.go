@@ -136,3 +136,48 @@ func TestLiveChecksThePrimaryRoleAsTheSamplerWill(t *testing.T) {
 		}
 	}
 }
+
+// check-config --live once passed a custom signal reading NaN, which then
+// blanked /v1/status under run: a reading that is not a finite number is
+// refused at the block's file:line, as the sampler refuses it at start.
+// A query calling a function whose effect outlives the sample (a session
+// advisory lock, a cancelled backend, a notification) is refused at load,
+// naming the function, before anything connects.
+func TestLiveRefusesNonFiniteAndLastingCustomSignals(t *testing.T) {
+	c := pgtest.Cluster(t)
+	get := func(k string) string {
+		if k == "THROTTLED_PRIMARY_DSN" {
+			return c.Primary.DSN(pgcluster.RoleMonitor)
+		}
+		return getenv(k)
+	}
+	block := func(name, query string) (string, string) {
+		src := smallest + fmt.Sprintf("custom_signal %q {\n  query = %q\n}\n", name, query)
+		return src, fmt.Sprintf("throttled.hcl:%d", strings.Count(smallest, "\n")+1)
+	}
+	for query, read := range map[string]string{"SELECT 'NaN'::float8": "NaN", "SELECT '-Infinity'::float8": "-Inf"} {
+		src, at := block("nanval", query)
+		cfg, err := Parse("throttled.hcl", []byte(src), get)
+		if err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		err = cfg.Live(context.Background())
+		if err == nil || !strings.Contains(err.Error(), `custom signal "nanval" (`+at) ||
+			!strings.Contains(err.Error(), "read "+read+"; a custom signal must return a finite number") {
+			t.Errorf("Live with %s: %v; want it refused at %s, saying it read %s", query, err, at, read)
+		}
+	}
+	for query, fn := range map[string]string{
+		"SELECT 1 FROM (SELECT pg_advisory_lock(777)) a":             "pg_advisory_lock",
+		`SELECT 1 FROM (SELECT pg_catalog."pg_advisory_lock" (1)) a`: "pg_advisory_lock",
+		"SELECT pg_cancel_backend(pid)::int FROM pg_stat_activity":   "pg_cancel_backend",
+		"SELECT 1 FROM (SELECT pg_notify('c', 'x')) a":               "pg_notify",
+		"SELECT 1 FROM pg_sleep(2)":                                  "pg_sleep",
+	} {
+		src, at := block("effects", query)
+		_, err := Parse("throttled.hcl", []byte(src), get)
+		if err == nil || !strings.Contains(err.Error(), at) || !strings.Contains(err.Error(), fn+"(): refused") {
+			t.Errorf("Parse with %s: %v; want it refused at %s, naming %s", query, err, at, fn)
+		}
+	}
+}
