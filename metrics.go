@@ -36,7 +36,7 @@ var (
 	descHoldInfo    = prometheus.NewDesc("throttled_holds_info", "1 for each active hold, for annotation regions: its id, scope, source, actor and reason (cut to 80 characters).", []string{"id", "scope", "source", "actor", "reason"}, nil)
 	descJobRate     = prometheus.NewDesc("throttled_jobs_rate_batches_per_second", "Each job's allocated rate in this process.", []string{"throttled_job"}, nil)
 	descJobPaused   = prometheus.NewDesc("throttled_jobs_paused", "1 while a job is paused.", []string{"throttled_job"}, nil)
-	descJobState    = prometheus.NewDesc("throttled_jobs_state", "1 for each job's state, and why in a bounded word: the hold, the binding signal, no valid allocation, or the reason code (critical, stale, cut, slow_start, max_rate, ...).", []string{"throttled_job", "state", "why"}, nil)
+	descJobState    = prometheus.NewDesc("throttled_jobs_state", "1 for each job's state, and why in a bounded word: hold:<source> (manual, auto, grafana-alert, cli, window; the hold's id is in throttled_holds_info), the binding signal, no valid allocation, or the reason code (critical, stale, cut, slow_start, max_rate, ...).", []string{"throttled_job", "state", "why"}, nil)
 	descJobBatches  = prometheus.NewDesc("throttled_jobs_batches_total", "Batches run, by job.", []string{"throttled_job"}, nil)
 	descJobRows     = prometheus.NewDesc("throttled_jobs_rows_total", "Rows processed, by job.", []string{"throttled_job"}, nil)
 	descJobErrors   = prometheus.NewDesc("throttled_jobs_errors_total", "Failed batches, by job.", []string{"throttled_job"}, nil)
@@ -104,7 +104,9 @@ type JobMetrics struct {
 }
 
 // Why is a job's reason in a bounded word, fit for a label, derived from
-// its status's code: the hold that pauses it, the signal that binds it,
+// its status's code: the source of the hold that pauses it (hold:manual,
+// hold:window, ...; never its id, which grows without bound over a
+// cluster's life and is throttled_holds_info's), the signal that binds it,
 // the want of a valid allocation, or the code itself. The full reason,
 // with its numbers, stays out of labels.
 func Why(st throttle.JobStatus) string {
@@ -112,7 +114,7 @@ func Why(st throttle.JobStatus) string {
 	case st.Code == throttle.CodeUnavailable:
 		return "no valid allocation"
 	case st.Code == throttle.CodeHeld && len(st.Holds) > 0:
-		return "hold " + st.Holds[0].ID
+		return string(throttle.WhyHeld(st.Holds[0].Source))
 	case st.Code == throttle.CodeHeld:
 		return "hold"
 	case st.Code == throttle.CodeExempt:

@@ -20,15 +20,21 @@ import (
 )
 
 // A job's why label comes from the status's code, never from its text:
-// the hold's id and nothing after it, the binding signal, the want of a
-// valid allocation, or the code; no numbers, no free text.
+// the hold's source (never its id, which grows without bound over a
+// cluster's life), the binding signal, the want of a valid allocation, or
+// the code; no numbers, no free text. On the old code a held job's why
+// was "hold h12".
 func TestWhyIsBounded(t *testing.T) {
-	h12 := throttle.Hold{ID: "h12", Reason: "vacuum first: 42 rows"}
+	h12 := throttle.Hold{ID: "h12", Source: throttle.SourceManual, Reason: "vacuum first: 42 rows"}
+	w7 := throttle.Hold{ID: "w7", Source: throttle.SourceWindow, Reason: "avoid the nightly backup"}
+	odd := throttle.Hold{ID: "h99", Source: "someone-new", Reason: "a source this build does not know"}
 	for _, tc := range []struct {
 		st   throttle.JobStatus
 		want string
 	}{
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h12 on job:purge by alice (manual): vacuum first, until 2026-11-30T16:00:00Z", Holds: []throttle.Hold{h12}}, "hold h12"},
+		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h12 on job:purge by alice (manual): vacuum first, until 2026-11-30T16:00:00Z", Holds: []throttle.Hold{h12}}, "hold:manual"},
+		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold w7", Holds: []throttle.Hold{w7, h12}}, "hold:window"},
+		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h99", Holds: []throttle.Hold{odd}}, "hold:other"},
 		// A reason that reads like a hold is not one: the code decides.
 		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeUnavailable, Reason: "paused: hold h9 on all"}, "no valid allocation"},
 		{throttle.JobStatus{State: throttle.JobThrottled, Code: throttle.CodeCut, Reason: "throttled: cut by 30%: primary_load at 1.3 of target", Binding: "primary_load"}, "binding primary_load"},

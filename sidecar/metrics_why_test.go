@@ -1,0 +1,55 @@
+package sidecar_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/sidecar/api"
+)
+
+// A held job's throttled_jobs_state names the hold's source in its why
+// label, never the hold's ID: every hold would otherwise start a series of
+// its own, without bound over a cluster's life. The ID stays in
+// throttled_holds_info, one series per active hold. On the old code the
+// label read why="hold h1".
+func TestJobStateWhyNamesTheHoldsSourceNotItsID(t *testing.T) {
+	hs := admitServer(t, false)
+	waitReady(t, hs.URL)
+	var ids []string
+	for i := range 2 {
+		code, body := probe(t, "POST", hs.URL+"/v1/holds", admitPause, fmt.Sprintf(`{"scope":"job:a","ttl":"30m","reason":"look %d"}`, i))
+		var h api.Hold
+		if err := json.Unmarshal([]byte(body), &h); err != nil || code != http.StatusCreated {
+			t.Fatalf("pause: %d %s", code, body)
+		}
+		ids = append(ids, h.ID)
+	}
+	state := regexp.MustCompile(`(?m)^throttled_jobs_state\{.*$`)
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		_, metrics := probe(t, "GET", hs.URL+"/metrics", admitRead, "")
+		lines := state.FindAllString(metrics, -1)
+		if !strings.Contains(strings.Join(lines, "\n"), `throttled_jobs_state{state="paused",throttled_job="a",why="hold:manual"} 1`) {
+			return fmt.Errorf("want job a paused by hold:manual; have %q", lines)
+		}
+		for _, id := range ids {
+			for _, l := range lines {
+				if strings.Contains(l, `"`+id+`"`) || strings.Contains(l, " "+id+`"`) {
+					t.Fatalf("throttled_jobs_state carries hold %s: %s", id, l)
+				}
+			}
+			if !strings.Contains(metrics, `throttled_holds_info{actor="token:oncall",id="`+id+`"`) {
+				return fmt.Errorf("throttled_holds_info lacks hold %s", id)
+			}
+		}
+		if !strings.Contains(metrics, "# HELP throttled_jobs_state") || !strings.Contains(metrics, "hold:<source>") {
+			return fmt.Errorf("throttled_jobs_state's help does not say why is the hold's source")
+		}
+		return nil
+	})
+}
