@@ -1,9 +1,11 @@
 package sidecar
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -54,23 +56,149 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request, _ config.Token) 
 		out.Decision = &api.Decision{Mode: string(d.Mode), Budget: d.Budget, Binding: d.Binding, Reason: d.Reason, DecidedAt: d.At,
 			Signals: signalsJSON(s.client.Snapshot())}
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeFiniteJSON(w, http.StatusOK, out)
 }
 
-// signalsJSON renders every sample of snap with its age and staleness.
+// signalsJSON renders every sample of snap with its age and staleness. A
+// value that is not a finite number (no sampler gives one: a custom
+// signal reading NaN is a failed sample) has no value and says why.
 func signalsJSON(snap signals.Snapshot) []api.Signal {
 	sigs := []api.Signal{}
 	for _, x := range snap.Samples {
 		j := api.Signal{Name: string(x.Name), Labels: x.Labels, AgeSeconds: x.Age(snap.At).Seconds(), Stale: snap.Stale(x)}
-		if x.Err != nil {
+		switch v := x.Value; {
+		case x.Err != nil:
 			j.Error = x.Err.Error()
-		} else {
-			v := x.Value
+		case math.IsNaN(v) || math.IsInf(v, 0):
+			j.Error = fmt.Sprintf("read %v, not a finite number", v)
+		default:
 			j.Value = &v
 		}
 		sigs = append(sigs, j)
 	}
 	return sigs
+}
+
+// writeFiniteJSON answers v as JSON with code. Every float in v is made
+// finite first (makeFinite), and the body is encoded in full before
+// anything is written: an answer that still cannot be encoded is a 500
+// with the API's error body, never a 200 with an empty one.
+func writeFiniteJSON(w http.ResponseWriter, code int, v any) {
+	body, err := finiteJSON(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "cannot encode the answer: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}
+
+// finiteJSON is v encoded as JSON, with a newline (as json.Encoder
+// writes it), after makeFinite on a copy of v.
+func finiteJSON(v any) ([]byte, error) {
+	if v != nil {
+		c := reflect.New(reflect.TypeOf(v)).Elem()
+		c.Set(reflect.ValueOf(v))
+		makeFinite(c)
+		v = c.Interface()
+	}
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(body, '\n'), nil
+}
+
+// finiteFloat is f, or for a float JSON cannot carry, the nearest it
+// can: NaN reads 0, an infinity the largest float of its sign.
+func finiteFloat(f float64) float64 {
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case math.IsInf(f, 1):
+		return math.MaxFloat64
+	case math.IsInf(f, -1):
+		return -math.MaxFloat64
+	}
+	return f
+}
+
+// makeFinite rewrites, in the settable value v, every float JSON cannot
+// carry: a pointer to one becomes nil (null, as a failed sample's value
+// is), a float finiteFloat's reading. Structs, slices, arrays, maps and
+// pointers are walked; slices, maps and pointers are shared with v's
+// source, which the handlers build afresh for each answer.
+func makeFinite(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		if f := v.Float(); f != finiteFloat(f) && v.CanSet() {
+			v.SetFloat(finiteFloat(f))
+		}
+	case reflect.Pointer:
+		switch {
+		case v.IsNil():
+		case isFloat(v.Elem().Kind()) && v.Elem().Float() != finiteFloat(v.Elem().Float()):
+			if v.CanSet() {
+				v.Set(reflect.Zero(v.Type()))
+			} else {
+				makeFinite(v.Elem())
+			}
+		default:
+			makeFinite(v.Elem())
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				makeFinite(v.Field(i))
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			makeFinite(v.Index(i))
+		}
+	case reflect.Map:
+		if !holdsFloats(v.Type().Elem(), 0) {
+			return
+		}
+		iter := v.MapRange()
+		for iter.Next() {
+			e := reflect.New(v.Type().Elem()).Elem()
+			e.Set(iter.Value())
+			makeFinite(e)
+			v.SetMapIndex(iter.Key(), e)
+		}
+	case reflect.Interface:
+		if !v.IsNil() && v.CanSet() {
+			e := reflect.New(v.Elem().Type()).Elem()
+			e.Set(v.Elem())
+			makeFinite(e)
+			v.Set(e)
+		}
+	}
+}
+
+func isFloat(k reflect.Kind) bool { return k == reflect.Float32 || k == reflect.Float64 }
+
+// holdsFloats reports whether a value of t may hold a float, looking
+// depth levels down at most (a type that refers to itself is assumed to).
+func holdsFloats(t reflect.Type, depth int) bool {
+	if depth > 8 {
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64, reflect.Interface:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return holdsFloats(t.Elem(), depth+1)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if holdsFloats(t.Field(i).Type, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // jobJSON is a job's wire status with the typed status it came from.
@@ -101,7 +229,7 @@ func (s *Server) jobState(name string) (jobJSON, bool) {
 }
 
 func (s *Server) jobs(w http.ResponseWriter, _ *http.Request, _ config.Token) {
-	writeJSON(w, http.StatusOK, s.jobList())
+	writeFiniteJSON(w, http.StatusOK, s.jobList())
 }
 
 // jobList is every configured job's wire status, in the configuration's
@@ -122,7 +250,7 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, _ config.Token) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q is configured", r.PathValue("job")))
 		return
 	}
-	writeJSON(w, http.StatusOK, js.Job)
+	writeFiniteJSON(w, http.StatusOK, js.Job)
 }
 
 // check answers as freno does, from memory: 200 go, 429 throttled (or a
@@ -153,8 +281,9 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, _ config.Token) {
 		return
 	}
 	value, threshold := s.bindingReading(js.status.Binding)
-	writeJSON(w, code, api.Check{Job: r.PathValue("job"), Message: msg, Rate: js.Rate, Status: code,
-		StatusCode: code, Value: value, Threshold: threshold, FrenoMsg: msg})
+	// Every float finite, so the answer always encodes.
+	writeJSON(w, code, api.Check{Job: r.PathValue("job"), Message: msg, Rate: finiteFloat(js.Rate), Status: code,
+		StatusCode: code, Value: finiteFloat(value), Threshold: finiteFloat(threshold), FrenoMsg: msg})
 }
 
 // bindingReading is the binding signal's latest value and its rule's
