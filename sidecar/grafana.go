@@ -13,6 +13,7 @@ import (
 
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/internal/textsafe"
 	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/throttle"
 )
@@ -205,7 +206,7 @@ func planGrafana(p GrafanaPayload, who string, ttl time.Duration, check func(thr
 			} else if g := a.Labels["throttled_group"]; g != "" {
 				scope = throttle.Group(g)
 			}
-			reason := a.Annotations["summary"]
+			reason := textsafe.OneLine(a.Annotations["summary"]) // a summary's lines, one reason's line
 			if strings.TrimSpace(reason) == "" {
 				reason = "Grafana alert " + a.Labels["alertname"] + " is firing"
 			}

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/throttled/throttled/internal/jobname"
+	"github.com/throttled/throttled/internal/textsafe"
 )
 
 // ScopeKind says which jobs a hold stops.
@@ -244,10 +245,26 @@ type HoldRequest struct {
 	Exempt string
 }
 
+// The bounds of a hold that [HoldRequest.Check] enforces.
+const (
+	// MinHoldRatio is the smallest ratio a live override may give: at a
+	// thousandth of its rate a job still starts batches (one an hour at
+	// 0.28 batches/s); a ratio far smaller, such as 1e-320, is not an
+	// override that runs the jobs but a pause that says it runs them, so
+	// it is refused, and a pause is asked for as one (ratio 0).
+	MinHoldRatio = 0.001
+	// MinHoldTTL is the shortest life of a hold. The database keeps
+	// times to the microsecond and refuses a hold that expires as it is
+	// made; a hold is placed and read by people, so anything under a
+	// second is refused with the rest of the request's problems.
+	MinHoldTTL = time.Second
+)
+
 // Check validates r as every hold is validated, in this process's set and
 // in the cluster's store alike: a valid scope, a known source, a reason,
-// text PostgreSQL can store (see [throttle.Storable]), and a TTL that is not
-// negative and not over maxTTL (0: no cap), 0 meaning defaultTTL. It
+// one-line text PostgreSQL can store (see [throttle.Storable]), a ratio of
+// 0 or from MinHoldRatio to 1, and a TTL of at least MinHoldTTL and not
+// over maxTTL (0: no cap), 0 meaning defaultTTL. It
 // returns the TTL the hold gets, or an error wrapping [ErrInvalidHold]
 // that lists every problem, each naming its field and value.
 func (r HoldRequest) Check(defaultTTL, maxTTL time.Duration) (time.Duration, error) {
@@ -261,8 +278,12 @@ func (r HoldRequest) Check(defaultTTL, maxTTL time.Duration) (time.Duration, err
 	if strings.TrimSpace(r.Reason) == "" {
 		errs = append(errs, "a reason is required")
 	}
-	if !(r.Ratio >= 0 && r.Ratio <= 1) {
+	switch {
+	case !(r.Ratio >= 0 && r.Ratio <= 1):
 		errs = append(errs, fmt.Sprintf("ratio %v: want a share from 0 (pause) to 1 of the job's rate", r.Ratio))
+	case r.Ratio > 0 && r.Ratio < MinHoldRatio:
+		errs = append(errs, fmt.Sprintf("ratio %v is below the smallest accepted, %v (a thousandth of the job's rate): a smaller one would never start a batch; to stop the jobs, place a pause (throttled pause, or ratio 0)",
+			r.Ratio, MinHoldRatio))
 	}
 	if r.Exempt != "" {
 		if r.Ratio != 0 {
@@ -281,6 +302,8 @@ func (r HoldRequest) Check(defaultTTL, maxTTL time.Duration) (time.Duration, err
 	switch {
 	case ttl < 0:
 		errs = append(errs, fmt.Sprintf("TTL %s is negative; every hold must expire in the future", ttl))
+	case ttl < MinHoldTTL:
+		errs = append(errs, fmt.Sprintf("TTL %s is under the shortest accepted, %s: a hold is for people, in seconds at least", ttl, MinHoldTTL))
 	case maxTTL > 0 && ttl > maxTTL:
 		errs = append(errs, fmt.Sprintf("TTL %s exceeds the maximum %s: ask for at most %s and renew the hold if it must last longer", ttl, maxTTL, maxTTL))
 	}
@@ -304,15 +327,26 @@ func signalName(s string) bool {
 	return true
 }
 
-// Storable refuses text PostgreSQL cannot store in a text column: a NUL
-// character or invalid UTF-8. JSON carries a NUL as \u0000 and Go decodes
-// it into a string, so every input from outside is checked.
+// Storable refuses text that may not be a hold's reason or actor (or any
+// other one-line text from outside that is stored and shown to people):
+// invalid UTF-8 or a NUL, which PostgreSQL cannot store in a text column
+// (JSON carries a NUL as \u0000 and Go decodes it into a string), and
+// every character that could forge a line or rewrite a terminal in the
+// CLI's tables and the audit log: a control character (\n, \r, \t, ESC,
+// DEL, C1 such as U+009B), a line or paragraph separator, or a
+// bidirectional override or isolate (see [textsafe.Refused]). The error
+// names the first offending character's code point and byte offset; the
+// caller names the field. An on-call engineer reading `throttled holds`
+// during an incident must be able to trust every line.
 func Storable(s string) error {
 	switch {
 	case !utf8.ValidString(s):
 		return errors.New("not valid UTF-8")
 	case strings.ContainsRune(s, 0):
 		return errors.New("contains a NUL character")
+	}
+	if p := textsafe.Problem(s); p != "" {
+		return errors.New(p + "; reasons and actors are one printable line")
 	}
 	return nil
 }
