@@ -16,11 +16,22 @@ import (
 // window, see [Windows]), so they show wherever holds do: the job's
 // status, the API, the CLI, the metrics and the dashboards' annotations.
 //
-// A window that ends at or before it starts runs past midnight
-// (22:00-04:00); it belongs to the day it starts on. 24:00 is the end of
-// the day. Days the clock skips or repeats (daylight saving) are read as
-// the zone's wall clock: a window 02:30-03:00 on a night the clock jumps
-// from 02:00 to 03:00 does not happen.
+// A window is the set of instants whose wall clock in its zone (weekday,
+// hour, minute, second) lies in it: from Start, inclusive, to End,
+// exclusive, on a listed day. A window that ends at or before it starts
+// runs past midnight (22:00-04:00) and belongs to the day it starts on:
+// from Start to midnight on a listed day, and from midnight to End on the
+// day after one. 24:00 is the end of the day.
+//
+// So across a change of the clock (daylight saving) a window follows the
+// wall clock. An hour the clock skips does not happen: on the night
+// America/New_York jumps from 02:00 EST to 03:00 EDT, 02:00-03:00 is not
+// in force at all, and 01:30-02:30 is in force from 01:30 EST until the
+// jump, the first instant at or past 02:30 on the wall clock. A day with
+// no midnight (the clock jumps from 00:00 to 01:00) still happens, from
+// the jump. An hour the clock repeats happens twice: on the night it goes
+// back from 02:00 EDT to 01:00 EST, 01:30-01:45 is in force in both
+// passes, and 01:00-02:00 for two hours.
 type Window struct {
 	// Days it starts on; empty for every day.
 	Days []time.Weekday
@@ -127,53 +138,125 @@ func (w Window) String() string {
 	return out
 }
 
-// span is one occurrence of w: [from, to).
-type span struct{ from, to time.Time }
+// horizon is how far ahead Contains and Next look for a window's edge:
+// two weeks, so a weekly window that a change of the clock skips once is
+// still found the week after.
+const horizon = 15 * 24 * time.Hour
 
-// spans are w's occurrences that start from a day before t's to a week
-// after.
-func (w Window) spans(t time.Time) []span {
+// listed reports whether w names day (a window of no days names all).
+func (w Window) listed(day time.Weekday) bool {
+	return len(w.Days) == 0 || slices.Contains(w.Days, day)
+}
+
+// inForce reports whether w is in force at t: whether t's wall clock in
+// w's zone (weekday, hour, minute, second) lies in w. It is the one
+// definition of a window; Contains and Next find where its answer
+// changes.
+func (w Window) inForce(t time.Time) bool {
 	local := t.In(w.Zone)
-	y, m, d := local.Date()
-	var out []span
-	for i := -1; i <= 8; i++ {
-		day := time.Date(y, m, d+i, 0, 0, 0, 0, w.Zone)
-		if len(w.Days) > 0 && !slices.Contains(w.Days, day.Weekday()) {
-			continue
-		}
-		end := w.End
-		if end <= w.Start {
-			end += 24 * 60 // past midnight
-		}
-		from := time.Date(day.Year(), day.Month(), day.Day(), w.Start/60, w.Start%60, 0, 0, w.Zone)
-		to := time.Date(day.Year(), day.Month(), day.Day(), end/60, end%60, 0, 0, w.Zone)
-		if to.After(from) {
-			out = append(out, span{from, to})
-		}
+	hh, mm, ss := local.Clock()
+	sec := hh*3600 + mm*60 + ss // whole seconds: the edges are whole minutes
+	day := local.Weekday()
+	if w.Start < w.End {
+		return w.listed(day) && sec >= w.Start*60 && sec < w.End*60
 	}
-	return out
+	// Past midnight: from Start on a listed day, and until End on the
+	// day after one.
+	return (w.listed(day) && sec >= w.Start*60) || (w.listed((day+6)%7) && sec < w.End*60)
 }
 
-// Contains reports whether t is inside one of w's occurrences, and when
-// that one ends.
+// first is the first instant after t, and within the horizon, at which
+// the wall clock in w's zone reaches one of the minutes of the day in
+// marks, or the zone's offset changes, that satisfies ok. Between two such
+// instants the wall clock runs on without reaching a mark, so anything
+// that depends only on the wall clock's position against the marks (such
+// as inForce, given marks Start and End) changes only at one of them.
+func (w Window) first(t time.Time, marks []int, ok func(time.Time) bool) (time.Time, bool) {
+	limit := t.Add(horizon)
+	for cur := t.In(w.Zone); cur.Before(limit); {
+		_, off := cur.Zone()
+		_, next := cur.ZoneBounds() // the offset holds over [cur, next)
+		transition := !next.IsZero() && next.Before(limit)
+		if !transition || !next.After(cur) {
+			next, transition = limit, false
+		}
+		// The wall clock over [cur, next), as seconds of a clock at UTC.
+		from, to := cur.Unix()+int64(off), next.Unix()+int64(off)
+		for day := floorDiv(from, 86400); day <= floorDiv(to, 86400); day++ {
+			for _, m := range marks {
+				c := time.Unix(day*86400+int64(m)*60-int64(off), 0).In(w.Zone)
+				if c.After(t) && !c.Before(cur) && c.Before(next) && ok(c) {
+					return c, true
+				}
+			}
+		}
+		if transition && ok(next) {
+			return next.In(w.Zone), true
+		}
+		cur = next.In(w.Zone)
+	}
+	return time.Time{}, false
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// change is the first instant after t at which inForce's answer differs
+// from its answer at t; false when there is none within the horizon.
+func (w Window) change(t time.Time) (time.Time, bool) {
+	in := w.inForce(t)
+	return w.first(t, []int{min(w.Start, w.End), max(w.Start, w.End)}, func(c time.Time) bool { return w.inForce(c) != in })
+}
+
+// Contains reports whether w is in force at t (t's wall clock lies in
+// w), and when it stops being: the first instant after t outside it. On a
+// night the clock skips past the window's end, that is the instant the
+// clock lands on. A window that does not stop within two weeks (every day
+// 00:00-24:00) is given the next local midnight instead, so a hold made
+// of it is renewed each day.
 func (w Window) Contains(t time.Time) (bool, time.Time) {
-	for _, s := range w.spans(t) {
-		if !t.Before(s.from) && t.Before(s.to) {
-			return true, s.to
-		}
-	}
-	return false, time.Time{}
+	in, end, _ := w.contains(t)
+	return in, end
 }
 
-// Next is the start of w's next occurrence after t; zero when none is
-// within a week (a window of no days).
-func (w Window) Next(t time.Time) time.Time {
-	for _, s := range w.spans(t) {
-		if s.from.After(t) {
-			return s.from
-		}
+// contains is Contains, and whether the end is the window's own.
+func (w Window) contains(t time.Time) (in bool, end time.Time, ends bool) {
+	if !w.inForce(t) {
+		return false, time.Time{}, false
 	}
-	return time.Time{}
+	if end, ok := w.change(t); ok {
+		return true, end, true
+	}
+	y, m, d := t.In(w.Zone).Date()
+	end, _ = w.first(t, []int{0}, func(c time.Time) bool {
+		cy, cm, cd := c.Date()
+		return cy != y || cm != m || cd != d
+	})
+	if end.IsZero() {
+		end = t.Add(24 * time.Hour)
+	}
+	return true, end, false
+}
+
+// Next is the first instant after t at which w comes into force, after
+// the occurrence t is in if it is in one; zero when none is within two
+// weeks. On a night the clock skips past the window's start, it is the
+// instant the clock lands on.
+func (w Window) Next(t time.Time) time.Time {
+	if w.inForce(t) {
+		end, ok := w.change(t)
+		if !ok {
+			return time.Time{}
+		}
+		t = end
+	}
+	start, _ := w.change(t)
+	return start
 }
 
 // JobWindows are one job's windows.
@@ -208,7 +291,7 @@ func (ws Windows) Applying(now time.Time, j Job) []Hold {
 		var names []string
 		for _, w := range jw.Run {
 			names = append(names, w.String())
-			if in, _ := w.Contains(now); in {
+			if w.inForce(now) {
 				inside = true
 				break
 			}
@@ -217,19 +300,24 @@ func (ws Windows) Applying(now time.Time, j Job) []Hold {
 			}
 		}
 		if !inside {
+			opens := "it opens " + next.In(jw.Run[0].Zone).Format("Mon 15:04 MST")
 			if next.IsZero() {
-				next = now.Add(7 * 24 * time.Hour)
+				next, opens = now.Add(7*24*time.Hour), "it does not open within two weeks"
 			}
 			out = append(out, Hold{ID: "window:" + string(j), Scope: OneJob(j), Source: SourceWindow, Actor: "throttled",
-				Reason:  "outside its run window (" + strings.Join(names, "; ") + "); it opens " + next.In(jw.Run[0].Zone).Format("Mon 15:04 MST"),
+				Reason:  "outside its run window (" + strings.Join(names, "; ") + "); " + opens,
 				Created: now, Expires: next})
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(jw.Avoid)) {
 		w := jw.Avoid[name]
-		if in, end := w.Contains(now); in {
+		if in, end, ends := w.contains(now); in {
+			until := "it ends " + end.In(w.Zone).Format("Mon 15:04 MST")
+			if !ends {
+				until = "it does not end within two weeks"
+			}
 			out = append(out, Hold{ID: "maintenance:" + name, Scope: OneJob(j), Source: SourceWindow, Actor: "throttled",
-				Reason:  "inside maintenance window " + name + " (" + w.String() + "); it ends " + end.In(w.Zone).Format("Mon 15:04 MST"),
+				Reason:  "inside maintenance window " + name + " (" + w.String() + "); " + until,
 				Created: now, Expires: end})
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func mustWindow(t *testing.T, s string) Window {
+func mustWindow(t testing.TB, s string) Window {
 	t.Helper()
 	w, err := ParseWindow(s)
 	if err != nil {
@@ -107,7 +107,10 @@ func TestWindowsAreHolds(t *testing.T) {
 }
 
 func FuzzParseWindow(f *testing.F) {
-	for _, s := range []string{"01:00-06:00 UTC", "mon-fri 22:00-04:00 Europe/Istanbul", "sat,sun 00:00-24:00 UTC", "x", ""} {
+	for _, s := range []string{"01:00-06:00 UTC", "mon-fri 22:00-04:00 Europe/Istanbul", "sat,sun 00:00-24:00 UTC", "x", "",
+		"01:30-02:30 America/New_York", "sun 01:30-01:45 America/New_York", "sun 10:00-11:00 America/Santiago",
+		"sat 23:30-00:30 America/Santiago", "sun 00:00-01:00 America/Havana", "01:45-02:15 Australia/Lord_Howe",
+		"mon-fri 22:00-02:00 Europe/London", "02:00-03:00 Asia/Tehran", "00:00-24:00 Europe/Paris"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -119,9 +122,48 @@ func FuzzParseWindow(f *testing.F) {
 		if err != nil || back.String() != w.String() {
 			t.Fatalf("%q → %q does not read back: %v", s, w.String(), err)
 		}
-		now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
-		if in, end := w.Contains(now); in && !end.After(now) {
-			t.Fatalf("%q: inside at %s but ends at %s", s, now, end)
+		// Around the zone's first two changes of the clock from 2026 on
+		// (or, in a zone without, around noon on 2026-12-07): in force
+		// exactly when the wall clock says so, until the end Contains gives
+		// and from the start Next gives, minute by minute for three hours.
+		wall, z := oracle(w), zoned(w)
+		around := []time.Time{time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}
+		for at := time.Date(2026, 1, 1, 0, 0, 0, 0, w.Zone); len(around) < 3; {
+			_, change := at.ZoneBounds()
+			if change.IsZero() || change.Year() > 2027 {
+				break
+			}
+			around, at = append(around, change), change
+		}
+		for _, change := range around {
+			for k := -3; k <= 3; k++ {
+				now := change.Add(time.Duration(k) * 20 * time.Minute)
+				in, end, ends := w.contains(now)
+				if in2, end2 := w.Contains(now); in2 != in || !end2.Equal(end) {
+					t.Fatalf("%q at %s: Contains %v %s, contains %v %s", s, z(now), in2, z(end2), in, z(end))
+				}
+				next := w.Next(now)
+				if in != wall(now) {
+					t.Fatalf("%q at %s: in %v; the wall clock says %v", s, z(now), in, !in)
+				}
+				if in && !ends && (!end.After(now) || end.After(now.Add(25*time.Hour)) || !next.IsZero()) {
+					t.Fatalf("%q: in force at %s without an end; renewed at %s, next %s", s, z(now), z(end), z(next))
+				}
+				if in && ends && (!end.After(now) || wall(end)) {
+					t.Fatalf("%q: in force at %s until %s, which is not an end", s, z(now), z(end))
+				}
+				if !next.IsZero() && (!next.After(now) || !wall(next) || wall(next.Add(-time.Second))) {
+					t.Fatalf("%q at %s: next %s, which is not a start", s, z(now), z(next))
+				}
+				if !in && next.IsZero() {
+					t.Fatalf("%q at %s: out of force, and never starts again", s, z(now))
+				}
+				for m := now.Add(time.Minute); m.Before(now.Add(3 * time.Hour)); m = m.Add(time.Minute) {
+					if (in && m.Before(end) && !wall(m)) || (!in && m.Before(next) && wall(m)) {
+						t.Fatalf("%q at %s: in %v until %s, next %s; the wall clock says %v at %s", s, z(now), in, z(end), z(next), !in, z(m))
+					}
+				}
+			}
 		}
 	})
 }
