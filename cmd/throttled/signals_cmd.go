@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/internal/wait"
 	"github.com/throttled/throttled/signals"
 )
@@ -31,6 +33,16 @@ type signalsOptions struct {
 	custom   []string
 	config   string
 	log      logFlags
+	// customs says where each custom signal was defined (a file:line, or
+	// its --custom flag) and its rule's target, if it has one.
+	customs map[signals.Name]customInfo
+}
+
+// customInfo is what `throttled signals` says of a custom signal beside
+// its reading.
+type customInfo struct {
+	source string
+	target *float64
 }
 
 func (o *signalsOptions) register(fs *pflag.FlagSet) {
@@ -50,7 +62,7 @@ func (o *signalsOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per snapshot, one per line")
 	fs.StringVar(&o.cfg.PgBouncerDSN, "pgbouncer-dsn", "", "PgBouncer's admin console (dbname=pgbouncer), as a role in its stats_users: the pool signals")
 	withEnv(fs, "pgbouncer-dsn", "THROTTLED_PGBOUNCER_DSN")
-	fs.StringVar(&o.config, "config", "", "a sidecar's configuration file: its primary's dsn and cores, and its replicas, for the flags not given")
+	fs.StringVar(&o.config, "config", "", "a sidecar's configuration file: its primary's dsn and cores, and its replicas, for the flags not given; and its custom signals, read every second")
 	withEnv(fs, "config", "THROTTLED_CONFIG")
 	fs.StringArrayVar(&o.custom, "custom", nil, "a custom signal to read too, as NAME=QUERY: one row of one number, run READ ONLY every second (repeatable)")
 }
@@ -114,12 +126,19 @@ func (o *signalsOptions) check(fs *pflag.FlagSet, getenv func(string) string) er
 		}
 		o.cfg.Custom = append(o.cfg.Custom, cs)
 	}
+	o.customs = map[signals.Name]customInfo{}
+	for _, cs := range o.cfg.Custom {
+		o.customs[cs.Name] = customInfo{source: cs.Source}
+	}
 	if o.config != "" {
 		sc, err := samplerFromConfig(o.config)
 		if err != nil {
 			return err
 		}
 		sc.fill(&o.cfg.PrimaryDSN, &o.cfg.Cores, &o.cfg.ReplicaDSNs, &o.cfg.Replicas)
+		if err := o.customFromConfig(); err != nil {
+			return err
+		}
 	}
 	if o.cfg.PrimaryDSN == "" {
 		errs = append(errs, errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN, or --config) is required"))
@@ -145,6 +164,33 @@ func (o *signalsOptions) check(fs *pflag.FlagSet, getenv func(string) string) er
 	o.cfg.Interval = min(signals.DefaultInterval, o.interval)
 	if o.cfg.Interval >= o.cfg.MaxAge {
 		return usageError(fmt.Errorf("the sampling interval %s must be shorter than --max-age %s", o.cfg.Interval, o.cfg.MaxAge))
+	}
+	return nil
+}
+
+// customFromConfig adds the configuration file's custom signals, each
+// with its file:line and its rule's target, but for one a --custom flag
+// names too: the flag's wins. Each is read every second at most, as a
+// --custom one is, so a reading is never stale between two prints; its
+// timeout is the file's.
+func (o *signalsOptions) customFromConfig() error {
+	cfg, err := config.LoadWithoutSecrets(o.config)
+	if err != nil {
+		return err
+	}
+	for _, cs := range cfg.Custom {
+		if _, flagged := o.customs[cs.Name]; flagged {
+			continue
+		}
+		cs.Every = min(cmp.Or(cs.Every, signals.DefaultCustomEvery), time.Second)
+		o.cfg.Custom = append(o.cfg.Custom, cs)
+		info := customInfo{source: cs.Source}
+		if r, ok := cfg.JobRules[cs.Name]; ok {
+			info.target = &r.Target
+		} else if r, ok := cfg.Rules[cs.Name]; ok {
+			info.target = &r.Target
+		}
+		o.customs[cs.Name] = info
 	}
 	return nil
 }
@@ -175,9 +221,9 @@ func runSignals(ctx context.Context, o signalsOptions, out, errOut io.Writer) in
 	}
 	print := func(snap signals.Snapshot) error {
 		if o.json {
-			return writeJSON(out, snap)
+			return writeJSON(out, snap, o.customs)
 		}
-		return writeTable(out, snap)
+		return writeTable(out, snap, o.customs)
 	}
 	if !o.watch {
 		// Two readings a window apart: a rate (the WAL's) needs both.
@@ -244,6 +290,10 @@ type jsonSample struct {
 	AgeSeconds float64           `json:"age_seconds"`
 	Stale      bool              `json:"stale"`
 	Error      *string           `json:"error"`
+	// Source and Target are a custom signal's: where it was defined (a
+	// file:line, or its --custom flag) and its rule's target, if any.
+	Source string   `json:"source,omitempty"`
+	Target *float64 `json:"target,omitempty"`
 }
 
 type jsonSnapshot struct {
@@ -251,7 +301,7 @@ type jsonSnapshot struct {
 	Signals []jsonSample `json:"signals"`
 }
 
-func toJSON(snap signals.Snapshot) jsonSnapshot {
+func toJSON(snap signals.Snapshot, customs map[signals.Name]customInfo) jsonSnapshot {
 	js := jsonSnapshot{At: snap.At.UTC(), Signals: []jsonSample{}}
 	for _, s := range snap.Samples {
 		j := jsonSample{
@@ -267,16 +317,22 @@ func toJSON(snap signals.Snapshot) jsonSnapshot {
 		} else {
 			j.Value, j.Raw = &s.Value, &s.Raw
 		}
+		if c, ok := customs[s.Name]; ok {
+			j.Source, j.Target = c.source, c.target
+		}
 		js.Signals = append(js.Signals, j)
 	}
 	return js
 }
 
-func writeJSON(w io.Writer, snap signals.Snapshot) error {
-	return json.NewEncoder(w).Encode(toJSON(snap))
+func writeJSON(w io.Writer, snap signals.Snapshot, customs map[signals.Name]customInfo) error {
+	return json.NewEncoder(w).Encode(toJSON(snap, customs))
 }
 
-func writeTable(w io.Writer, snap signals.Snapshot) error {
+// writeTable prints every sample, then, when there are custom signals,
+// where each was defined and its rule's target ("-" for one that only
+// informs).
+func writeTable(w io.Writer, snap signals.Snapshot, customs map[signals.Name]customInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "SIGNAL\tLABELS\tVALUE\tRAW\tUNIT\tAGE\tSTATUS\n")
 	for _, s := range snap.Samples {
@@ -297,6 +353,17 @@ func writeTable(w io.Writer, snap signals.Snapshot) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, labels, value, raw, s.Unit,
 			s.Age(snap.At).Round(time.Millisecond), status)
+	}
+	if err := tw.Flush(); err != nil || len(customs) == 0 {
+		return err
+	}
+	fmt.Fprintf(tw, "\nCUSTOM SIGNAL\tDEFINED AT\tTARGET\n")
+	for _, name := range slices.Sorted(maps.Keys(customs)) {
+		target := "-"
+		if t := customs[name].target; t != nil {
+			target = formatValue(*t)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, customs[name].source, target)
 	}
 	return tw.Flush()
 }

@@ -5,9 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -276,5 +280,100 @@ func TestSignalsTakesCustomSignals(t *testing.T) {
 		if _, err := parseSignalsFlags(append(base, "--custom", bad), func(string) string { return "" }, io.Discard); err == nil || !strings.Contains(err.Error(), "--custom") {
 			t.Errorf("--custom %q: %v; want a usage error naming --custom", bad, err)
 		}
+	}
+}
+
+// Given a configuration file, `throttled signals` reads its custom
+// signals too, each beside the built-ins, and says where each was defined
+// and its rule's target; the table and the JSON alike. It once listed the
+// built-ins alone. A custom signal reading NaN fails the start, naming it
+// and its file:line.
+func TestSignalsListsTheConfigsCustomSignals(t *testing.T) {
+	c := pgtest.Cluster(t)
+	t.Setenv("CFG_TEST_MONITOR_DSN", c.Primary.DSN(pgcluster.RoleMonitor))
+	head := "primary {\n  dsn   = env(\"CFG_TEST_MONITOR_DSN\")\n  cores = 2\n}\nlisten {\n  address = \"127.0.0.1:18087\"\n}\njob \"purge\" {}\n"
+	src := head + `custom_signal "queue_depth" {
+  query = "SELECT 7"
+  unit  = "rows"
+}
+signal "queue_depth" {
+  target = 10
+}
+custom_signal "informs" {
+  query = "SELECT 2.5"
+}
+`
+	path := filepath.Join(t.TempDir(), "throttled.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	queueAt := fmt.Sprintf("%s:%d", path, strings.Count(head, "\n")+1)
+	informsAt := fmt.Sprintf("%s:%d", path, strings.Count(head, "\n")+8)
+
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"signals", "--config", path}, &out, &errOut); code != exitOK {
+		t.Fatalf("signals --config: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			rows[f[0]+"/"+strconv.Itoa(len(rows))] = f
+		}
+	}
+	for _, want := range [][]string{
+		{"queue_depth", "-", "7", "7", "rows"},
+		{"informs", "-", "2.500", "2.500"},
+		{"queue_depth", queueAt, "10"},
+		{"informs", informsAt, "-"},
+	} {
+		found := false
+		for _, f := range rows {
+			found = found || (len(f) >= len(want) && slices.Equal(f[:len(want)], want))
+		}
+		if !found {
+			t.Errorf("the table lacks a row starting %q:\n%s", want, out.String())
+		}
+	}
+
+	out.Reset()
+	if code := run(context.Background(), []string{"signals", "--config", path, "--json"}, &out, &errOut); code != exitOK {
+		t.Fatalf("signals --config --json: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	var snap struct {
+		Signals []struct {
+			Name   string   `json:"name"`
+			Value  *float64 `json:"value"`
+			Source string   `json:"source"`
+			Target *float64 `json:"target"`
+		} `json:"signals"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &snap); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	got := map[string]string{}
+	for _, s := range snap.Signals {
+		if s.Value != nil {
+			got[s.Name] = fmt.Sprintf("%v %s", *s.Value, s.Source)
+		}
+		if s.Target != nil {
+			got[s.Name] += fmt.Sprintf(" target %v", *s.Target)
+		}
+	}
+	for name, want := range map[string]string{"queue_depth": "7 " + queueAt + " target 10", "informs": "2.5 " + informsAt, "primary_load": ""} {
+		if g, ok := got[name]; !ok || (want != "" && g != want) {
+			t.Errorf("--json: %s = %q; want %q", name, g, want)
+		}
+	}
+
+	nan := filepath.Join(t.TempDir(), "nan.hcl")
+	if err := os.WriteFile(nan, []byte(head+"custom_signal \"nanval\" {\n  query = \"SELECT 'NaN'::float8\"\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errOut.Reset()
+	code := run(context.Background(), []string{"signals", "--config", nan}, &out, &errOut)
+	if want := fmt.Sprintf(`custom signal "nanval" (%s:%d): `, nan, strings.Count(head, "\n")+1); code != exitError ||
+		!strings.Contains(errOut.String(), want) || !strings.Contains(errOut.String(), "read NaN; a custom signal must return a finite number") {
+		t.Fatalf("signals --config with a NaN custom signal: exit %d; want %d naming %q and NaN\n%s%s", code, exitError, want, out.String(), errOut.String())
 	}
 }
