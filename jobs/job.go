@@ -468,11 +468,25 @@ func (j *Job) progress(size, attempt int, res Result, err error) Progress {
 	if st := j.Status(); st.Total > 0 {
 		total, rows := st.Total, st.Rows
 		if err == nil {
-			rows += res.Rows
+			rows = addRows(rows, res.Rows)
 		}
 		p.Remaining = max(0, total-rows)
 	}
 	return p
+}
+
+// addRows adds a batch's rows to a running total, saturating at
+// math.MaxInt64 and ignoring a negative count: the rows counter
+// (throttled_jobs_rows_total) never goes backwards, whatever a batch
+// function or a Ticket reports.
+func addRows(total, n int64) int64 {
+	if n <= 0 {
+		return total
+	}
+	if total > math.MaxInt64-n {
+		return math.MaxInt64
+	}
+	return total + n
 }
 
 // rollback ends tx if it is still open (after a commit it is a no-op),
@@ -585,7 +599,7 @@ func (j *Job) succeeded(res Result, took time.Duration) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.status.Batches++
-	j.status.Rows += res.Rows
+	j.status.Rows = addRows(j.status.Rows, res.Rows)
 	var fg float64
 	var fgAt time.Time
 	if st, ok := j.pacer.(Stretcher); ok {

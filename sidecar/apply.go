@@ -55,7 +55,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 			return err
 		}
 		added = append(added, j.Name)
-		next[j.Name] = p
+		next[j.Name] = s.withGrants(j.Name, p)
 	}
 	s.mu.Lock()
 	old := s.pacers

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
@@ -201,6 +203,10 @@ func FuzzRequestBodies(f *testing.F) {
 	f.Add([]byte(`{"scope":"job:purge","reason":"x","scope":"all"}`))
 	f.Add([]byte(`{"scope":"job:purge","SCOPE":"all"}`))
 	f.Add([]byte(`{"token":"t","rows":1,"Rows":-1}`))
+	f.Add([]byte(`{"token":"t","rows":9223372036854775807,"duration_ms":1}`))
+	f.Add([]byte(`{"token":"t","rows":41,"batch_size":50}`))
+	f.Add([]byte(`{"n":2,"worker":"pod-7\u001b[2K"}`))
+	f.Add([]byte(`{"n":2,"worker":"batch-worker-3.example"}`))
 	body := func(b []byte) *http.Request {
 		r, _ := http.NewRequest("POST", "/", bytes.NewReader(b))
 		return r
@@ -224,11 +230,32 @@ func FuzzRequestBodies(f *testing.F) {
 			if wait, err := parseAcquire(&ar); err == nil && (ar.N < 1 || ar.N > 100 || wait < 0 || wait > 10*time.Second) {
 				t.Fatalf("acquire %q parsed to n=%d wait=%s", b, ar.N, wait)
 			}
+			if _, err := parseAcquire(&ar); err == nil && (len(ar.Worker) > maxWorkerName || !utf8.ValidString(ar.Worker) ||
+				strings.IndexFunc(ar.Worker, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0) {
+				t.Fatalf("acquire %q passed with worker %q", b, ar.Worker)
+			}
 		}
 		var rr api.ReportRequest
 		if decode(body(b), &rr) == nil && checkReport(rr) == nil {
 			if rr.Rows < 0 || rr.BatchSize < 0 || !(rr.DurationMs >= 0) || math.IsInf(rr.DurationMs, 0) || (rr.Remaining != nil && *rr.Remaining < 0) {
 				t.Fatalf("report %q passed its check: %+v", b, rr)
+			}
+			// Within what the batch could hold, and summed without
+			// ever wrapping.
+			for _, maxBatch := range []int{0, 1, 40} {
+				if checkReportRows(rr, maxBatch) != nil {
+					continue
+				}
+				bound := int64(maxReportRows)
+				if maxBatch > 0 {
+					bound = int64(maxBatch)
+				}
+				if int64(rr.BatchSize) > bound || rr.Rows > bound || (rr.BatchSize > 0 && rr.Rows > int64(rr.BatchSize)) {
+					t.Fatalf("report %q passed with max_batch_size %d: rows %d, batch_size %d", b, maxBatch, rr.Rows, rr.BatchSize)
+				}
+			}
+			if sum := addRows(addRows(math.MaxInt64-1, rr.Rows), rr.Rows); sum < math.MaxInt64-1 {
+				t.Fatalf("rows %d summed to %d", rr.Rows, sum)
 			}
 		}
 	})

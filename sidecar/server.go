@@ -46,6 +46,10 @@ type Server struct {
 
 	gmu    sync.Mutex
 	grants map[string]*grant // tokens handed to remote workers, until reported
+	// starved marks a job whose last acquire got no token for want of an
+	// in-flight slot, until one gets a token: its reason then names the
+	// unreported tokens (under gmu).
+	starved map[string]bool
 
 	reloadsApplied, reloadsRefused, violations atomic.Int64
 	vmu                                        sync.Mutex
@@ -66,7 +70,7 @@ func New(client *throttled.Client, cfg *config.Config, reload func(context.Conte
 		log = hclog.NewNullLogger()
 	}
 	s := &Server{client: client, store: client.DurableHolds(), log: log, reload: reload, budgets: newBudgets(cfg.MaxConcurrent), csrfKey: make([]byte, 32),
-		pacers: map[string]throttled.Pacer{}, grants: map[string]*grant{}, wait: newWaitHistogram(), reports: map[string]*reportTotals{}}
+		pacers: map[string]throttled.Pacer{}, grants: map[string]*grant{}, starved: map[string]bool{}, wait: newWaitHistogram(), reports: map[string]*reportTotals{}}
 	if _, err := rand.Read(s.csrfKey); err != nil {
 		return nil, fmt.Errorf("sidecar: CSRF key: %w", err)
 	}

@@ -237,6 +237,10 @@ type AcquireRequest struct {
 	// MaxWait bounds the wait for them, such as "2s"; at most 10s.
 	// Defaults to 1s.
 	MaxWait string `json:"max_wait"`
+	// Worker names the worker (a host or a pod) in the job's reason
+	// while its tokens are unreported; defaults to the token's name. At
+	// most 64 printable characters.
+	Worker string `json:"worker,omitempty"`
 }
 
 // AcquireResponse lists the tokens granted; report each one.
@@ -247,6 +251,10 @@ type AcquireResponse struct {
 	// Batch carries the job's configured batch bounds, when any is set:
 	// a remote worker sizes its batches within them.
 	Batch *BatchBounds `json:"batch,omitempty"`
+	// TokenTTLSeconds is how long each token holds its in-flight slot
+	// unreported: past it, it counts as a failed batch and its report is
+	// refused.
+	TokenTTLSeconds float64 `json:"token_ttl_seconds"`
 }
 
 // BatchBounds are a job's configured batch bounds; 0 (omitted) leaves
@@ -261,7 +269,8 @@ type BatchBounds struct {
 // with Retry-After).
 type Throttled struct {
 	Error string `json:"error"`
-	// Reason is why the job is held back, in words.
+	// Reason is why the job is held back, in words: the job's own
+	// reason, and the tokens its workers hold unreported, by worker.
 	Reason string  `json:"reason"`
 	Rate   float64 `json:"rate"`
 }
@@ -269,7 +278,10 @@ type Throttled struct {
 // ReportRequest is the body of POST /v1/jobs/{job}/report: one batch's
 // outcome for its token.
 type ReportRequest struct {
-	Token      string  `json:"token"`
+	Token string `json:"token"`
+	// Rows are the rows the batch did: at most what it could hold, its
+	// batch_size when given, else the job's max_batch_size when the token
+	// was granted, else a billion.
 	Rows       int64   `json:"rows"`
 	DurationMs float64 `json:"duration_ms"`
 	// Error is the batch's error, empty on success.

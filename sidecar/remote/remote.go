@@ -24,8 +24,11 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/throttled/throttled/internal/wait"
 	"github.com/throttled/throttled/jobs"
@@ -46,6 +49,10 @@ type Config struct {
 	Backoff, MaxBackoff time.Duration
 	// HTTPClient defaults to one with a 15 s timeout.
 	HTTPClient *http.Client
+	// Worker names this worker to the sidecar, which shows it in the
+	// job's reason while the worker's tokens are unreported. Defaults to
+	// the host's name (at most 64 characters).
+	Worker string
 
 	sleep func(context.Context, time.Duration) error // tests replace it
 }
@@ -75,6 +82,13 @@ func New(cfg Config) (*Client, error) {
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 6)
 	cfg.Backoff = cmp.Or(cfg.Backoff, 200*time.Millisecond)
 	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, 10*time.Second)
+	if cfg.Worker == "" {
+		host, _ := os.Hostname()
+		cfg.Worker = cut(host, 64)
+	}
+	if len(cfg.Worker) > 64 || !utf8.ValidString(cfg.Worker) || strings.IndexFunc(cfg.Worker, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return nil, fmt.Errorf("remote: Worker %q: at most 64 printable characters", cfg.Worker)
+	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 15 * time.Second}
 	}
@@ -133,7 +147,7 @@ func (p *Pacer) Wait(ctx context.Context) (func(rows int64, took time.Duration, 
 func (p *Pacer) acquire(ctx context.Context) (string, error) {
 	failures := 0
 	for {
-		code, retryAfter, body, err := p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/acquire", api.AcquireRequest{N: 1, MaxWait: "2s"})
+		code, retryAfter, body, err := p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/acquire", api.AcquireRequest{N: 1, MaxWait: "2s", Worker: p.c.cfg.Worker})
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
@@ -218,4 +232,13 @@ func (c *Client) post(ctx context.Context, path string, body any) (int, time.Dur
 		retry = time.Duration(n) * time.Second
 	}
 	return resp.StatusCode, retry, raw, nil
+}
+
+// cut shortens s to at most n bytes, on a rune boundary.
+func cut(s string, n int) string {
+	for len(s) > n {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	return s
 }
