@@ -105,28 +105,31 @@ func printable(s string) bool {
 	return true
 }
 
-// OneLine folds s into text [Problem] finds nothing in, for text that
-// automation forwards and that must not be refused for its layout (a
-// Grafana alert's multi-line summary as a hold's reason): invalid UTF-8
-// becomes U+FFFD, each run of refused characters one space, and the ends
-// are trimmed.
+// OneLine folds s into one line, for text that automation forwards and
+// that must not be refused for its layout (a Grafana alert's multi-line
+// summary as a hold's reason): each run of characters [Refused] refuses,
+// but NUL, becomes one space, and the ends are trimmed. A NUL and invalid
+// UTF-8 are left as they are, for throttle.Storable to refuse: text
+// PostgreSQL cannot store is an error, not a layout.
 func OneLine(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
 	if Problem(s) == "" {
 		return s
 	}
 	var b strings.Builder
 	gap := false
-	for _, r := range s {
-		if Refused(r) {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r != 0 && Refused(r) {
 			gap = true
+			i += size
 			continue
 		}
 		if gap && b.Len() > 0 {
 			b.WriteByte(' ')
 		}
 		gap = false
-		b.WriteRune(r)
+		b.WriteString(s[i : i+size])
+		i += size
 	}
 	return strings.TrimSpace(b.String())
 }
