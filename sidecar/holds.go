@@ -94,7 +94,19 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token)
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	h, err := s.store.Add(r.Context(), throttle.HoldRequest{Scope: sc, Source: throttle.SourceManual, Reason: req.Reason, Actor: "token:" + tok.Name, TTL: ttl, Ratio: req.Ratio, Exempt: req.Exempt})
+	hreq := throttle.HoldRequest{Scope: sc, Source: throttle.SourceManual, Reason: req.Reason, Actor: "token:" + tok.Name, TTL: ttl, Ratio: req.Ratio, Exempt: req.Exempt}
+	// Refused before anything is written: what the store refuses, then
+	// an exemption from a signal neither throttled, this sidecar's file
+	// nor the cluster's workers know, which would do nothing.
+	cfg := s.config()
+	err = s.store.Check(hreq)
+	if err == nil {
+		err = s.store.CheckExempt(r.Context(), req.Exempt, customSignals(cfg))
+	}
+	var h throttle.Hold
+	if err == nil {
+		h, err = s.store.Add(r.Context(), hreq)
+	}
 	if errors.Is(err, throttle.ErrInvalidHold) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -103,7 +115,33 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token)
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusCreated, HoldJSON(h))
+	answer := HoldJSON(h)
+	// A hold on a job no process knows is placed (the job may start
+	// later), with a warning: it may be a typo that holds nothing.
+	warnings, err := s.store.ScopeWarnings(r.Context(), sc, configuredJobs(cfg))
+	if err != nil {
+		warnings = []string{"could not check that a process has registered the hold's jobs: " + err.Error()}
+	}
+	answer.Warnings = warnings
+	writeJSON(w, http.StatusCreated, answer)
+}
+
+// customSignals are the names of cfg's custom signals.
+func customSignals(cfg *config.Config) []string {
+	var out []string
+	for _, c := range cfg.Custom {
+		out = append(out, string(c.Name))
+	}
+	return out
+}
+
+// configuredJobs are the names of cfg's jobs.
+func configuredJobs(cfg *config.Config) []string {
+	var out []string
+	for _, j := range cfg.Jobs {
+		out = append(out, j.Name)
+	}
+	return out
 }
 
 // resumeLatched asks the leader to end the cluster's latched critical

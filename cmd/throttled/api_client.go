@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/throttled/throttled/internal/textsafe"
 )
 
 // apiError is a sidecar's answer other than 2xx.
@@ -19,7 +21,8 @@ type apiError struct {
 
 func (e *apiError) Error() string {
 	if e.Message != "" {
-		return fmt.Sprintf("%s %s: %d: %s", e.Method, e.Path, e.Status, e.Message)
+		// Another process's words, printed on one line as they are.
+		return fmt.Sprintf("%s %s: %d: %s", e.Method, e.Path, e.Status, textsafe.Line(e.Message))
 	}
 	return fmt.Sprintf("%s %s: %d", e.Method, e.Path, e.Status)
 }

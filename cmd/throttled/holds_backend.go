@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/sidecar/api"
@@ -24,8 +25,11 @@ import (
 type holdsBackend interface {
 	// add places the hold r asks for (scope, TTL, reason, and a ratio for a
 	// live override or a signal for an exemption); the backend sets its
-	// source and actor.
-	add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, error)
+	// source and actor. It refuses an exemption from a signal it does not
+	// know (an error wrapping throttle.ErrInvalidHold), and returns with
+	// the hold what the person should know of it: a job no process has
+	// registered.
+	add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, []string, error)
 	active(ctx context.Context) ([]throttle.Hold, error)
 	// release ends one hold, audited with reason; an error wrapping
 	// throttle.ErrUnknownHold when it is not active.
@@ -52,20 +56,53 @@ func (cf coordFlags) backend(ctx context.Context, write bool) (holdsBackend, err
 	if err != nil {
 		return nil, err
 	}
-	return storeBackend{store: store, pool: pool, actor: cf.actor}, nil
+	return storeBackend{store: store, pool: pool, actor: cf.actor, config: cf.config}, nil
 }
 
 type storeBackend struct {
-	store *holds.Store
-	pool  *pgxpool.Pool
-	actor string
+	store  *holds.Store
+	pool   *pgxpool.Pool
+	actor  string
+	config string // a sidecar's configuration file: its jobs and custom signals are known
 }
 
 // add makes the hold; the cluster's cap applies: the database refuses a
-// longer one.
-func (s storeBackend) add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, error) {
+// longer one. The signals known are throttled's, the custom ones of
+// --config's file, and those the cluster's workers declare; the jobs
+// known, --config's and the cluster's.
+func (s storeBackend) add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, []string, error) {
 	r.Source, r.Actor = throttle.SourceCLI, s.actor
-	return s.store.Add(ctx, r)
+	if err := s.store.Check(r); err != nil {
+		return throttle.Hold{}, nil, err
+	}
+	var jobs, custom []string
+	if s.config != "" {
+		cfg, err := config.LoadWithoutSecrets(s.config)
+		if err != nil {
+			return throttle.Hold{}, nil, err
+		}
+		for _, j := range cfg.Jobs {
+			jobs = append(jobs, j.Name)
+		}
+		for _, c := range cfg.Custom {
+			custom = append(custom, string(c.Name))
+		}
+	}
+	if err := s.store.CheckExempt(ctx, r.Exempt, custom); err != nil {
+		if errors.Is(err, throttle.ErrInvalidHold) && s.config == "" {
+			err = fmt.Errorf("%w (a sidecar's custom signals are known with --config and its file)", err)
+		}
+		return throttle.Hold{}, nil, err
+	}
+	h, err := s.store.Add(ctx, r)
+	if err != nil {
+		return throttle.Hold{}, nil, err
+	}
+	warnings, err := s.store.ScopeWarnings(ctx, r.Scope, jobs)
+	if err != nil {
+		warnings = []string{"could not check that a process has registered the hold's jobs: " + err.Error()}
+	}
+	return h, warnings, nil
 }
 
 func (s storeBackend) active(ctx context.Context) ([]throttle.Hold, error) {
@@ -101,16 +138,17 @@ func (a apiBackend) call(ctx context.Context, method, path string, body, answer 
 	return nil
 }
 
-func (a apiBackend) add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, error) {
+func (a apiBackend) add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, []string, error) {
 	var h api.Hold
 	req := api.PauseRequest{Scope: r.Scope.String(), TTL: r.TTL.String(), Reason: r.Reason, Ratio: r.Ratio, Exempt: r.Exempt}
 	if err := a.call(ctx, "POST", "/v1/holds", req, &h); err != nil {
 		if e := (*apiError)(nil); errors.As(err, &e) && e.Status == http.StatusBadRequest {
-			return throttle.Hold{}, fmt.Errorf("%w: %w", throttle.ErrInvalidHold, err)
+			return throttle.Hold{}, nil, fmt.Errorf("%w: %w", throttle.ErrInvalidHold, err)
 		}
-		return throttle.Hold{}, err
+		return throttle.Hold{}, nil, err
 	}
-	return sidecar.HoldFromJSON(h)
+	hold, err := sidecar.HoldFromJSON(h)
+	return hold, h.Warnings, err
 }
 
 func (a apiBackend) active(ctx context.Context) ([]throttle.Hold, error) {

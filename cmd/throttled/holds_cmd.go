@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/internal/textsafe"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/throttle"
@@ -298,11 +299,21 @@ other signal still binds them. Audited; a running exec follows it at its next he
 			if strings.TrimSpace(reason) == "" {
 				errs = append(errs, errors.New("--reason is required"))
 			}
-			if ttl <= 0 {
+			switch {
+			case ttl <= 0:
 				errs = append(errs, fmt.Errorf("--ttl must be positive, got %s", ttl))
+			case ttl < throttle.MinHoldTTL:
+				errs = append(errs, fmt.Errorf("--ttl %s is under the shortest hold, %s", ttl, throttle.MinHoldTTL))
 			}
-			if name == "throttle" && !(ratio > 0 && ratio <= 1) {
-				errs = append(errs, fmt.Errorf("--ratio must be above 0 and at most 1, got %v (to stop the jobs, throttled pause)", ratio))
+			if name == "throttle" && !(ratio >= throttle.MinHoldRatio && ratio <= 1) {
+				errs = append(errs, fmt.Errorf("--ratio must be from %v (a thousandth of the jobs' rate) to 1, got %v (to stop the jobs, throttled pause)", throttle.MinHoldRatio, ratio))
+			}
+			// One printable line each: a newline or an escape in either
+			// would forge a row of throttled holds and of the audit log.
+			for _, f := range []struct{ flag, v string }{{"--reason", reason}, {"--actor", cf.actor}} {
+				if err := throttle.Storable(f.v); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", f.flag, err))
+				}
 			}
 			if name == "exempt" && signal == "" {
 				errs = append(errs, errors.New("--signal is required: the signal the jobs may ignore, such as replica_lag_seconds"))
@@ -317,12 +328,15 @@ other signal still binds them. Audited; a running exec follows it at its next he
 				return fail(errOut, name, err)
 			}
 			defer b.close()
-			h, err := b.add(ctx, throttle.HoldRequest{Scope: sc, TTL: ttl, Reason: reason, Ratio: ratio, Exempt: signal})
+			h, warnings, err := b.add(ctx, throttle.HoldRequest{Scope: sc, TTL: ttl, Reason: reason, Ratio: ratio, Exempt: signal})
 			if errors.Is(err, throttle.ErrInvalidHold) {
 				return fail(errOut, name, usageError(err))
 			}
 			if err != nil {
 				return fail(errOut, name, err)
+			}
+			for _, w := range warnings {
+				fmt.Fprintf(errOut, "throttled %s: warning: %s\n", name, textsafe.Line(w))
 			}
 			if cf.json {
 				_ = json.NewEncoder(out).Encode(sidecar.HoldJSON(h))
@@ -335,7 +349,8 @@ other signal still binds them. Audited; a running exec follows it at its next he
 			case !h.Pauses():
 				what = fmt.Sprintf(" at %.0f%%", 100*h.Ratio)
 			}
-			fmt.Fprintf(out, "hold %s on %s%s by %s until %s: %s\n", h.ID, h.Scope, what, h.Actor, h.Expires.UTC().Format(time.RFC3339), h.Reason)
+			fmt.Fprintf(out, "hold %s on %s%s by %s until %s: %s\n", h.ID, textsafe.Line(h.Scope.String()), what, textsafe.Line(h.Actor),
+				h.Expires.UTC().Format(time.RFC3339), textsafe.Line(h.Reason))
 			return exitOK
 		})
 	fs := c.Flags()
@@ -446,8 +461,10 @@ func resume(ctx context.Context, args []string, con console, out, errOut io.Writ
 // run releases what o chose, asking on con before --all.
 func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Writer) int {
 	cf, id, job, prefix, scope, reason, every, yes, latched := o.cf, o.id, o.job, o.prefix, o.scope, o.reason, o.every, o.yes, o.latched
-	if err := throttle.Storable(reason); err != nil {
-		return fail(errOut, "resume", usageError(fmt.Errorf("--reason: %w", err)))
+	for _, f := range []struct{ flag, v string }{{"--reason", reason}, {"--actor", cf.actor}} {
+		if err := throttle.Storable(f.v); err != nil {
+			return fail(errOut, "resume", usageError(fmt.Errorf("%s: %w", f.flag, err)))
+		}
 	}
 	chosen := 0
 	for _, set := range []bool{id != "", job != "", prefix != "", scope != "", every} {
@@ -556,9 +573,9 @@ func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Wri
 		got, err := r.release(rctx, h.ID, reason)
 		if errors.Is(err, throttle.ErrUnknownHold) {
 			if cf.json {
-				fmt.Fprintf(errOut, "hold %s had already ended\n", h.ID)
+				fmt.Fprintf(errOut, "hold %s had already ended\n", textsafe.Line(h.ID))
 			} else {
-				fmt.Fprintf(out, "hold %s had already ended\n", h.ID)
+				fmt.Fprintf(out, "hold %s had already ended\n", textsafe.Line(h.ID))
 			}
 			continue
 		}
@@ -579,7 +596,8 @@ func confirm(in io.Reader, w io.Writer, hs []throttle.Hold) (bool, error) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  ID\tSCOPE\tSOURCE\tACTOR\tREASON")
 	for _, h := range hs {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", h.ID, h.Scope, h.Source, h.Actor, h.Reason)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", textsafe.Line(h.ID), textsafe.Line(h.Scope.String()), textsafe.Line(string(h.Source)),
+			textsafe.Line(h.Actor), textsafe.Line(h.Reason))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "Release all %d? [y/N] ", len(hs))
@@ -604,7 +622,7 @@ func printReleased(out io.Writer, hs []throttle.Hold, asJSON bool) {
 		return
 	}
 	for _, h := range hs {
-		fmt.Fprintf(out, "released hold %s on %s (made by %s: %s)\n", h.ID, h.Scope, h.Actor, h.Reason)
+		fmt.Fprintf(out, "released hold %s on %s (made by %s: %s)\n", textsafe.Line(h.ID), textsafe.Line(h.Scope.String()), textsafe.Line(h.Actor), textsafe.Line(h.Reason))
 	}
 	if len(hs) > 0 {
 		fmt.Fprintln(out, "jobs restart slowly: at a quarter of their rate before the pause")
@@ -651,11 +669,12 @@ func newHoldsCmd(lf *logFlags) *cobra.Command {
 			does := "pause"
 			switch {
 			case h.Exempt != "":
-				does = "exempt from " + h.Exempt
+				does = "exempt from " + textsafe.Line(h.Exempt)
 			case !h.Pauses():
 				does = fmt.Sprintf("%.0f%%", 100*h.Ratio)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.ID, h.Scope, does, h.Source, h.Actor, time.Until(h.Expires).Round(time.Second), h.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", textsafe.Line(h.ID), textsafe.Line(h.Scope.String()), does, textsafe.Line(string(h.Source)),
+				textsafe.Line(h.Actor), time.Until(h.Expires).Round(time.Second), textsafe.Line(h.Reason))
 		}
 		tw.Flush()
 		return exitOK
@@ -698,7 +717,8 @@ func newAuditCmd(lf *logFlags) *cobra.Command {
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "TIME\tEVENT\tHOLD\tACTOR\tSOURCE\tREASON")
 		for _, e := range entries {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), e.Event, firstNonEmpty(e.HoldID, "-"), e.Actor, e.Source, e.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), textsafe.Line(e.Event), textsafe.Line(firstNonEmpty(e.HoldID, "-")),
+				textsafe.Line(e.Actor), textsafe.Line(e.Source), textsafe.Line(e.Reason))
 		}
 		tw.Flush()
 		return exitOK

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/coord/store"
+	"github.com/throttled/throttled/internal/textsafe"
 	"github.com/throttled/throttled/sidecar/api"
 )
 
@@ -72,7 +73,8 @@ func status(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
 		fmt.Fprintln(out, "no leader has published yet")
 	} else {
 		fmt.Fprintf(out, "leader %s, %s ago: mode %s, budget %.2f batches/s, binding %s\nreason: %s\n",
-			leader.Leader, time.Since(leader.PublishedAt).Round(time.Millisecond), leader.Mode, leader.Budget, firstNonEmpty(leader.Binding, "-"), leader.Reason)
+			textsafe.Line(leader.Leader), time.Since(leader.PublishedAt).Round(time.Millisecond), textsafe.Line(leader.Mode), leader.Budget,
+			textsafe.Line(firstNonEmpty(leader.Binding, "-")), textsafe.Line(leader.Reason))
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKER\tJOB\tSTATE\tCODE\tRATE\tLEASE\tREASON")
@@ -81,7 +83,8 @@ func status(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
 		if !w.LeaseValid {
 			lease = "expired"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%s\t%s\n", w.ID, w.Job, w.State, firstNonEmpty(w.Code, "-"), w.Rate, lease, w.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%s\t%s\n", textsafe.Line(w.ID), textsafe.Line(w.Job), textsafe.Line(w.State), textsafe.Line(firstNonEmpty(w.Code, "-")),
+			w.Rate, lease, textsafe.Line(w.Reason))
 	}
 	tw.Flush()
 	return exitOK
@@ -92,10 +95,10 @@ func status(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
 // in that process (api.Job.WhySlow).
 func printSidecarStatus(out io.Writer, st api.Status) {
 	if st.Decision == nil {
-		fmt.Fprintf(out, "leader: false (this process does not lead; ask the leader for its decision)\nconfig version: %s\n", st.ConfigVersion)
+		fmt.Fprintf(out, "leader: false (this process does not lead; ask the leader for its decision)\nconfig version: %s\n", textsafe.Line(st.ConfigVersion))
 	} else {
 		fmt.Fprintf(out, "leader: true  mode: %s  budget: %.3g batches/s  binding: %s\nreason: %s\nconfig version: %s\n",
-			st.Mode, st.Budget, firstNonEmpty(st.Binding, "-"), st.Reason, st.ConfigVersion)
+			textsafe.Line(st.Mode), st.Budget, textsafe.Line(firstNonEmpty(st.Binding, "-")), textsafe.Line(st.Reason), textsafe.Line(st.ConfigVersion))
 	}
 	if len(st.Jobs) == 0 {
 		return
@@ -103,7 +106,8 @@ func printSidecarStatus(out io.Writer, st api.Status) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tSTATE\tCODE\tRATE\tWHERE THE TIME WENT")
 	for _, j := range st.Jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\n", j.Job, j.State, firstNonEmpty(j.Code, "-"), j.Rate, firstNonEmpty(j.WhySlow, "-"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\n", textsafe.Line(j.Job), textsafe.Line(j.State), textsafe.Line(firstNonEmpty(j.Code, "-")), j.Rate,
+			textsafe.Line(firstNonEmpty(j.WhySlow, "-")))
 	}
 	tw.Flush()
 }

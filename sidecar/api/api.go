@@ -166,6 +166,10 @@ type Hold struct {
 	// Exempt is the signal an exemption's jobs ignore; "" (left out) for
 	// a pause or an override.
 	Exempt string `json:"exempt,omitempty"`
+	// Warnings, only in the answer to POST /v1/holds, say what is placed
+	// but may not be what was meant: a hold on a job (or a group) no
+	// process has registered.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // AuditEntry is one entry of the audit log: GET /v1/audit?since=1h lists
