@@ -29,6 +29,13 @@ func TestJobStateWhyNamesTheHoldsSourceNotItsID(t *testing.T) {
 			t.Fatalf("pause: %d %s", code, body)
 		}
 		ids = append(ids, h.ID)
+		// The pair outlives the test: the next test's job a must not be
+		// held.
+		t.Cleanup(func() {
+			if code, body := probe(t, "DELETE", hs.URL+"/v1/holds/"+h.ID+"?reason=done", admitPause, ""); code != http.StatusOK {
+				t.Errorf("release %s: %d %s", h.ID, code, body)
+			}
+		})
 	}
 	state := regexp.MustCompile(`(?m)^throttled_jobs_state\{.*$`)
 	pgtest.Eventually(t, 15*time.Second, func() error {

@@ -85,6 +85,12 @@ func TestOpenCheckSaysOnlyGoOrWait(t *testing.T) {
 		t.Fatalf("pause: %d %v", resp.StatusCode, err)
 	}
 	resp.Body.Close()
+	// The pair outlives the test: the next test's job a must not be held.
+	defer func() {
+		if code, body := probe(t, "DELETE", hs.URL+"/v1/holds/"+hold.ID+"?reason=done", admitPause, ""); code != http.StatusOK {
+			t.Errorf("release %s: %d %s", hold.ID, code, body)
+		}
+	}()
 
 	// Held: 417 with Retry-After, and nothing of the hold.
 	pgtest.Eventually(t, 10*time.Second, func() error {
