@@ -35,6 +35,8 @@ type Window struct {
 	// leave out: what the last window's job left behind (a commit in
 	// flight, WAL to flush, the replica's backlog) still shows there.
 	Dropped int `json:"dropped"`
+	// kind is the window's index in the policies Schedule was given.
+	kind int
 }
 
 // windowJSON is Window's stored form: start and end named.
@@ -145,6 +147,9 @@ type Block struct {
 	// included.
 	Started time.Time     `json:"started"`
 	Took    time.Duration `json:"took"`
+	// Finished names the policies whose job ran out of old rows in the
+	// block: their rows per second understate them.
+	Finished []string `json:"finished,omitempty"`
 	// EventErrors are what the scenario's disturbance met, if anything.
 	EventErrors string `json:"event_errors,omitempty"`
 }

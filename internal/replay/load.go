@@ -34,6 +34,9 @@ type generator struct {
 	workers  int
 	// mult is the surge multiplier, as float64 bits.
 	mult atomic.Uint64
+	// small makes each read-write transaction one insert and its commit
+	// (a write-heavy foreground) instead of the TPC-B-like five.
+	small bool
 }
 
 func newGenerator(pool *pgxpool.Pool, scale int, readOnly float64, workers int) *generator {
@@ -115,6 +118,10 @@ func (g *generator) exec(ctx context.Context, r request) error {
 	if r.readOnly {
 		var bal int
 		return g.pool.QueryRow(ctx, "SELECT abalance FROM "+accounts+" WHERE aid = $1", r.aid).Scan(&bal)
+	}
+	if g.small {
+		_, err := g.pool.Exec(ctx, "INSERT INTO "+history+" (tid, bid, aid, delta, mtime) VALUES ($1, $2, $3, $4, CURRENT_TIMESTAMP)", r.tid, r.bid, r.aid, r.delta)
+		return err
 	}
 	b := &pgx.Batch{}
 	b.Queue("UPDATE "+accounts+" SET abalance = abalance + $1 WHERE aid = $2", r.delta, r.aid)

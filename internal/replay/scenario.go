@@ -20,8 +20,31 @@ type Scenario struct {
 	Name string
 	// Description says what happens, for the report.
 	Description string
-	// Events happen over the run; they may overlap.
+	// Events happen over the run; they may overlap. In a block (the
+	// interleaved instrument) they run throughout.
 	Events []Event
+	// RateFactor scales the calibrated foreground rate (0 means 1: a
+	// quiet foreground is a tenth of it).
+	RateFactor float64
+	// NoForeground: no foreground at all (idle).
+	NoForeground bool
+	// ReadOnly, when not 0, is the foreground's share of read-only
+	// transactions in place of the configured one.
+	ReadOnly float64
+	// SmallWrites makes each read-write foreground transaction one
+	// small insert and its commit: the users' commits compete with the
+	// job's WAL.
+	SmallWrites bool
+}
+
+// scenarioByName returns the scenario called name.
+func scenarioByName(name string) (Scenario, bool) {
+	for _, s := range Scenarios() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
 }
 
 // Event is one fault or change, from From to To, as fractions of the
@@ -83,6 +106,11 @@ func Scenarios() []Scenario {
 				e.gen.setMultiplier(1.5)
 				return func() error { e.gen.setMultiplier(1); return stop() }, nil
 			}}}},
+		// Fast when it is safe: with nobody to protect, a cleanup should
+		// run near its ceiling.
+		{Name: "idle", Description: "no foreground at all: the job's ceiling, and how near each policy comes to it", NoForeground: true},
+		{Name: "quiet", Description: "a light foreground, a tenth of the calibrated rate: a cleanup on a quiet primary must be fast and still gentle", RateFactor: 0.1},
+		{Name: "write-heavy", Description: "a foreground of small writes (nine in ten transactions one insert and its commit): the job's WAL competes with the users' commits", ReadOnly: 0.1, SmallWrites: true},
 	}
 }
 
