@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,7 +24,7 @@ func newBenchCmd() *cobra.Command {
 		Use:     "bench",
 		Short:   "replay: foreground latency and cleanup throughput per pacing policy on a throwaway pair",
 		Long:    "Benchmarks on a throwaway primary and replica; replay is the one.",
-		Example: "  throttled bench replay --short\n  throttled bench replay --out out/replay --doc docs/BENCHMARKS.md",
+		Example: "  throttled bench replay --short\n  throttled bench replay --scenario surge --doc docs/BENCHMARKS.md",
 		Args:    cobra.NoArgs,
 		// Without a benchmark: the help, and exit code 2.
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -33,38 +33,36 @@ func newBenchCmd() *cobra.Command {
 		},
 	}
 	var o replayOptions
-	var f replayFlags
 	replayCmd := &cobra.Command{
 		Use:   "replay",
 		Short: "foreground latency and cleanup throughput under every pacing policy, on a throwaway primary and replica",
-		Long: `throttled bench replay: a pgbench-like foreground at a fixed arrival rate, a cleanup through the jobs
-library, and six scenarios, each run under every pacing policy from the same table state on a throwaway
-primary and streaming replica, three times over, every other time in reverse (about 2 hours 45 minutes;
---short about 3). The tables give each policy's medians over the repetitions. It writes the tables, results.json
-and one PNG per run; --doc rewrites the replay section of a Markdown file. --cores is this machine's:
-the primary runs here, so THROTTLED_CORES (a production primary's) does not apply.`,
-		Example:     "  throttled bench replay --short\n  throttled bench replay --out out/replay --doc docs/BENCHMARKS.md",
+		Long: `throttled bench replay: each scenario runs as one block on a throwaway primary and streaming replica.
+The foreground (a pgbench-like mix, open loop at the machine's calibrated rate) and the scenario's disturbance
+run throughout, while 2 s windows in which one policy's cleanup job works alternate with windows of the
+foreground alone, in a seeded random order. Each policy window is compared with its neighbours (a pair), and
+each goal is decided over the pairs: met, not met or undecided, with its interval. One scenario takes about
+4 minutes, all about 30; --short (one scenario, three policies) about 2 and a half.
+
+Each scenario's seconds go to its own results file (--results, docs/replay/<scenario>.json by default), so
+one scenario can run again and be merged; --doc renders the replay section of a Markdown file from every
+results file present, with one PNG per scenario. The foreground's rate is read from the calibration file
+(docs/replay/calibration.json), measured by --calibrate (or when the file is missing). --cores is this
+machine's: the primary runs here, so THROTTLED_CORES (a production primary's) does not apply.`,
+		Example:     "  throttled bench replay --short\n  throttled bench replay --scenario surge --doc docs/BENCHMARKS.md\n  throttled bench replay --render --doc docs/BENCHMARKS.md",
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annotationEnv: "none"},
 		RunE: action(func(cmd *cobra.Command) int {
-			if err := checkFrom(cmd.Flags(), o); err != nil {
+			if err := o.check(cmd.Flags()); err != nil {
 				return fail(cmd.ErrOrStderr(), "bench replay", err)
 			}
-			if err := f.check(&o); err != nil {
-				return fail(cmd.ErrOrStderr(), "bench replay", err)
-			}
-			if o.from != "" {
-				if !cmd.Flags().Changed("out") {
-					// Beside the results it renders, not over another run's.
-					o.outDir = filepath.Dir(o.from)
-				}
-				return renderReplay(o, givenFlags(cmd.Flags()), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if o.render {
+				return renderBlocks(o, replayCommand(givenFlags(cmd.Flags())), cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			return runReplay(cmd.Context(), o, givenFlags(cmd.Flags()), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		}),
 	}
 	replayCmd.Flags().SortFlags = false // givenFlags: in the order given
-	f.register(replayCmd.Flags(), &o)
+	o.register(replayCmd.Flags())
 	bench.AddCommand(replayCmd)
 	return bench
 }
@@ -86,176 +84,132 @@ func givenFlags(fs *pflag.FlagSet) []string {
 
 // replayOptions are the flags of `throttled bench replay`.
 type replayOptions struct {
-	cfg    replay.Config
-	outDir string
-	doc    string
-	// from is a finished replay's results.json to render again.
-	from string
+	short, calibrate, render bool
+	scenarios, policies      string
+	block                    replay.BlockConfig
+	goals                    replay.Goals
+	results, calibration     string
+	doc, plots               string
+	// list is the scenarios to run, from scenarios.
+	list []string
 }
 
-// Short runs: the two scenarios that tell the policies apart most, four
-// policies, 15 s each.
+// The short run: the instrument's own check and its power (a/a must be
+// met, unthrottled not), beside the product's defaults, on the quiet
+// scenario, where any write shows.
 var (
-	shortScenarios = []string{"2026-09-13", "cpu-hog"}
-	shortPolicies  = []string{replay.PolicyForeground, replay.PolicyUnthrottled, replay.PolicyLagOnly, replay.PolicyAdaptive}
+	shortScenario = "quiet"
+	shortPolicies = []string{replay.PolicyAA, replay.PolicyUnthrottled, replay.PolicyAdaptive}
 )
 
-// replayFlags are the flags of `throttled bench replay` that check
-// turns into replayOptions.
-type replayFlags struct {
-	short                      bool
-	scenarios, policies, fixed string
+func (o *replayOptions) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.short, "short", false, "the quiet scenario with a/a, unthrottled and adaptive only, on a smaller table (about 2.5 minutes); results to out/replay-short")
+	fs.StringVar(&o.scenarios, "scenario", "all", "comma-separated scenarios ("+strings.Join(replay.ScenarioNames(), ", ")+"), or all")
+	fs.StringVar(&o.policies, "policy", "", "comma-separated policies for the windows (default "+strings.Join(replay.BlockPolicies, ", ")+"; also lag-only, binary)")
+	fs.BoolVar(&o.calibrate, "calibrate", false, "measure the foreground's rate on this machine again (twice; they must agree within 20 %) and write the calibration file")
+	fs.BoolVar(&o.render, "render", false, "run nothing: render --doc and the PNGs from the results files present")
+	fs.StringVar(&o.results, "results", "docs/replay", "directory of the results files, one per scenario, and the PNGs")
+	fs.StringVar(&o.calibration, "calibration", "docs/replay/calibration.json", "the calibration file the runs read (and --calibrate writes)")
+	fs.StringVar(&o.doc, "doc", "", "rewrite the replay section of this markdown file (between "+replay.BeginMarker+" and "+replay.EndMarker+") from every results file")
+	fs.Float64Var(&o.block.Rate, "rate", 0, "foreground arrival rate, transactions/s (default: the calibration file's)")
+	fs.IntVar(&o.block.Pairs, "pairs", 10, "windows per policy (the fixed rates share theirs)")
+	fs.IntVar(&o.block.WindowSeconds, "window", 2, "each window's seconds")
+	fs.IntVar(&o.block.AloneDrop, "alone-drop", 1, "first seconds of each alone window left out (the last window's batch and WAL)")
+	fs.Float64Var(&o.block.ForegroundTarget, "foreground-target", 0, fmt.Sprintf("adaptive's foreground_latency target, a multiple of the canary's job-free baseline above 1 (default: the product's, %g)", throttle.DefaultForegroundLatencyRule.Target))
+	fs.Int64Var(&o.block.Rows, "rows", 0, fmt.Sprintf("rows of the cleaned table, half old (default %d; 2000000 with --short)", replay.DefaultBlockRows))
+	fs.DurationVar(&o.block.BatchTarget, "batch-target", replay.DefaultBatchTarget, "the cleanup's target batch duration under every policy")
+	fs.IntVar(&o.block.MaxBatch, "max-batch-size", replay.DefaultMaxBatch, "the cleanup's largest batch, in keys (about half are old rows), under every policy")
+	fs.Uint64Var(&o.block.Seed, "seed", 1, "seed of the windows' order and the arrivals")
+	fs.Float64Var(&o.goals.MaxSteal, "max-steal", 0.10, "leave out every second in which the hypervisor took more than this share of the CPU time wanted (steal, /proc/stat); -1 keeps every second")
+	fs.IntVar(&o.block.Cores, "cores", runtime.NumCPU(), "the primary's cores (it runs on this machine)")
 }
 
-func (f *replayFlags) register(fs *pflag.FlagSet, o *replayOptions) {
-	fs.BoolVar(&f.short, "short", false, "two scenarios, four policies, 15 s runs (about 3 minutes)")
-	fs.StringVar(&f.scenarios, "scenario", "all", "comma-separated scenarios ("+strings.Join(replay.ScenarioNames(), ", ")+"), or all")
-	fs.StringVar(&f.policies, "policy", "all", "comma-separated policies ("+strings.Join(replay.PolicyNames, ", ")+"), or all")
-	fs.StringVar(&f.fixed, "fixed-rates", "", "comma-separated batches/s for the fixed policy (default: 2.5, 5, 10 and 25 % of unthrottled's)")
-	fs.Float64Var(&o.cfg.ForegroundTarget, "foreground-target", 0, fmt.Sprintf("adaptive's foreground_latency target, a multiple of the canary's job-free baseline above 1 (default: the product's, %g); for choosing one on this database", throttle.DefaultForegroundLatencyRule.Target))
-	fs.BoolVar(&o.cfg.HeldBaseline, "held-baseline", false, "run adaptive with the canary's baseline measured only while the jobs are held (signals.Config.ForegroundLatencyHeldBaseline), for comparing it with the default")
-	fs.DurationVar(&o.cfg.RunLength, "run", 0, "length of each run (default 35s; 15s with --short)")
-	fs.IntVar(&o.cfg.Repeat, "repeat", 0, "runs of every scenario and policy; the tables give the medians (default 3; 1 with --short)")
-	fs.DurationVar(&o.cfg.Warmup, "warmup", 0, "foreground alone before each run, the policy's sampler up (default 5s)")
-	fs.Float64Var(&o.cfg.Rate, "rate", 0, "foreground arrival rate, transactions/s (default: calibrated on this machine)")
-	fs.Int64Var(&o.cfg.Rows, "rows", 0, "rows of the cleaned table, half old (default 24000000; 6000000 with --short)")
-	fs.DurationVar(&o.cfg.BatchTarget, "batch-target", replay.DefaultBatchTarget, "the cleanup's target batch duration under every policy (shorter: smaller batches, more of them)")
-	fs.IntVar(&o.cfg.MaxBatch, "max-batch-size", replay.DefaultMaxBatch, "the cleanup's largest batch, in keys (about half are old rows), under every policy")
-	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the foreground arrivals")
-	fs.Float64Var(&o.cfg.MaxSteal, "max-steal", replay.DefaultMaxSteal, "run a run again when the hypervisor took more than this share of the CPU time the machine wanted (steal, /proc/stat); -1 keeps every run")
-	fs.IntVar(&o.cfg.Reruns, "reruns", replay.DefaultReruns, "how many times one run disturbed by steal is run again before it is kept and marked; -1 for none")
-	fs.IntVar(&o.cfg.Cores, "cores", runtime.NumCPU(), "the primary's cores (it runs on this machine)")
-	fs.StringVar(&o.outDir, "out", "out/replay", "directory for the tables, results.json and one PNG per run")
-	fs.StringVar(&o.doc, "doc", "", "rewrite the replay section of this markdown file (between "+replay.BeginMarker+" and "+replay.EndMarker+")")
-	fs.StringVar(&o.from, "from", "", "run nothing: render the tables of a finished replay again from its results.json, with this build's rules (after a change to the report); only --out and --doc apply")
-}
-
-// fromFlags are the flags --from leaves meaning to: it runs nothing.
-var fromFlags = []string{"from", "out", "doc"}
-
-// parseReplayFlags parses the flags of `throttled bench replay` as the
-// command does.
-func parseReplayFlags(args []string, errOut io.Writer) (replayOptions, error) {
-	var o replayOptions
-	var f replayFlags
-	fs := newFlagSet("bench replay", errOut, nil)
-	f.register(fs, &o)
-	if err := parseArgs(fs, args); err != nil {
-		return o, err
-	}
-	if err := checkFrom(fs, o); err != nil {
-		return o, err
-	}
-	return o, f.check(&o)
-}
-
-// checkFrom refuses, with --from, the flags that would shape a run: it
-// runs none, so they would be silently ignored.
-func checkFrom(fs *pflag.FlagSet, o replayOptions) error {
-	if o.from == "" {
-		return nil
-	}
-	var bad []string
-	fs.Visit(func(f *pflag.Flag) {
-		if !slices.Contains(fromFlags, f.Name) {
-			bad = append(bad, "--"+f.Name)
+// check validates the flags and fills in what they imply.
+func (o *replayOptions) check(fs *pflag.FlagSet) error {
+	if o.render {
+		var bad []string
+		fs.Visit(func(f *pflag.Flag) {
+			if !slices.Contains([]string{"render", "results", "doc", "max-steal", "calibration"}, f.Name) {
+				bad = append(bad, "--"+f.Name)
+			}
+		})
+		if len(bad) > 0 {
+			return usageError(fmt.Errorf("--render runs nothing; %s would not apply (only --results, --doc, --calibration and --max-steal do)", strings.Join(bad, ", ")))
 		}
-	})
-	if len(bad) > 0 {
-		return usageError(fmt.Errorf("--from renders a finished replay again and runs nothing; %s would not apply (only --out and --doc do)", strings.Join(bad, ", ")))
-	}
-	return nil
-}
-
-// check validates the flags and fills o's lists from them.
-func (f *replayFlags) check(o *replayOptions) error {
-	short, scenarios, policies, fixed := f.short, f.scenarios, f.policies, f.fixed
-	if short {
-		o.cfg.Scenarios, o.cfg.Policies = shortScenarios, shortPolicies
-		if o.cfg.RunLength == 0 {
-			o.cfg.RunLength = 15 * time.Second
-		}
-		if o.cfg.Rows == 0 {
-			o.cfg.Rows = 6_000_000
-		}
-		if o.cfg.Repeat == 0 {
-			o.cfg.Repeat = 1
-		}
-		o.cfg.CalibrateStep = 2 * time.Second
 	}
 	list := func(flagName, v string, known []string) ([]string, error) {
-		if v == "all" {
-			return nil, nil
-		}
 		var out []string
 		for _, s := range strings.Split(v, ",") {
 			s = strings.TrimSpace(s)
 			if !slices.Contains(known, s) {
-				return nil, usageError(fmt.Errorf("--%s: unknown %q; want one of %s, or all", flagName, s, strings.Join(known, ", ")))
+				return nil, usageError(fmt.Errorf("--%s: unknown %q; want some of %s", flagName, s, strings.Join(known, ", ")))
 			}
 			out = append(out, s)
 		}
 		return out, nil
 	}
 	var err error
-	if scenarios != "all" || !short {
-		if o.cfg.Scenarios, err = list("scenario", scenarios, replay.ScenarioNames()); err != nil {
+	switch {
+	case o.scenarios == "all" && o.short:
+		o.list = []string{shortScenario}
+	case o.scenarios == "all":
+		o.list = replay.ScenarioNames()
+	default:
+		if o.list, err = list("scenario", o.scenarios, replay.ScenarioNames()); err != nil {
 			return err
 		}
 	}
-	if policies != "all" || !short {
-		if o.cfg.Policies, err = list("policy", policies, replay.PolicyNames); err != nil {
+	switch {
+	case o.policies == "" && o.short:
+		o.block.Policies = shortPolicies
+	case o.policies != "":
+		known := []string{replay.PolicyAA, replay.PolicyUnthrottled, replay.PolicyFixed, replay.PolicyLagOnly, replay.PolicyBinary, replay.PolicyAdaptive, replay.PolicyAdaptiveLoad}
+		if o.block.Policies, err = list("policy", o.policies, known); err != nil {
 			return err
 		}
 	}
-	if short && o.cfg.Scenarios == nil {
-		o.cfg.Scenarios = shortScenarios
-	}
-	if short && o.cfg.Policies == nil {
-		o.cfg.Policies = shortPolicies
-	}
-	if fixed != "" {
-		for _, s := range strings.Split(fixed, ",") {
-			var r float64
-			if _, err := fmt.Sscan(strings.TrimSpace(s), &r); err != nil || r <= 0 {
-				return usageError(fmt.Errorf("--fixed-rates: %q is not a positive number", s))
-			}
-			o.cfg.FixedRates = append(o.cfg.FixedRates, r)
+	if o.short {
+		if !fs.Changed("results") {
+			o.results = "out/replay-short"
+		}
+		if o.block.Rows == 0 {
+			o.block.Rows = 2_000_000
 		}
 	}
-	if o.cfg.Cores <= 0 {
-		return usageError(fmt.Errorf("--cores must be positive, got %d", o.cfg.Cores))
+	o.block.Rows = max(o.block.Rows, 0)
+	if o.block.Rows == 0 {
+		o.block.Rows = replay.DefaultBlockRows
 	}
-	if o.cfg.RunLength != 0 && o.cfg.RunLength < 5*time.Second {
-		return usageError(fmt.Errorf("--run must be at least 5s, got %s", o.cfg.RunLength))
+	switch {
+	case o.block.Cores <= 0:
+		return usageError(fmt.Errorf("--cores must be positive, got %d", o.block.Cores))
+	case o.block.Pairs < 1:
+		return usageError(fmt.Errorf("--pairs must be at least 1, got %d", o.block.Pairs))
+	case o.block.WindowSeconds < 1 || o.block.AloneDrop < 0 || o.block.AloneDrop >= o.block.WindowSeconds:
+		return usageError(fmt.Errorf("--window %d and --alone-drop %d: want at least one second of each window kept", o.block.WindowSeconds, o.block.AloneDrop))
+	case o.block.Rate < 0:
+		return usageError(fmt.Errorf("--rate must be positive, got %v", o.block.Rate))
+	case o.block.Rows < 100_000:
+		return usageError(fmt.Errorf("--rows must be at least 100000, got %d", o.block.Rows))
+	case o.block.MaxBatch < 1:
+		return usageError(fmt.Errorf("--max-batch-size must be at least 1, got %d", o.block.MaxBatch))
+	case o.block.BatchTarget <= 0:
+		return usageError(fmt.Errorf("--batch-target must be positive, got %s", o.block.BatchTarget))
+	case !(o.goals.MaxSteal < 0 || (o.goals.MaxSteal > 0 && o.goals.MaxSteal < 1)):
+		return usageError(fmt.Errorf("--max-steal is a share of the CPU time between 0 and 1, such as 0.1, or -1 to keep every second; got %v", o.goals.MaxSteal))
 	}
-	if o.cfg.Repeat < 0 {
-		return usageError(fmt.Errorf("--repeat must be at least 1, got %d", o.cfg.Repeat))
-	}
-	if o.cfg.Warmup < 0 {
-		return usageError(fmt.Errorf("--warmup must not be negative, got %s", o.cfg.Warmup))
-	}
-	if o.cfg.Rate < 0 {
-		return usageError(fmt.Errorf("--rate must be positive, got %v", o.cfg.Rate))
-	}
-	if o.cfg.MaxBatch < 1 {
-		return usageError(fmt.Errorf("--max-batch-size must be at least 1, got %d", o.cfg.MaxBatch))
-	}
-	if o.cfg.BatchTarget <= 0 {
-		return usageError(fmt.Errorf("--batch-target must be positive, got %s", o.cfg.BatchTarget))
-	}
-	if s := o.cfg.MaxSteal; !(s < 0 || (s > 0 && s < 1)) {
-		return usageError(fmt.Errorf("--max-steal is a share of the CPU time between 0 and 1, such as 0.03, or -1 to keep every run; got %v", s))
-	}
-	if o.cfg.Reruns == 0 {
-		o.cfg.Reruns = -1 // none; the Config's 0 is its default
-	}
-	if t := o.cfg.ForegroundTarget; t != 0 {
+	if t := o.block.ForegroundTarget; t != 0 {
 		if err := throttle.CheckForegroundTarget(t); err != nil {
 			return usageError(fmt.Errorf("--foreground-target %w", err))
 		}
 	}
 	return nil
+}
+
+// replayCommand is the command line of `throttled bench replay` with
+// args, as the section names it.
+func replayCommand(args []string) string {
+	return strings.Join(append([]string{"throttled bench replay"}, args...), " ")
 }
 
 func runReplay(ctx context.Context, o replayOptions, args []string, out, errOut io.Writer) int {
@@ -265,86 +219,153 @@ func runReplay(ctx context.Context, o replayOptions, args []string, out, errOut 
 		return fail(errOut, "bench replay", err)
 	}
 	defer c.Stop()
-	if _, err := benchReplay(ctx, c, o, replayCommand(args), out); err != nil {
+	if _, err := benchBlocks(ctx, c, o, replayCommand(args), out); err != nil {
 		return fail(errOut, "bench replay", err)
 	}
 	return exitOK
 }
 
-// benchReplay runs the replay on c and writes its results: the tables to
-// out and to <outDir>/replay.md, results.json and the PNGs to outDir, the
-// section to the document when asked.
-func benchReplay(ctx context.Context, c *pgcluster.Cluster, o replayOptions, command string, out io.Writer) (*replay.Report, error) {
+// benchBlocks runs o's scenarios on c, one block each, writes each
+// block's results file as it ends, and renders the document when asked.
+func benchBlocks(ctx context.Context, c *pgcluster.Cluster, o replayOptions, command string, out io.Writer) ([]*replay.Block, error) {
 	started := time.Now()
-	cfg := o.cfg
-	cfg.Cluster = c
-	cfg.OutDir = o.outDir
-	cfg.Log = func(format string, args ...any) {
+	logf := func(format string, args ...any) {
 		fmt.Fprintf(out, "%6.0fs  %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
 	}
-	rep, err := replay.Run(ctx, cfg)
+	cfg := o.block
+	cfg.Cluster, cfg.Log = c, logf
+	scale, workers := replayScale(cfg.Cores)
+	be, err := replay.OpenBlockEnv(ctx, c, cfg.Cores, scale, workers, cfg.Rows, logf)
 	if err != nil {
 		return nil, err
 	}
-	rep.Command = command
-	if err := writeReplay(rep, o, out); err != nil {
-		return nil, err
+	defer be.Close()
+	cfg.Scale, cfg.Workers = scale, workers
+	if cfg.Rate == 0 {
+		mc, err := calibration(ctx, be, o, logf)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Rate = mc.Rate
+	}
+	var blocks []*replay.Block
+	for i, name := range o.list {
+		// Each block needs room for every policy's windows; a table
+		// running short is filled again between blocks, never inside one.
+		if i > 0 && be.OldRowsLeft(cfg.Rows) < cfg.Rows/4 {
+			t0 := time.Now()
+			if err := be.Restore(ctx); err != nil {
+				return blocks, err
+			}
+			logf("table restored in %s", time.Since(t0).Round(100*time.Millisecond))
+		}
+		cfg.Scenario = name
+		b, err := replay.RunBlock(ctx, be, cfg)
+		if err != nil {
+			return blocks, fmt.Errorf("%s: %w", name, err)
+		}
+		if err := replay.WriteBlock(o.results, b); err != nil {
+			return blocks, err
+		}
+		r := replay.Evaluate(b, o.goals)
+		logf("%s: done in %s; wrote %s", name, b.Took, replay.BlockFile(o.results, name))
+		if r.AAErr != nil {
+			logf("%s: instrument check (a/a) FAILED: %v", name, r.AAErr)
+		} else if slices.Contains(b.Policies(), replay.PolicyAA) {
+			logf("%s: instrument check (a/a) passed: %s", name, r.AA)
+		}
+		for _, p := range r.Policies {
+			logf("%s / %-14s p99 %s; rows/s %.0f", name, p.Policy, p.P99, p.RowsPerSec)
+		}
+		blocks = append(blocks, b)
+	}
+	if o.doc != "" {
+		if err := writeBlocksDoc(o, command, out); err != nil {
+			return blocks, err
+		}
 	}
 	fmt.Fprintf(out, "Done in %s.\n", time.Since(started).Round(time.Second))
-	return rep, nil
+	return blocks, nil
 }
 
-// replayCommand is the command line of `throttled bench replay` with
-// args, as the section names it.
-func replayCommand(args []string) string {
-	return strings.Join(append([]string{"throttled bench replay"}, args...), " ")
+// replayScale is the foreground's pgbench scale and connections for a
+// primary of cores cores, as the replay's Config defaults them.
+func replayScale(cores int) (scale, workers int) {
+	return cores, min(24, max(8, 4*cores))
 }
 
-// renderReplay renders the tables of the replay whose results.json is
-// o.from again, and writes them as a run would.
-func renderReplay(o replayOptions, args []string, out, errOut io.Writer) int {
-	rep, err := replay.Load(o.from, replayCommand(args))
+// calibration reads the machine's calibration file, or measures it (with
+// --calibrate, or when there is none) and writes it. A file measured on a
+// different machine is refused: its rate would not be this one's.
+func calibration(ctx context.Context, be *replay.BlockEnv, o replayOptions, logf func(string, ...any)) (*replay.MachineCalibration, error) {
+	pg, err := be.PostgreSQL(ctx)
 	if err != nil {
-		return fail(errOut, "bench replay", err)
+		return nil, err
 	}
-	if err := writeReplay(rep, o, out); err != nil {
+	if !o.calibrate {
+		mc, err := replay.ReadCalibration(o.calibration)
+		switch {
+		case err == nil:
+			if d := mc.Differs(o.block.Cores, replay.MemoryGiB(), pg); d != "" {
+				return nil, fmt.Errorf("%s was measured on another machine (%s): run with --calibrate to measure this one", o.calibration, d)
+			}
+			logf("calibration: %.0f tx/s, from %s (measured %s)", mc.Rate, o.calibration, mc.At.Format("2006-01-02"))
+			return mc, nil
+		case !errors.Is(err, os.ErrNotExist):
+			return nil, err
+		}
+		logf("calibration: %s does not exist; measuring this machine", o.calibration)
+	}
+	mc, err := be.Calibrate(ctx, 2, logf)
+	if err != nil {
+		return nil, err
+	}
+	if err := replay.WriteCalibration(o.calibration, mc); err != nil {
+		return nil, err
+	}
+	logf("calibration: %.0f tx/s (repeats %v), written to %s", mc.Rate, mc.Repeats, o.calibration)
+	return mc, nil
+}
+
+// renderBlocks renders the document and the PNGs from the results files,
+// running nothing.
+func renderBlocks(o replayOptions, command string, out, errOut io.Writer) int {
+	if o.doc == "" {
+		return fail(errOut, "bench replay", usageError(errors.New("--render needs --doc: the document to render")))
+	}
+	if err := writeBlocksDoc(o, command, out); err != nil {
 		return fail(errOut, "bench replay", err)
 	}
 	return exitOK
 }
 
-// writeReplay writes rep's section to out and to <outDir>/replay.md,
-// rep to <outDir>/results.json, and the section to the document when
-// asked.
-func writeReplay(rep *replay.Report, o replayOptions, out io.Writer) error {
-	section := rep.Section(rep.Command)
-	fmt.Fprintln(out)
-	fmt.Fprint(out, section)
-	if o.outDir != "" {
-		if err := os.MkdirAll(o.outDir, 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(o.outDir, "replay.md"), []byte(section), 0o644); err != nil {
-			return err
-		}
-		js, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(o.outDir, "results.json"), js, 0o644); err != nil {
-			return err
-		}
-		plots := "and one PNG per run"
-		if rep.Rendered != "" {
-			plots = "(the PNGs are the run's)"
-		}
-		fmt.Fprintf(out, "\nWrote %s: replay.md, results.json %s.\n", o.outDir, plots)
+// writeBlocksDoc renders the replay section of o.doc from every results
+// file in o.results, and each block's PNG beside its results.
+func writeBlocksDoc(o replayOptions, command string, out io.Writer) error {
+	blocks, err := replay.ReadBlocks(o.results)
+	if err != nil {
+		return err
 	}
-	if o.doc != "" {
-		if err := replay.WriteDoc(o.doc, section); err != nil {
+	if len(blocks) == 0 {
+		return fmt.Errorf("no results files in %s: run a scenario first", o.results)
+	}
+	mc, err := replay.ReadCalibration(o.calibration)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	for _, b := range blocks {
+		if err := replay.PlotBlock(filepath.Join(o.results, b.Scenario+".png"), b, o.goals); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "Rewrote the replay section of %s.\n", o.doc)
 	}
+	rel, err := filepath.Rel(filepath.Dir(o.doc), o.results)
+	if err != nil {
+		rel = o.results
+	}
+	section := replay.Section(blocks, o.goals, mc, command, rel)
+	if err := replay.WriteDoc(o.doc, section); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Rewrote the replay section of %s from %d results files in %s.\n", o.doc, len(blocks), o.results)
 	return nil
 }

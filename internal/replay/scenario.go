@@ -82,22 +82,22 @@ func Scenarios() []Scenario {
 		}
 	}
 	return []Scenario{
-		{Name: "surge", Description: "foreground arrivals double from 30 % to 70 % of the run",
+		{Name: "surge", Description: "foreground arrivals doubled throughout",
 			Events: []Event{{Name: "surge x2", From: 0.3, To: 0.7, start: surge(2)}}},
-		{Name: "cpu-hog", Description: "two busy sessions per core spin on the primary's CPU from 25 % to 65 % of the run",
+		{Name: "cpu-hog", Description: "two busy sessions per core spin on the primary's CPU throughout",
 			Events: []Event{{Name: "cpu hog", From: 0.25, To: 0.65, start: cpu(2)}}},
-		{Name: "replay-paused", Description: "WAL replay paused on the replica from 25 % to 65 % of the run: lag grows with every write",
+		{Name: "replay-paused", Description: "WAL replay paused on the replica throughout: lag grows with every write",
 			Events: []Event{{Name: "replay paused", From: 0.25, To: 0.65, start: pauseReplay}}},
-		{Name: "conn-storm", Description: "idle connections open until 3 client slots are left, from 25 % to 65 % of the run",
+		{Name: "conn-storm", Description: "idle connections open until 3 client slots are left, throughout",
 			Events: []Event{{Name: "connection storm", From: 0.25, To: 0.65, start: connStorm}}},
-		{Name: "lock-contention", Description: "a session takes SHARE locks on the cleaned table (held 2 s of every 3) from 25 % to 65 % of the run: deletes wait",
+		{Name: "lock-contention", Description: "a session takes SHARE locks on the cleaned table (held 2 s of every 3) throughout: deletes wait",
 			Events: []Event{{Name: "table locked", From: 0.25, To: 0.65, start: lockPulses}}},
 		// The incident: the primary was busy but healthy until the cleanup
 		// job's writes took it to its limit, while replica lag stayed low.
 		// The foreground alone stays near the load target here; it must
 		// not saturate the primary by itself, or every policy's p99 would
 		// measure the host's queue and not the job's cost.
-		{Name: "2026-09-13", Description: "the incident: foreground arrivals x1.5 and one busy session per two cores from 20 % to 80 % of the run; the foreground alone keeps the primary near its load target, so the job's writes take it towards saturation while the replica keeps up (lag near 0)",
+		{Name: "2026-09-13", Description: "the incident: foreground arrivals x1.5 and one busy session per two cores throughout; the foreground alone keeps the primary near its load target, so the job's writes take it towards saturation while the replica keeps up (lag near 0)",
 			Events: []Event{{Name: "surge x1.5 + cpu", From: 0.2, To: 0.8, start: func(ctx context.Context, e *env, d time.Duration) (func() error, error) {
 				stop, err := cpu(0.5)(ctx, e, d)
 				if err != nil {
