@@ -30,6 +30,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/throttled/throttled/internal/jobname"
+	"github.com/throttled/throttled/internal/textsafe"
 	"github.com/throttled/throttled/page"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
@@ -765,6 +766,14 @@ func (c *Config) buildHolds(doc *file, v *validator) {
 		if c.HoldDefault > c.HoldMax {
 			v.bad(h.Range, "holds: default_ttl %s must not exceed max_ttl %s", c.HoldDefault, c.HoldMax)
 		}
+		for _, d := range []struct {
+			name string
+			ttl  time.Duration
+		}{{"default_ttl", c.HoldDefault}, {"max_ttl", c.HoldMax}} {
+			if d.ttl < throttle.MinHoldTTL {
+				v.bad(h.Range, "holds: %s %s is under the shortest hold, %s", d.name, d.ttl, throttle.MinHoldTTL)
+			}
+		}
 	}
 }
 
@@ -803,6 +812,12 @@ func (c *Config) buildTokens(doc *file, v *validator) {
 	for _, t := range doc.Tokens {
 		if !v.first(t.Range, "token", t.Name) {
 			continue
+		}
+		// A token's name is the actor of every hold it places
+		// ("token:NAME"): a name a hold would refuse makes every one of
+		// them fail.
+		if p := textsafe.Problem(t.Name); p != "" {
+			v.bad(t.Range, "token \"%s\": name has a %s; a token's name is one printable line", textsafe.Line(t.Name), p)
 		}
 		secret := v.secret(t.Range, "secret", t.Secret, t.SecretFile)
 		if _, unset := Unset(secret); !unset && len(secret) < 16 {

@@ -123,6 +123,8 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 		{"user header", smallest + "grafana {\n  user_header = \"X User: me\"\n}\n", []string{"throttled.hcl:26:", `user_header = "X User: me"`}},
 		{"grafana url without token", smallest + "grafana {\n  url = \"https://grafana.example.com\"\n}\n", []string{"throttled.hcl:26:", "grafana: url needs service_account_token"}},
 		{"grafana token without url", smallest + "grafana {\n  service_account_token = \"glsa_0123456789\"\n}\n", []string{"throttled.hcl:26:", "grafana: service_account_token needs url"}},
+		{"token name", strings.Replace(smallest, `token "viewer" {`, "token \"view\\ner\" {", 1), []string{"throttled.hcl:15:", `token "view\ner": name has a control character U+000A at byte 4`}},
+		{"default ttl", smallest + "holds {\n  default_ttl = \"500ms\"\n}\n", []string{"throttled.hcl:26:", "holds: default_ttl 500ms is under the shortest hold, 1s"}},
 		{"grafana url", smallest + "grafana {\n  url = \"grafana.example.com\"\n  service_account_token = \"glsa_0123456789\"\n}\n", []string{"throttled.hcl:26:", `grafana: url = "grafana.example.com": want Grafana's base URL`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,9 +25,12 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ config.Token)
 // a valid allocation, so a check after a 200 here never answers 500 for
 // want of one.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ config.Token) {
+	// /readyz answers anyone (a kubelet carries no token): its problems
+	// are fixed words, never a reason text, which can carry a database's
+	// error, an address or a hold's details. /v1/status has them.
 	var problems []string
 	if hs := s.client.HoldWatcher().Applying(time.Now(), ""); len(hs) > 0 && hs[0].ID == holds.UnconfirmedHoldID {
-		problems = append(problems, hs[0].Reason)
+		problems = append(problems, "the holds cannot be read: every job is paused until they can (details in /v1/status)")
 	}
 	if s.client.Leader() {
 		snap := s.client.Snapshot()
@@ -39,7 +42,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ config.Token) 
 	// allocation (or whose lease lapsed) would get 500 there.
 	for _, j := range s.config().Jobs {
 		if js, ok := s.jobState(j.Name); ok && js.Unavailable {
-			problems = append(problems, fmt.Sprintf("job %s has no valid allocation: %s", j.Name, js.Reason))
+			problems = append(problems, fmt.Sprintf("job %s has no valid allocation (details in /v1/status)", j.Name))
 		}
 	}
 	if len(problems) > 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -181,5 +182,20 @@ func TestExemptUnknownSignalAndHoldOnUnknownJobThroughTheCLI(t *testing.T) {
 	}
 	if n := len(activeIDs(t, store)); n != 6 {
 		t.Errorf("%d holds active; want the 6 accepted", n)
+	}
+}
+
+// An error's text reaches the terminal escaped, line by line: an escape
+// sequence in a database's error or a stored text cannot erase a line or
+// set the terminal's title.
+func TestFailEscapesControlCharacters(t *testing.T) {
+	var errOut bytes.Buffer
+	code := fail(&errOut, "status", errors.New("relation \"x\x1b[2K\r\x1b]0;title\a\" does not exist\nsecond line"))
+	got := errOut.String()
+	if code != exitError || strings.ContainsAny(got, "\x1b\r\a") {
+		t.Errorf("exit %d, %q; want every control character escaped", code, got)
+	}
+	if want := "throttled status: relation \"x\\x1b[2K\\r\\x1b]0;title\\a\" does not exist\n  second line\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

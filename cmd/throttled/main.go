@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/pflag"
 	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/internal/textsafe"
 )
 
 // Exit codes.
@@ -114,16 +115,28 @@ func fail(errOut io.Writer, cmd string, err error) int {
 	}
 	prog := strings.TrimSpace("throttled " + cmd)
 	if errors.Is(err, errUsage) {
-		msg := strings.ReplaceAll(usageText(err), "\n", "\n  ")
+		msg := shownLines(usageText(err))
 		fmt.Fprintf(errOut, "%s: %s (see `%s --help`)\n", prog, msg, prog)
 		return exitUsage
 	}
-	msg := strings.ReplaceAll(err.Error(), "\n", "\n  ")
+	msg := shownLines(err.Error())
 	fmt.Fprintf(errOut, "%s: %s\n", prog, msg)
 	if invalid := (*config.InvalidError)(nil); errors.As(err, &invalid) {
 		return exitConfig
 	}
 	return exitError
+}
+
+// shownLines is an error's text as the terminal shows it: each line
+// indented after the first, and within each line every control character
+// escaped, so a database's error or a stored text cannot move the cursor,
+// set the title or forge a line of its own.
+func shownLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = textsafe.Line(l)
+	}
+	return strings.Join(lines, "\n  ")
 }
 
 // usageText is a usage error's text without the errUsage marker, however
