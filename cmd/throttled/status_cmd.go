@@ -13,6 +13,7 @@ import (
 	"github.com/throttled/throttled/internal/coord/store"
 	"github.com/throttled/throttled/internal/textsafe"
 	"github.com/throttled/throttled/sidecar/api"
+	"github.com/throttled/throttled/throttle"
 )
 
 // newStatusCmd shows the cluster's pacing: through a sidecar's API, or
@@ -87,6 +88,19 @@ func status(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
 			w.Rate, lease, textsafe.Line(w.Reason))
 	}
 	tw.Flush()
+	// Where each worker's time went, as its process counted it (its
+	// heartbeat writes it): the line a person reads to see why a job
+	// crawls.
+	for _, w := range workers {
+		if len(w.LimitedSeconds) == 0 {
+			continue
+		}
+		secs := map[throttle.Why]float64{}
+		for why, s := range w.LimitedSeconds {
+			secs[throttle.Why(why)] = s
+		}
+		fmt.Fprintf(out, "%s (%s): %s\n", textsafe.Line(w.ID), textsafe.Line(w.Job), textsafe.Line(throttle.WhySlow(secs)))
+	}
 	return exitOK
 }
 

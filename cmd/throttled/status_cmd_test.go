@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/internal/pgtest"
 	"github.com/throttled/throttled/sidecar/api"
 )
 
@@ -38,5 +41,30 @@ func TestStatusPrintsWhereEachJobsTimeWent(t *testing.T) {
 		if st.Leader != strings.Contains(out.String(), "mode: throttled") {
 			t.Errorf("leader %v: the decision shown or not:\n%s", st.Leader, out.String())
 		}
+	}
+}
+
+// status read from the database (no --addr) says where each coordinated
+// worker's time went too, from the seconds its heartbeat wrote, and
+// --json carries them.
+func TestStatusFromTheDatabaseSaysWhereTheTimeWent(t *testing.T) {
+	_, dsn := noHolds(t)
+	admin := pgtest.Connect(t, pgtest.Cluster(t).Primary, pgcluster.RoleAdmin)
+	ctx := context.Background()
+	if _, err := admin.Exec(ctx, `INSERT INTO throttled.workers (id, job, state, code, reason, limited_seconds)
+		VALUES ('why-test/1', 'purge', 'throttled', 'binding', 'throttled: foreground_latency at 0.95 of target', '{"full_rate": 12, "foreground_latency": 81, "slow_start": 7}')`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec(context.Background(), "DELETE FROM throttled.workers WHERE id = 'why-test/1'") })
+	code, out, errOut := runCLI("status", "--primary-dsn", dsn)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if want := "why-test/1 (purge): ran 1m40s: 81 % limited by foreground_latency, 12 % at full rate, 7 % slow start"; !strings.Contains(out, want) {
+		t.Errorf("status lacks %q:\n%s", want, out)
+	}
+	code, out, errOut = runCLI("status", "--primary-dsn", dsn, "--json")
+	if code != exitOK || !strings.Contains(out, `"LimitedSeconds":{`) || !strings.Contains(out, `"foreground_latency":81`) {
+		t.Errorf("status --json: exit %d %s\n%s", code, errOut, out)
 	}
 }
