@@ -25,7 +25,9 @@ FUZZ_TARGETS := \
 	./sidecar:FuzzGrafanaAuth \
 	./sidecar:FuzzGrafanaPayload \
 	./sidecar:FuzzRequestBodies \
-	./sidecar:FuzzRoutes
+	./sidecar:FuzzRoutes \
+	./sidecar:FuzzStatusFinite \
+	./throttle:FuzzStorable
 
 .PHONY: help
 help: ## list the targets
@@ -86,6 +88,8 @@ test: deps ## vet, all tests under -race against a real primary and replica, a s
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	mkdir -p $(PLOTS)
 	THROTTLED_PLOTS=$(CURDIR)/$(PLOTS) $(GO) test -race -count=1 -timeout 20m ./...
+	@# The replay's short version measures latency: alone, after the rest.
+	THROTTLED_REPLAY_SHORT=1 $(GO) test -count=1 -timeout 8m -run '^TestReplayShortHasPower$$' -v ./cmd/throttled | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+bench_cmd_test)' ; test $${PIPESTATUS[0]} -eq 0
 	promtool check rules deploy/alerts.yml
 	promtool test rules deploy/alerts_test.yml
 	@$(MAKE) --no-print-directory fuzz
@@ -119,8 +123,10 @@ failover: deps-postgres ## the Patroni failover test (switchover, kill -9 of the
 	@scripts/ensure-patroni
 	THROTTLED_FAILOVER_DOC=docs/FAILOVER.md $(GO) test -race -count=1 -run '^TestFailover$$' -v ./internal/patronicluster/
 
-# Flags for `make replay`, such as REPLAY_FLAGS="--short" or "--scenario cpu-hog".
+# Flags for `make replay`, such as REPLAY_FLAGS="--calibrate"; SCENARIO=surge
+# runs one scenario and merges it into docs/BENCHMARKS.md.
 REPLAY_FLAGS ?=
+SCENARIO     ?= all
 
 # The sidecar under load: TestSidecarUnderLoad's full shape for LOAD_SECONDS.
 LOAD_SECONDS ?= 60
@@ -131,8 +137,8 @@ load: deps-postgres ## the sidecar under load: 1,000 /check clients, 200 remote 
 		$(GO) test -run='^TestSidecarUnderLoad$$' -count=1 -v -timeout=10m ./sidecar
 
 .PHONY: replay
-replay: deps-postgres build ## the replay benchmark: every scenario and pacing policy on a throwaway pair (about 40 minutes); tables in docs/BENCHMARKS.md
-	$(BIN) bench replay --out out/replay --doc docs/BENCHMARKS.md $(REPLAY_FLAGS)
+replay: deps-postgres build ## the replay benchmark: every scenario as one block of interleaved windows (about 30 minutes; SCENARIO=surge runs one, about 4); results in docs/replay, tables in docs/BENCHMARKS.md
+	$(BIN) bench replay --scenario $(SCENARIO) --results docs/replay --doc docs/BENCHMARKS.md $(REPLAY_FLAGS)
 
 .PHONY: clean
 clean: ## remove build output

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -145,7 +147,15 @@ func TestReplayShortHasPower(t *testing.T) {
 	var o replayOptions
 	fs := newBenchCmd().Commands()[0].Flags()
 	o.register(fs)
-	if err := fs.Parse([]string{"--short", "--results", filepath.Join(dir, "results"), "--calibration", filepath.Join(dir, "calibration.json"), "--doc", filepath.Join(dir, "BENCHMARKS.md")}); err != nil {
+	args := []string{"--short", "--results", filepath.Join(dir, "results"), "--calibration", filepath.Join(dir, "calibration.json"), "--doc", filepath.Join(dir, "BENCHMARKS.md")}
+	// The checked-in calibration, when it is this machine's: calibrating
+	// again takes longer than the block.
+	calibrated := false
+	if mc, err := replay.ReadCalibration("../../docs/replay/calibration.json"); err == nil && mc.Differs(runtime.NumCPU(), replay.MemoryGiB(), mc.PostgreSQL) == "" {
+		args, calibrated = append(args, "--rate", fmt.Sprint(mc.Rate)), true
+		t.Logf("the foreground's rate from docs/replay/calibration.json: %.0f tx/s", mc.Rate)
+	}
+	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.check(fs); err != nil {
@@ -173,7 +183,7 @@ func TestReplayShortHasPower(t *testing.T) {
 			t.Errorf("unthrottled: %s; want not met: the instrument cannot see a job that writes as fast as it can", p.P99)
 		}
 	}
-	if mc, err := replay.ReadCalibration(filepath.Join(dir, "calibration.json")); err != nil || len(mc.Repeats) != 2 {
+	if mc, err := replay.ReadCalibration(filepath.Join(dir, "calibration.json")); !calibrated && (err != nil || len(mc.Repeats) != 2) {
 		t.Errorf("calibration file: %+v, %v; want one written with its two repeats", mc, err)
 	}
 	doc, err := os.ReadFile(filepath.Join(dir, "BENCHMARKS.md"))
