@@ -27,7 +27,8 @@ FUZZ_TARGETS := \
 	./sidecar:FuzzRequestBodies \
 	./sidecar:FuzzRoutes \
 	./sidecar:FuzzStatusFinite \
-	./throttle:FuzzStorable
+	./throttle:FuzzStorable \
+	./throttle:FuzzHoldRequestBounds
 
 .PHONY: help
 help: ## list the targets

@@ -123,3 +123,32 @@ func FuzzStorable(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHoldRequestBounds: whatever ratio and TTL a request carries (a
+// denormal, NaN, an infinity, a nanosecond), a request Check accepts has
+// a ratio of 0 or from MinHoldRatio to 1 and a TTL from MinHoldTTL to
+// the maximum, and one it refuses says which field.
+func FuzzHoldRequestBounds(f *testing.F) {
+	for _, seed := range []struct {
+		ratio float64
+		ttl   int64
+	}{{1e-320, int64(time.Hour)}, {5e-324, int64(time.Hour)}, {0.5, 1}, {0.001, int64(999 * time.Microsecond)}, {0, int64(time.Second)}, {1, 0}} {
+		f.Add(seed.ratio, seed.ttl)
+	}
+	f.Fuzz(func(t *testing.T, ratio float64, ttl int64) {
+		r := HoldRequest{Scope: Scope{Kind: ScopeAllJobs}, Source: SourceManual, Reason: "fuzz", Ratio: ratio, TTL: time.Duration(ttl)}
+		got, err := r.Check(time.Hour, 24*time.Hour)
+		if err != nil {
+			if !strings.Contains(err.Error(), "ratio") && !strings.Contains(err.Error(), "TTL") {
+				t.Fatalf("ratio %v, TTL %s refused without naming the field: %v", ratio, time.Duration(ttl), err)
+			}
+			return
+		}
+		if ratio != 0 && !(ratio >= MinHoldRatio && ratio <= 1) {
+			t.Fatalf("ratio %v accepted", ratio)
+		}
+		if got < MinHoldTTL || got > 24*time.Hour {
+			t.Fatalf("TTL %s accepted as %s", time.Duration(ttl), got)
+		}
+	})
+}
