@@ -187,7 +187,7 @@ func TestReplayShortHasPower(t *testing.T) {
 		t.Errorf("calibration file: %+v, %v; want one written with its two repeats", mc, err)
 	}
 	doc, err := os.ReadFile(filepath.Join(dir, "BENCHMARKS.md"))
-	if err != nil || !strings.Contains(string(doc), "### quiet") {
+	if err != nil || !strings.Contains(string(doc), "### surge") {
 		t.Errorf("document: %v\n%s", err, doc)
 	}
 }

@@ -537,7 +537,14 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 	// storm while it does. The fixed rates are set after the probe.
 	var rows atomic.Int64
 	var kinds []Window
-	for _, p := range cfg.Policies {
+	policies := cfg.Policies
+	if sc.NoForeground {
+		// Without a foreground there is no latency to compare: a/a and
+		// the fixed rates (which only place the p99 oracle) say nothing,
+		// and the block spends its time on the rows.
+		policies = slices.DeleteFunc(slices.Clone(policies), func(p string) bool { return p == PolicyAA || p == PolicyFixed })
+	}
+	for _, p := range policies {
 		if p != PolicyFixed {
 			kinds = append(kinds, Window{Policy: p})
 			continue
@@ -558,7 +565,7 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 	var probeJob *blockJob
 	if i := slices.IndexFunc(kinds, func(w Window) bool { return w.Policy == PolicyUnthrottled }); i >= 0 {
 		probeJob = runners[i]
-	} else if slices.Contains(cfg.Policies, PolicyFixed) {
+	} else if slices.Contains(policies, PolicyFixed) {
 		bj, err := newBlockJob(ctx, cfg, Window{Policy: PolicyUnthrottled}, &rows, &be.upTo)
 		if err != nil {
 			return nil, err
