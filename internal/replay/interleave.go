@@ -51,7 +51,7 @@ type BlockConfig struct {
 	// windows come between them. Default BlockPolicies.
 	Policies []string
 	// FixedFractions are the fixed policy's rates as fractions of the
-	// batches per second unthrottled did in the block's probe. Default
+	// batches per second unthrottled did in its windows. Default
 	// DefaultFixedFractions.
 	FixedFractions []float64
 	// WindowSeconds is each window's length. Default 2.
@@ -63,13 +63,10 @@ type BlockConfig struct {
 	// statistics leave out: the last policy window's batch commits and
 	// its WAL is flushed in them. Default 1.
 	AloneDrop int
-	// Warmup is the foreground alone before the probe, its connections
-	// and plans settling and every policy's sampler reading it. Default
-	// 5s.
+	// Warmup is the foreground alone before the first window, its
+	// connections and plans settling and every policy's sampler reading
+	// it. Default 5s.
 	Warmup time.Duration
-	// Probe is how long unthrottled runs before the block, to set the
-	// fixed rates. Default 3s.
-	Probe time.Duration
 	// Rows, MaxBatch, BatchTarget, Scale, ReadOnly, Workers and
 	// ForegroundTarget are as in Config.
 	Rows             int64
@@ -92,7 +89,7 @@ type BlockConfig struct {
 var BlockPolicies = []string{PolicyAA, PolicyUnthrottled, PolicyFixed, PolicyAdaptive, PolicyAdaptiveLoad}
 
 // DefaultFixedFractions are the fixed rates, as fractions of the
-// unthrottled probe's batches per second: on this 2-core machine the rate
+// batches per second unthrottled did in its windows: on this 2-core machine the rate
 // that keeps the foreground within +10 % sat between 2.5 % and 25 % of
 // unthrottled's in every scenario of the old replay.
 var DefaultFixedFractions = []float64{0.05, 0.2}
@@ -114,7 +111,6 @@ func (c *BlockConfig) fill() {
 	c.Pairs = cmp.Or(c.Pairs, 10)
 	c.AloneDrop = cmp.Or(c.AloneDrop, 1)
 	c.Warmup = cmp.Or(c.Warmup, 5*time.Second)
-	c.Probe = cmp.Or(c.Probe, 3*time.Second)
 	c.Seed = cmp.Or(c.Seed, 1)
 	if c.Log == nil {
 		c.Log = func(string, ...any) {}
@@ -144,6 +140,9 @@ func (c *BlockConfig) validate() error {
 			bad("Policies: %q is not a policy a window can run; want some of %s, %v", p, PolicyAA, []string{PolicyUnthrottled, PolicyFixed, PolicyLagOnly, PolicyBinary, PolicyAdaptive, PolicyAdaptiveLoad})
 		}
 	}
+	if slices.Contains(c.Policies, PolicyFixed) && !slices.Contains(c.Policies, PolicyUnthrottled) {
+		bad("Policies: fixed needs unthrottled: its windows set the fixed rates")
+	}
 	for _, f := range c.FixedFractions {
 		if !(f > 0 && f <= 1) {
 			bad("FixedFractions: each must be within (0, 1], got %v", f)
@@ -164,13 +163,21 @@ func (c *BlockConfig) validate() error {
 }
 
 // Schedule returns a block's windows for policies (fixed expanded into
-// its rates): pairs rounds, each with every policy once in a random
-// order, and an alone window before, between and after them all (none
-// when alone is false: a block with no foreground has nothing to compare
-// with). Each round holds every policy once, so a slow drift of the
-// machine weighs on each alike; the fixed rates take turns instead, each
-// in every len(fixed)-th round: they only place the hindsight oracle's
-// curve, and a verdict on each is not wanted.
+// its rates): each policy's windows in one stretch, pairs of them (the
+// fixed rates share theirs: pairs over their number each), each between
+// two alone windows (none when alone is false: a block with no
+// foreground has nothing to compare with).
+//
+// Stretches, not one random order across policies: a controller's own
+// sampler runs through the whole block and would read every other
+// policy's job in theirs. Interleaved with unthrottled's windows, the
+// canary learnt its job-free baseline from them and its budget was cut
+// by a neighbour's writes: adaptive did 12 rows a second in surge. Each
+// policy is judged against its own neighbouring alone windows, so a slow
+// drift across stretches weighs on no comparison. The controllers (and
+// a/a) go first, in a seeded random order, before any other job has
+// written; then unthrottled, whose windows set the fixed rates; then the
+// fixed rates, lag-only and binary.
 func Schedule(policies []Window, pairs, windowSeconds, aloneDrop int, alone bool, seed uint64) []Window {
 	rng := rand.New(rand.NewPCG(seed, 0xb10c))
 	t := 0
@@ -185,7 +192,6 @@ func Schedule(policies []Window, pairs, windowSeconds, aloneDrop int, alone bool
 			add(Window{Policy: PolicyAlone, Dropped: aloneDrop, kind: -1})
 		}
 	}
-	addAlone()
 	kinds := slices.Clone(policies)
 	nFixed := 0
 	for k := range kinds {
@@ -194,21 +200,27 @@ func Schedule(policies []Window, pairs, windowSeconds, aloneDrop int, alone bool
 			nFixed++
 		}
 	}
-	for round := range pairs {
-		var order []Window
-		f := 0
-		for _, k := range kinds {
-			if k.Policy == PolicyFixed {
-				f++
-				if round%nFixed != f-1 {
-					continue
-				}
-			}
-			order = append(order, k)
+	group := func(w Window) int {
+		switch w.Policy {
+		case PolicyAdaptive, PolicyAdaptiveLoad, PolicyAA:
+			return 0
+		case PolicyUnthrottled:
+			return 1
+		case PolicyFixed:
+			return 2
 		}
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		for _, p := range order {
-			add(p)
+		return 3
+	}
+	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+	slices.SortStableFunc(kinds, func(a, b Window) int { return group(a) - group(b) })
+	addAlone()
+	for _, k := range kinds {
+		n := pairs
+		if k.Policy == PolicyFixed {
+			n = max(1, pairs/nFixed)
+		}
+		for range n {
+			add(k)
 			addAlone()
 		}
 	}
@@ -534,7 +546,8 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 
 	// Every policy's job, sampler and client open before anything runs:
 	// none pays for connecting inside a window, or meets a connection
-	// storm while it does. The fixed rates are set after the probe.
+	// storm while it does. The fixed rates are set from unthrottled's
+	// windows, which come before theirs.
 	var rows atomic.Int64
 	var kinds []Window
 	policies := cfg.Policies
@@ -562,17 +575,6 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 		defer bj.stop()
 		runners[i] = bj
 	}
-	var probeJob *blockJob
-	if i := slices.IndexFunc(kinds, func(w Window) bool { return w.Policy == PolicyUnthrottled }); i >= 0 {
-		probeJob = runners[i]
-	} else if slices.Contains(policies, PolicyFixed) {
-		bj, err := newBlockJob(ctx, cfg, Window{Policy: PolicyUnthrottled}, &rows, &be.upTo)
-		if err != nil {
-			return nil, err
-		}
-		defer bj.stop()
-		probeJob = bj
-	}
 	mon, err := startMonitor(ctx, cfg.Cluster, cfg.Cores)
 	if err != nil {
 		return nil, err
@@ -582,11 +584,7 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 	windows := Schedule(kinds, cfg.Pairs, cfg.WindowSeconds, cfg.AloneDrop, !sc.NoForeground, cfg.Seed)
 	total := windows[len(windows)-1].End
 	start := time.Now().Add(500 * time.Millisecond).Truncate(100 * time.Millisecond)
-	probeAt := start.Add(cfg.Warmup)
-	blockAt := probeAt.Add(cfg.Probe)
-	if probeJob == nil {
-		blockAt = probeAt
-	}
+	blockAt := start.Add(cfg.Warmup)
 	end := blockAt.Add(time.Duration(total) * time.Second)
 	gctx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
@@ -609,55 +607,58 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 	for i, bj := range runners {
 		jobsRun(bj, kinds[i].Policy)
 	}
-	if probeJob != nil && !slices.Contains(runners, probeJob) {
-		jobsRun(probeJob, "probe")
-	}
-	// The probe: unthrottled for cfg.Probe, after the warm-up and before
-	// the block's first window (an alone window, whose first seconds are
-	// dropped), sets the fixed rates.
-	if probeJob != nil {
-		if !sleepUntil(ctx, probeAt) {
-			return nil, ctx.Err()
-		}
-		batches0 := probeJob.job.Status().Batches
-		rows0 := rows.Load()
-		probeJob.gate.set(true)
-		if !sleepUntil(ctx, blockAt) {
-			return nil, ctx.Err()
-		}
-		probeJob.gate.set(false)
-		perSec := float64(probeJob.job.Status().Batches-batches0) / cfg.Probe.Seconds()
-		cfg.Log("%s: probe: unthrottled did %.1f batches/s (%d rows) in %s", sc.Name, perSec, rows.Load()-rows0, cfg.Probe)
-		f := 0
-		for i := range kinds {
-			if kinds[i].Policy != PolicyFixed {
-				continue
-			}
-			kinds[i].Rate = roundRate(cfg.FixedFractions[f] * perSec)
-			runners[i].setRate(kinds[i].Rate)
-			f++
-		}
-		// The schedule names the rates now known.
-		for i := range windows {
-			if windows[i].Policy == PolicyFixed {
-				windows[i].Rate = kinds[windows[i].kind].Rate
-			}
-		}
-	}
 	e := &env{c: cfg.Cluster, gen: gen, admin: be.admin, cores: cfg.Cores}
 	var eventErr error
 	wg.Go(func() { eventErr = runEventsThroughout(gctx, sc, e, end) })
-	cfg.Log("%s: %d windows of %d s (%d policies x %d pairs, alone between), %s; foreground %.0f tx/s", sc.Name, len(windows), cfg.WindowSeconds, len(kinds), cfg.Pairs, time.Duration(total)*time.Second, fgRate)
+	cfg.Log("%s: %d windows of %d s (a stretch per policy, %d pairs each, the fixed rates sharing theirs; alone between), %s; foreground %.0f tx/s before the scenario's own surge", sc.Name, len(windows), cfg.WindowSeconds, cfg.Pairs, time.Duration(total)*time.Second, fgRate)
 
 	secs := make([]Second, total)
 	var collect sync.WaitGroup
 	collect.Go(func() { sampleSeconds(gctx, mon, blockAt, secs, &rows) })
-	for _, w := range windows {
+	// Unthrottled's batches in its windows set the fixed rates, before
+	// their first window.
+	var unBatches int64
+	var unSeconds float64
+	open := -1
+	var openBatches int64
+	fixedSet := false
+	for wi, w := range windows {
 		if !sleepUntil(ctx, blockAt.Add(time.Duration(w.Start)*time.Second)) {
 			return nil, ctx.Err()
 		}
+		if open >= 0 {
+			unBatches += runners[open].job.Status().Batches - openBatches
+			unSeconds += float64(cfg.WindowSeconds)
+			open = -1
+		}
+		if w.Policy == PolicyFixed && !fixedSet {
+			fixedSet = true
+			perSec := 0.0
+			if unSeconds > 0 {
+				perSec = float64(unBatches) / unSeconds
+			}
+			f := 0
+			for i := range kinds {
+				if kinds[i].Policy != PolicyFixed {
+					continue
+				}
+				kinds[i].Rate = roundRate(cfg.FixedFractions[f] * perSec)
+				runners[i].setRate(kinds[i].Rate)
+				f++
+			}
+			for i := range windows {
+				if windows[i].Policy == PolicyFixed {
+					windows[i].Rate = kinds[windows[i].kind].Rate
+				}
+			}
+			w = windows[wi]
+			cfg.Log("%s: unthrottled did %.1f batches/s in its windows: fixed rates %v", sc.Name, perSec, fixedRates(kinds))
+		}
 		for i, r := range runners {
 			r.gate.set(w.Policy != PolicyAlone && i == w.kind)
+		}
+		if w.Policy == PolicyUnthrottled {
+			open, openBatches = w.kind, runners[w.kind].job.Status().Batches
 		}
 	}
 	if !sleepUntil(ctx, end) {
@@ -688,6 +689,16 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 		}
 	}
 	return b, b.check()
+}
+
+func fixedRates(kinds []Window) []float64 {
+	var out []float64
+	for _, k := range kinds {
+		if k.Policy == PolicyFixed {
+			out = append(out, k.Rate)
+		}
+	}
+	return out
 }
 
 // sampleSeconds fills secs, second i from at: the independent sampler's

@@ -155,9 +155,11 @@ func Section(blocks []*Block, g Goals, calib *MachineCalibration, command, pngDi
 	fmt.Fprintf(&b, `How to read it. Each scenario ran as one block on the throwaway primary and streaming replica: the
 foreground (the pgbench-like mix, open loop at the calibrated rate, scaled by the scenario) and the scenario's
 disturbance ran throughout, while windows of %s where one policy's cleanup job worked alternated with windows
-of the foreground alone, in a seeded random order, each policy once per round (the two fixed rates take turns).
-Every policy's job, client and sampler was open from the start, and its job cleaned where the last window left
-off. A **pair** is one policy window against the alone windows on either side of it; the first %s of each alone
+of the foreground alone. Each policy's windows form one stretch: the controllers and a/a first, in a seeded
+random order, before any other job has written (a controller's sampler runs through the whole block, and
+would learn its job-free baseline from another policy's writes), then unthrottled, whose windows set the
+fixed rates, then the fixed rates (sharing ten pairs). Every policy's job, client and sampler was open from
+the start, and each job cleaned where the last window left off. A **pair** is one policy window against the alone windows on either side of it; the first %s of each alone
 window are left out (the last window's batch commits and its WAL is flushed there), and so is every second in
 which the hypervisor took over %.0f %% of the CPU time wanted (steal, /proc/stat). The **p99 ratio** is the
 policy window's p99 over its alone neighbours'; the **share over** is the share of its transactions slower
