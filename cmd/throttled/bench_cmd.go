@@ -254,7 +254,7 @@ func benchBlocks(ctx context.Context, c *pgcluster.Cluster, o replayOptions, com
 	for i, name := range o.list {
 		// Each block needs room for every policy's windows; a table
 		// running short is filled again between blocks, never inside one.
-		if i > 0 && be.OldRowsLeft(cfg.Rows) < cfg.Rows/4 {
+		if i > 0 && be.OldRowsLeft(cfg.Rows) < min(replay.BlockRowsNeeded, cfg.Rows/2) {
 			t0 := time.Now()
 			if err := be.Restore(ctx); err != nil {
 				return blocks, err
