@@ -134,8 +134,7 @@ func TestReplayRendersEveryResultsFile(t *testing.T) {
 // The make test version of the replay: one short block on the real pair
 // with the instrument's own check and its power. a/a, a window with no
 // job judged as a policy is, must come out met with an interval narrower
-// than ±10 %; unthrottled must come out not met; adaptive's verdict is
-// printed, not asserted (it is what the next issue tunes). It measures
+// than ±10 %; unthrottled must come out not met. It measures
 // latency, so `make test` runs it alone, after the other packages
 // (THROTTLED_REPLAY_SHORT=1).
 func TestReplayShortHasPower(t *testing.T) {
