@@ -172,7 +172,7 @@ the rate); **rows/oracle** is a policy's over it (goal at least 0.8). **Extra s 
 the independent sampler read primary_load at or over critical in the policy's windows beyond its alone
 neighbours' (goal 0). In a scenario without foreground, **of ceiling** is the rows per second over
 unthrottled's.
-`, plural(blocks, func(b *Block) int { return b.WindowSeconds }, "s"), plural(blocks, func(b *Block) int { return dropOf(b) }, "s"),
+`, plural(blocks, func(b *Block) int { return b.WindowSeconds }, "s"), plural(slices.DeleteFunc(slices.Clone(blocks), func(b *Block) bool { return dropOf(b) < 0 }), func(b *Block) int { return dropOf(b) }, "s"),
 		100*g.MaxSteal, 100*g.Confidence, g.P99Ratio, g.MinPairs, g.P99Ratio)
 	for _, blk := range blocks {
 		r := Evaluate(blk, g)
@@ -259,14 +259,15 @@ func joinRates(rs []float64) string {
 	return strings.Join(s, ", ")
 }
 
-// dropOf is the seconds a block's alone windows leave out.
+// dropOf is the seconds a block's alone windows leave out; -1 for a
+// block without them (no foreground).
 func dropOf(b *Block) int {
 	for _, w := range b.Windows {
 		if w.Policy == PolicyAlone {
 			return w.Dropped
 		}
 	}
-	return 0
+	return -1
 }
 
 // plural names the distinct values of f over blocks, such as "2 s" or
