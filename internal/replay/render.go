@@ -158,7 +158,7 @@ disturbance ran throughout, while windows of %s where one policy's cleanup job w
 of the foreground alone. Each policy's windows form one stretch: the controllers and a/a first, in a seeded
 random order, before any other job has written (a controller's sampler runs through the whole block, and
 would learn its job-free baseline from another policy's writes), then unthrottled, whose windows set the
-fixed rates, then the fixed rates (sharing ten pairs). Every policy's job, client and sampler was open from
+fixed rates, then the fixed rates (sharing the pairs of one policy). Every policy's job, client and sampler was open from
 the start, and each job cleaned where the last window left off. A **pair** is one policy window against the alone windows on either side of it; the first %s of each alone
 window are left out (the last window's batch commits and its WAL is flushed there), and so is every second in
 which the hypervisor took over %.0f %% of the CPU time wanted (steal, /proc/stat). The **p99 ratio** is the
