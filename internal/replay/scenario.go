@@ -47,12 +47,11 @@ func scenarioByName(name string) (Scenario, bool) {
 	return Scenario{}, false
 }
 
-// Event is one fault or change, from From to To, as fractions of the
-// run's length.
+// Event is one fault or change; in a block it runs throughout
+// (runEventsThroughout), started with the block's remaining length.
 type Event struct {
-	Name     string
-	From, To float64
-	start    func(ctx context.Context, e *env, d time.Duration) (stop func() error, err error)
+	Name  string
+	start func(ctx context.Context, e *env, d time.Duration) (stop func() error, err error)
 }
 
 // env is what an event acts on.
@@ -83,22 +82,22 @@ func Scenarios() []Scenario {
 	}
 	return []Scenario{
 		{Name: "surge", Description: "foreground arrivals doubled throughout",
-			Events: []Event{{Name: "surge x2", From: 0.3, To: 0.7, start: surge(2)}}},
+			Events: []Event{{Name: "surge x2", start: surge(2)}}},
 		{Name: "cpu-hog", Description: "two busy sessions per core spin on the primary's CPU throughout",
-			Events: []Event{{Name: "cpu hog", From: 0.25, To: 0.65, start: cpu(2)}}},
+			Events: []Event{{Name: "cpu hog", start: cpu(2)}}},
 		{Name: "replay-paused", Description: "WAL replay paused on the replica throughout: lag grows with every write",
-			Events: []Event{{Name: "replay paused", From: 0.25, To: 0.65, start: pauseReplay}}},
+			Events: []Event{{Name: "replay paused", start: pauseReplay}}},
 		{Name: "conn-storm", Description: "idle connections open until 3 client slots are left, throughout",
-			Events: []Event{{Name: "connection storm", From: 0.25, To: 0.65, start: connStorm}}},
+			Events: []Event{{Name: "connection storm", start: connStorm}}},
 		{Name: "lock-contention", Description: "a session takes SHARE locks on the cleaned table (held 2 s of every 3) throughout: deletes wait",
-			Events: []Event{{Name: "table locked", From: 0.25, To: 0.65, start: lockPulses}}},
+			Events: []Event{{Name: "table locked", start: lockPulses}}},
 		// The incident: the primary was busy but healthy until the cleanup
 		// job's writes took it to its limit, while replica lag stayed low.
 		// The foreground alone stays near the load target here; it must
 		// not saturate the primary by itself, or every policy's p99 would
 		// measure the host's queue and not the job's cost.
 		{Name: "2026-09-13", Description: "the incident: foreground arrivals x1.5 and one busy session per two cores throughout; the foreground alone keeps the primary near its load target, so the job's writes take it towards saturation while the replica keeps up (lag near 0)",
-			Events: []Event{{Name: "surge x1.5 + cpu", From: 0.2, To: 0.8, start: func(ctx context.Context, e *env, d time.Duration) (func() error, error) {
+			Events: []Event{{Name: "surge x1.5 + cpu", start: func(ctx context.Context, e *env, d time.Duration) (func() error, error) {
 				stop, err := cpu(0.5)(ctx, e, d)
 				if err != nil {
 					return nil, err
@@ -190,35 +189,6 @@ func lockPulses(ctx context.Context, e *env, _ time.Duration) (func() error, err
 		defer mu.Unlock()
 		return errors.Join(errs...)
 	}, nil
-}
-
-// runEvents starts and stops sc's events on the run's clock, from start
-// for d, and returns every error they met. It returns after the last
-// event has stopped.
-func runEvents(ctx context.Context, sc Scenario, e *env, start time.Time, d time.Duration) error {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for _, ev := range sc.Events {
-		wg.Go(func() {
-			at := func(f float64) time.Time { return start.Add(time.Duration(f * float64(d))) }
-			if !sleepUntil(ctx, at(ev.From)) {
-				return
-			}
-			stop, err := ev.start(ctx, e, time.Duration((ev.To-ev.From)*float64(d)))
-			if err == nil {
-				sleepUntil(ctx, at(ev.To))
-				err = stop()
-			}
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("event %q: %w", ev.Name, err))
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // sleepUntil waits until t or ctx's end, reporting whether t came.
