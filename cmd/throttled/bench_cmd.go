@@ -121,6 +121,7 @@ func (o *replayOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.block.Pairs, "pairs", 10, "windows per policy (the fixed rates share theirs)")
 	fs.IntVar(&o.block.WindowSeconds, "window", 2, "each window's seconds")
 	fs.IntVar(&o.block.AloneDrop, "alone-drop", 1, "first seconds of each alone window left out (the last window's batch and WAL)")
+	fs.BoolVar(&o.block.Probe, "probe", false, "run the instrument's own canary throughout each block (a one-row commit every 50 ms) and keep its latencies per second beside the foreground's: what a canary reads under every policy, for fitting the simulator's canary")
 	fs.Float64Var(&o.block.ForegroundTarget, "foreground-target", 0, fmt.Sprintf("adaptive's foreground_latency target, a multiple of the canary's job-free baseline above 1 (default: the product's, %g)", throttle.DefaultForegroundLatencyRule.Target))
 	fs.Int64Var(&o.block.Rows, "rows", 0, fmt.Sprintf("rows of the cleaned table, half old (default %d; 8000000 with --short)", replay.DefaultBlockRows))
 	fs.DurationVar(&o.block.BatchTarget, "batch-target", replay.DefaultBatchTarget, "the cleanup's target batch duration under every policy")

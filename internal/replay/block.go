@@ -87,6 +87,21 @@ type Second struct {
 	Critical float64 `json:"critical,omitempty"`
 	// Lag is the largest replica lag read in this second, seconds.
 	Lag float64 `json:"lag,omitempty"`
+	// In an adaptive policy's window, what its own sampler read in this
+	// second, the highest of each: Canary the smoothed foreground_latency
+	// ratio the controller judges, CanaryRaw the ratio of the last probes
+	// before smoothing, CanaryMs the canary's mean commit latency in
+	// milliseconds; and Budget the job's rate (batches per second) and
+	// Batch its batch size. 0 in every other window.
+	Canary    float64 `json:"canary,omitempty"`
+	CanaryRaw float64 `json:"canary_raw,omitempty"`
+	CanaryMs  float64 `json:"canary_ms,omitempty"`
+	Budget    float64 `json:"budget,omitempty"`
+	Batch     int     `json:"batch,omitempty"`
+	// Probe is the latency of the instrument's own canary commits due in
+	// this second (BlockConfig.Probe), under every window alike; nil
+	// without it.
+	Probe *SparseHist `json:"probe,omitempty"`
 }
 
 // SparseHist is a Histogram stored as its non-empty buckets.

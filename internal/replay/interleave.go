@@ -76,6 +76,13 @@ type BlockConfig struct {
 	ReadOnly         float64
 	Workers          int
 	ForegroundTarget float64
+	// Probe runs a canary of the instrument's own throughout the block: a
+	// one-row commit (the product's canary statement, without its
+	// counts) every 50 ms on a connection of its own, its latencies kept
+	// per second (Second.Probe). It measures what a canary would read
+	// under every policy's windows alike, beside the foreground's p99,
+	// for fitting the simulator's canary; off, the block is as without it.
+	Probe bool
 	// Seed seeds the windows' order and the arrivals. Default 1.
 	Seed uint64
 	// Log, when set, receives one line per step.
@@ -326,6 +333,9 @@ type blockJob struct {
 	stop func()
 	// setRate sets a fixed policy's rate, batches per second.
 	setRate func(float64)
+	// snapshot is an adaptive policy's own sampler's view (its canary
+	// among it); nil for the others.
+	snapshot func() signals.Snapshot
 }
 
 // newBlockJob builds the cleanup job of window w's policy behind a gate,
@@ -393,6 +403,7 @@ func newBlockJob(ctx context.Context, cfg BlockConfig, w Window, rows *atomic.In
 			return nil, err
 		}
 		inner, stops = p, append(stops, func() { client.Close() })
+		bj.snapshot = client.Snapshot
 	case PolicyUnthrottled:
 		inner = newBasePacer(rate.Inf)
 	case PolicyFixed:
@@ -619,8 +630,18 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 	cfg.Log("%s: %d windows of %d s (a stretch per policy, %d pairs each, the fixed rates sharing theirs; alone between), %s; foreground %.0f tx/s before the scenario's own surge", sc.Name, len(windows), cfg.WindowSeconds, cfg.Pairs, time.Duration(total)*time.Second, fgRate)
 
 	secs := make([]Second, total)
+	probes := newRecorder(blockAt)
+	if cfg.Probe {
+		conn, err := pgx.Connect(ctx, cfg.Cluster.Primary.DSN(pgcluster.RoleAdmin))
+		if err != nil {
+			return nil, fmt.Errorf("replay: %s: the probe's connection: %w", sc.Name, err)
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		wg.Go(func() { probe(gctx, conn, end, probes) })
+	}
 	var collect sync.WaitGroup
-	collect.Go(func() { sampleSeconds(gctx, mon, blockAt, secs, &rows) })
+	var working atomic.Pointer[blockJob]
+	collect.Go(func() { sampleSeconds(gctx, mon, blockAt, secs, &rows, &working) })
 	// Unthrottled's batches in its windows set the fixed rates, before
 	// their first window.
 	var unBatches int64
@@ -663,6 +684,11 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 		for i, r := range runners {
 			r.gate.set(w.Policy != PolicyAlone && i == w.kind)
 		}
+		if w.Policy == PolicyAlone {
+			working.Store(nil)
+		} else {
+			working.Store(runners[w.kind])
+		}
 		if w.Policy == PolicyUnthrottled {
 			open, openBatches = w.kind, runners[w.kind].job.Status().Batches
 		}
@@ -673,6 +699,7 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 	for _, r := range runners {
 		r.gate.set(false)
 	}
+	working.Store(nil)
 	collect.Wait()
 	stopAll()
 	wg.Wait()
@@ -684,6 +711,14 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 		}
 	}
 	rec.mu.Unlock()
+	probes.mu.Lock()
+	for i := range secs {
+		if i < len(probes.perSec) && probes.perSec[i] != nil && probes.perSec[i].Count() > 0 {
+			h := Sparse(probes.perSec[i])
+			secs[i].Probe = &h
+		}
+	}
+	probes.mu.Unlock()
 	b := &Block{Scenario: sc.Name, Rate: fgRate, WindowSeconds: cfg.WindowSeconds, Seed: cfg.Seed, Windows: windows, Seconds: secs,
 		Started: began, Took: time.Since(began).Round(time.Second)}
 	if eventErr != nil {
@@ -710,8 +745,10 @@ func fixedRates(kinds []Window) []float64 {
 // sampleSeconds fills secs, second i from at: the independent sampler's
 // smoothed load (its highest), the share of its readings at or over
 // critical, the largest replica lag, the steal share and the rows the jobs
-// cleaned. It returns once the last second is filled or ctx ends.
-func sampleSeconds(ctx context.Context, mon *monitor, at time.Time, secs []Second, rows *atomic.Int64) {
+// cleaned; and, while an adaptive policy's window is open (working), what
+// its own canary read and the budget and batch size its job ran at. It
+// returns once the last second is filled or ctx ends.
+func sampleSeconds(ctx context.Context, mon *monitor, at time.Time, secs []Second, rows *atomic.Int64, working *atomic.Pointer[blockJob]) {
 	if !sleepUntil(ctx, at) {
 		return
 	}
@@ -722,6 +759,7 @@ func sampleSeconds(ctx context.Context, mon *monitor, at time.Time, secs []Secon
 	i, n, crit := 0, 0, 0
 	load := -1.0
 	var lag float64
+	var pol policySecond
 	for i < len(secs) {
 		select {
 		case <-ctx.Done():
@@ -738,16 +776,77 @@ func sampleSeconds(ctx context.Context, mon *monitor, at time.Time, secs []Secon
 			if l, ok := replicaLag(snap); ok {
 				lag = max(lag, l.Raw)
 			}
+			// A tick that closes a second falls on a window's switch: which
+			// window's policy it would read is a race, so it reads none.
+			if now.Before(at.Add(time.Duration(i+1) * time.Second)) {
+				pol.read(working.Load())
+			}
 			for i < len(secs) && !now.Before(at.Add(time.Duration(i+1)*time.Second)) {
 				r := rows.Load()
-				secs[i] = Second{T: i, Steal: steal.share(), Rows: r - lastRows, Load: load, Lag: lag}
+				secs[i] = Second{T: i, Steal: steal.share(), Rows: r - lastRows, Load: load, Lag: lag,
+					Canary: pol.canary, CanaryRaw: pol.raw, CanaryMs: pol.ms, Budget: pol.budget, Batch: pol.batch}
 				if n > 0 {
 					secs[i].Critical = float64(crit) / float64(n)
 				}
 				lastRows, steal = r, startSteal()
-				i, n, crit, load, lag = i+1, 0, 0, -1, 0
+				i, n, crit, load, lag, pol = i+1, 0, 0, -1, 0, policySecond{}
 			}
 		}
+	}
+}
+
+// probeSQL is the product's canary statement without what it counts: one
+// free row of the canary table bumped and committed.
+const probeSQL = `UPDATE throttled.canary SET beats = beats + 1, beat_at = now()
+WHERE slot = (SELECT slot FROM throttled.canary ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED)`
+
+// probeEvery is how often the instrument's canary commits: the product's
+// default interval.
+const probeEvery = 50 * time.Millisecond
+
+// probe commits probeSQL on conn every probeEvery until end or ctx ends,
+// recording each latency in the second it was due.
+func probe(ctx context.Context, conn *pgx.Conn, end time.Time, rec *recorder) {
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case due := <-t.C:
+			if !due.Before(end) {
+				return
+			}
+			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := conn.Exec(qctx, probeSQL)
+			cancel()
+			rec.record(due, time.Since(due), err)
+		}
+	}
+}
+
+// policySecond is what an adaptive policy's own sampler and job read in
+// one second: the highest of each.
+type policySecond struct {
+	canary, raw, ms, budget float64
+	batch                   int
+}
+
+// read takes one reading of bj, if it is an adaptive policy's.
+func (p *policySecond) read(bj *blockJob) {
+	if bj == nil || bj.snapshot == nil {
+		return
+	}
+	snap := bj.snapshot()
+	if s, ok := snap.Get(signals.ForegroundLatency, nil); ok && s.Err == nil && !snap.Stale(s) {
+		p.canary, p.raw = max(p.canary, s.Value), max(p.raw, s.Raw)
+	}
+	if s, ok := snap.Get(signals.ForegroundLatencySeconds, nil); ok && s.Err == nil && !snap.Stale(s) {
+		p.ms = max(p.ms, s.Value*1e3)
+	}
+	if bj.job != nil {
+		st := bj.job.Status()
+		p.budget, p.batch = max(p.budget, st.Rate), max(p.batch, st.BatchSize)
 	}
 }
 

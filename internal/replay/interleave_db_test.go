@@ -26,13 +26,14 @@ func TestBlockKeepsEverySecond(t *testing.T) {
 	}
 	defer be.Close()
 	b, err := RunBlock(ctx, be, BlockConfig{Cluster: c, Scenario: "quiet", Rate: 2000, Pairs: 3, Rows: 2_000_000, MaxBatch: 300,
-		Policies: []string{PolicyAA, PolicyUnthrottled, PolicyFixed}, FixedFractions: []float64{0.1}, Warmup: 2 * time.Second, Log: t.Logf})
+		Policies: []string{PolicyAA, PolicyUnthrottled, PolicyFixed, PolicyAdaptive}, FixedFractions: []float64{0.1}, Warmup: 2 * time.Second,
+		Probe: true, Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 3 policies x 3 pairs, an alone window before, between and after.
-	if len(b.Windows) != 19 || len(b.Seconds) != 38 {
-		t.Fatalf("%d windows, %d seconds; want 19 and 38", len(b.Windows), len(b.Seconds))
+	// 4 policies x 3 pairs, an alone window before, between and after.
+	if len(b.Windows) != 25 || len(b.Seconds) != 50 {
+		t.Fatalf("%d windows, %d seconds; want 25 and 50", len(b.Windows), len(b.Seconds))
 	}
 	for i, w := range b.Windows {
 		if (i%2 == 0) != (w.Policy == PolicyAlone) {
@@ -50,7 +51,7 @@ func TestBlockKeepsEverySecond(t *testing.T) {
 	}
 	fixed := ""
 	for _, p := range b.Policies() {
-		if p != PolicyAA && p != PolicyUnthrottled {
+		if p != PolicyAA && p != PolicyUnthrottled && p != PolicyAdaptive {
 			fixed = p
 		}
 	}
@@ -77,8 +78,31 @@ func TestBlockKeepsEverySecond(t *testing.T) {
 			t.Errorf("second %d: the independent sampler read no load", s.T)
 		}
 	}
-	// 200 tx/s for 38 s.
-	if tx < 5000 || tx > 9000 {
-		t.Errorf("%d transactions in the block's seconds, want about 7600", tx)
+	// 200 tx/s for 50 s.
+	if tx < 6500 || tx > 12000 {
+		t.Errorf("%d transactions in the block's seconds, want about 10000", tx)
+	}
+	// The instrument's canary commits 20 times a second under every
+	// window; adaptive's own canary and budget are read in its windows
+	// only.
+	probed, canaryIn, canaryOut := 0, 0, 0
+	for _, w := range b.Windows {
+		for _, s := range b.Seconds[w.Start:w.End] {
+			if s.Probe != nil && s.Probe.Count() >= 10 {
+				probed++
+			}
+			switch {
+			case w.Policy == PolicyAdaptive && s.Canary > 0 && s.Budget > 0 && s.Batch > 0:
+				canaryIn++
+			case w.Policy != PolicyAdaptive && (s.Canary != 0 || s.Budget != 0 || s.Batch != 0):
+				canaryOut++
+			}
+		}
+	}
+	if probed < len(b.Seconds)*9/10 {
+		t.Errorf("%d of %d seconds hold at least 10 of the probe's commits; want nearly all", probed, len(b.Seconds))
+	}
+	if canaryIn < 3 || canaryOut > 0 {
+		t.Errorf("adaptive's canary read in %d of its 6 seconds and in %d seconds of other windows; want most of its own and none elsewhere", canaryIn, canaryOut)
 	}
 }
