@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/throttled/throttled/signals"
@@ -29,6 +30,10 @@ type Point struct {
 	// DeadRows is the rows the jobs deleted that vacuum cannot remove
 	// yet: those deleted while a long transaction holds the horizon.
 	DeadRows float64
+	// P99Ratio is the foreground's p99 over what it would be with no job,
+	// from the latency model of the scenario's counterpart (an output: no
+	// policy reads it).
+	P99Ratio float64
 	Mode     string
 }
 
@@ -66,7 +71,16 @@ type Result struct {
 	// vacuum could not remove, because a long transaction held the xmin
 	// horizon: bloat made instead of space freed.
 	UnreclaimableDeadRows float64 `json:"unreclaimable_dead_rows"`
-	Series                []Point `json:"-"`
+	// P99RatioMedian is the median over the run's seconds of the
+	// foreground's p99 ratio (Point.P99Ratio); P99OverGoalShare the share
+	// of seconds with it over 1.10, the replay's goal. The fitted noise
+	// alone puts some seconds over 1.10 with no job at all (see
+	// docs/SIMULATION.md, the latency model).
+	P99RatioMedian   float64 `json:"p99_ratio_median"`
+	P99OverGoalShare float64 `json:"p99_ratio_over_1_10_share"`
+	// Counterpart is the replay scenario whose latency model gave them.
+	Counterpart string  `json:"latency_counterpart"`
+	Series      []Point `json:"-"`
 }
 
 // Run simulates policy on scenario with seed. The run is deterministic:
@@ -193,6 +207,9 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 		return Result{}, err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x7468726f74746c65))
+	// The latency model's noise has a stream of its own, so the plant's
+	// and the controller's draws are what they were without it.
+	lat := latency{m: sc.LatencyModel(), rng: rand.New(rand.NewPCG(seed, 0x6c6174656e637921))}
 	res := Result{Scenario: sc.Name, Policy: policyName, Seed: seed, JobWork: map[throttle.Job]float64{}}
 	var (
 		history  []state
@@ -208,6 +225,7 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 		xids     float64 // transaction IDs spent since the start
 		xidsAt   float64 // xids when the long transaction began
 		deadRows float64 // rows deleted that vacuum cannot remove yet
+		p99s     []float64
 	)
 	horizonRule, horizonRuled := sc.Rules[signals.XminHorizonAgeSeconds]
 	const maxAge = signals.DefaultMaxAge
@@ -357,9 +375,13 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 		res.MaxArchivePending = max(res.MaxArchivePending, pending)
 		res.UnreclaimableDeadRows = max(res.UnreclaimableDeadRows, deadRows)
 		rates = append(rates, total)
+		p99 := lat.ratio(done * rowsPerBatch)
+		p99s = append(p99s, p99)
 		res.Series = append(res.Series, Point{T: t, Load: l, Measured: smoothed, Rate: total, Done: done, Oracle: oracle, Lag: st.lagSeconds,
-			Pending: pending, Horizon: horizonSecs, DeadRows: deadRows, Mode: mode})
+			Pending: pending, Horizon: horizonSecs, DeadRows: deadRows, P99Ratio: p99, Mode: mode})
 	}
+	res.Counterpart = lat.m.Scenario
+	res.P99RatioMedian, res.P99OverGoalShare = p99Summary(p99s)
 	if res.OracleWork > 0 {
 		res.Efficiency = res.Work / res.OracleWork
 	}
@@ -368,6 +390,27 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 }
 
 var errBatch = errors.New("sim: batch failed")
+
+// p99Summary is the median of a run's per-second p99 ratios and the
+// share of them over P99Goal.
+func p99Summary(xs []float64) (median, overShare float64) {
+	if len(xs) == 0 {
+		return 1, 0
+	}
+	over := 0
+	for _, x := range xs {
+		if x > P99Goal {
+			over++
+		}
+	}
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	median = s[n/2]
+	if n%2 == 0 {
+		median = (s[n/2-1] + s[n/2]) / 2
+	}
+	return median, float64(over) / float64(n)
+}
 
 // reversals counts changes of direction of a series, ignoring moves
 // under 1 %.

@@ -43,6 +43,10 @@ type Scenario struct {
 	// Rules are the rules adaptive adds to (or replaces among) the
 	// controller's defaults; the baselines ignore them.
 	Rules map[signals.Name]throttle.Rule
+	// Counterpart is the replay scenario (docs/replay) nearest this one,
+	// whose fitted latency model gives the foreground's p99 ratio; ""
+	// is surge.
+	Counterpart string
 }
 
 // LongTx is a transaction open from Start to End (seconds): while it is,
@@ -110,10 +114,26 @@ func Scenarios() []Scenario {
 			Name: name, Description: desc, Duration: duration,
 			Cores: constant(cores), Foreground: constant(0.4 * cores), Apply: constant(applyNormal),
 			ErrorRate: constant(0), Dropout: never, Held: never, Jobs: oneJob(), SpikeAt: -1, Delay: 1,
+			Counterpart: defaultCounterpart,
 		}
 	}
 	var out []Scenario
 
+	// Each scenario's Counterpart is the replay scenario nearest it, whose
+	// measured p99 ratios its latency model was fitted to (the replay runs
+	// each disturbance throughout its block; here it may last a while):
+	//   - cores-halved: cpu-hog, the same foreground on less CPU;
+	//   - replica-slow: replay-paused, the replica falls behind;
+	//   - primary-saturates-lag-zero: 2026-09-13, the incident itself;
+	//   - batch-errors: lock-contention, batches meet lock timeouts;
+	//   - slow-archiver: write-heavy, the job's WAL is what binds;
+	//   - every other one: surge, a busy primary with nothing else wrong.
+	//     Their disturbance is the foreground's level (step, ramp,
+	//     diurnal, flapping), the signal (stale-signal), the jobs
+	//     (weighted-jobs, manual-pause) or the horizon (long-transaction),
+	//     none of which the replay measured apart.
+	// The replay's conn-storm and quiet are no scenario's counterpart;
+	// its idle has no foreground and so no model.
 	s := base("steady", "foreground at 40% of 8 cores throughout", 600)
 	out = append(out, s)
 
@@ -136,6 +156,7 @@ func Scenarios() []Scenario {
 	out = append(out, s)
 
 	s = base("cores-halved", "failover to a host with half the cores at 300 s (foreground 30% becomes 60%)", 900)
+	s.Counterpart = "cpu-hog"
 	s.Cores = func(t float64) float64 {
 		if t >= 300 {
 			return cores / 2
@@ -147,6 +168,7 @@ func Scenarios() []Scenario {
 	out = append(out, s)
 
 	s = base("replica-slow", "the replica applies WAL at 6 MiB/s instead of 50 between 300 and 600 s", 900)
+	s.Counterpart = "replay-paused"
 	s.Apply = func(t float64) float64 {
 		if t >= 300 && t < 600 {
 			return 6 << 20
@@ -157,6 +179,7 @@ func Scenarios() []Scenario {
 	out = append(out, s)
 
 	s = base("primary-saturates-lag-zero", "2026-09-13: foreground climbs from 40% to 70% (120-420 s) while a fast replica shows no lag", 900)
+	s.Counterpart = "2026-09-13"
 	s.Foreground = ramp(0.4*cores, 0.7*cores, 120, 420)
 	s.Apply = constant(1 << 30)
 	out = append(out, s)
@@ -188,6 +211,7 @@ func Scenarios() []Scenario {
 	out = append(out, s)
 
 	s = base("batch-errors", "30% of batches fail (lock timeouts) between 200 and 400 s", 600)
+	s.Counterpart = "lock-contention"
 	s.ErrorRate = func(t float64) float64 {
 		if t >= 200 && t < 400 {
 			return 0.3
@@ -207,6 +231,7 @@ func Scenarios() []Scenario {
 	// about 98. The rule's critical level is GitLab's 42 pending
 	// segments; a reading moves in steps of one segment.
 	s = base("slow-archiver", "the archiver ships one 16 MiB WAL segment a second; the job's WAL (256 B a row) outruns it", 900)
+	s.Counterpart = "write-heavy"
 	s.WALPerRow = 256
 	s.Archive = constant(1)
 	s.Rules = map[signals.Name]throttle.Rule{

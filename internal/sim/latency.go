@@ -1,0 +1,185 @@
+package sim
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// latency.go: the foreground's p99 in the plant. The plant's load says
+// how busy the primary is; what the users feel is their p99, and that is
+// fitted to the replay's real measurements (docs/replay, by `throttled
+// sim fit`, into plantfit.json): per replay scenario, the p99 ratio of a
+// window where the job cleaned x of its unthrottled rows per second over
+// the foreground alone's next to it,
+//
+//	ratio(x) = 1 + a·x^b,   a >= 0, b > 0,
+//
+// a fitted median (least absolute deviations of ln ratio), with the
+// spread of ln ratio around it. The simulator reads it as an output
+// only: no policy sees it.
+
+// LatencyForm is the fitted model's form, as plantfit.json names it.
+const LatencyForm = "ratio(x) = 1 + a*x^b; x = the job's rows/s over its unthrottled rows/s in the scenario; ln ratio ~ ln ratio(x) + N(0, residual_sd)"
+
+// P99Goal is the p99 ratio the replay judges a policy by: 1.10.
+const P99Goal = 1.10
+
+// LatencyFit is plantfit.json: one latency model per replay scenario
+// that has a foreground.
+type LatencyFit struct {
+	Form string `json:"form"`
+	// Command is the command that fitted it.
+	Command string         `json:"command"`
+	Models  []LatencyModel `json:"models"`
+}
+
+// LatencyModel is one replay scenario's fitted foreground p99 ratio
+// against the job's rows per second.
+type LatencyModel struct {
+	// Scenario is the replay scenario (docs/replay/<scenario>.json).
+	Scenario string `json:"scenario"`
+	// Points is the pairs fitted: every policy window with a p99 ratio,
+	// the a/a ones (no job) at x = 0.
+	Points int `json:"points"`
+	// UnthrottledRowsPerSec is the median rows/s of the scenario's
+	// unthrottled windows: x = 1.
+	UnthrottledRowsPerSec float64 `json:"unthrottled_rows_per_s"`
+	// A and B are the curve's constants.
+	A float64 `json:"a"`
+	B float64 `json:"b"`
+	// ResidualSD is the spread of ln ratio around the curve, read
+	// robustly (1.4826 times the median absolute residual), so the few
+	// windows a stall struck do not widen it; Outliers counts the points
+	// more than three of it away.
+	ResidualSD float64 `json:"residual_sd"`
+	Outliers   int     `json:"outliers"`
+	// Steal is the hypervisor's steal over the scenario's seconds.
+	Steal StealStats `json:"steal"`
+}
+
+// StealStats is the distribution of the hypervisor's steal share over a
+// block's seconds (those where it could be read).
+type StealStats struct {
+	Seconds int `json:"seconds"`
+	// OverShare is the share of seconds with steal over 10 %, the
+	// replay's cut-off for a second's latency.
+	OverShare float64 `json:"share_over_0_10"`
+	P50       float64 `json:"p50"`
+	P90       float64 `json:"p90"`
+	P99       float64 `json:"p99"`
+	Max       float64 `json:"max"`
+}
+
+// Ratio is the model's median p99 ratio at x, the job's rows/s over its
+// unthrottled rows/s: 1 at x <= 0, non-decreasing.
+func (m LatencyModel) Ratio(x float64) float64 {
+	if x <= 0 || m.A <= 0 {
+		return 1
+	}
+	return 1 + m.A*math.Pow(x, m.B)
+}
+
+// check reports the first constant that would make the model something
+// other than a non-decreasing curve from 1.
+func (m LatencyModel) check() error {
+	ok := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case m.Scenario == "":
+		return fmt.Errorf("a model without a scenario")
+	case !ok(m.A) || m.A < 0:
+		return fmt.Errorf("%s: a = %v; want a number >= 0", m.Scenario, m.A)
+	case !ok(m.B) || m.B <= 0:
+		return fmt.Errorf("%s: b = %v; want a number > 0", m.Scenario, m.B)
+	case !ok(m.ResidualSD) || m.ResidualSD < 0:
+		return fmt.Errorf("%s: residual_sd = %v; want a number >= 0", m.Scenario, m.ResidualSD)
+	case !ok(m.UnthrottledRowsPerSec) || m.UnthrottledRowsPerSec <= 0:
+		return fmt.Errorf("%s: unthrottled_rows_per_s = %v; want a number > 0", m.Scenario, m.UnthrottledRowsPerSec)
+	}
+	return nil
+}
+
+// ParseLatencyFit reads plantfit.json and checks every model.
+func ParseLatencyFit(raw []byte) (LatencyFit, error) {
+	var f LatencyFit
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return LatencyFit{}, fmt.Errorf("sim: plantfit.json: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, m := range f.Models {
+		if err := m.check(); err != nil {
+			return LatencyFit{}, fmt.Errorf("sim: plantfit.json: %w", err)
+		}
+		if seen[m.Scenario] {
+			return LatencyFit{}, fmt.Errorf("sim: plantfit.json: %s fitted twice", m.Scenario)
+		}
+		seen[m.Scenario] = true
+	}
+	if !seen[defaultCounterpart] {
+		return LatencyFit{}, fmt.Errorf("sim: plantfit.json: no model for %s, the default counterpart", defaultCounterpart)
+	}
+	return f, nil
+}
+
+// Model returns the model fitted to the replay scenario called name.
+func (f LatencyFit) Model(name string) (LatencyModel, bool) {
+	i := slices.IndexFunc(f.Models, func(m LatencyModel) bool { return m.Scenario == name })
+	if i < 0 {
+		return LatencyModel{}, false
+	}
+	return f.Models[i], true
+}
+
+// MarshalIndent is the file's stored form: indented, one trailing
+// newline, so a refit's diff shows the constants that moved.
+func (f LatencyFit) MarshalIndent() ([]byte, error) {
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+//go:embed plantfit.json
+var plantFitJSON []byte
+
+// fitted is plantfit.json, read once.
+var fitted = func() LatencyFit {
+	f, err := ParseLatencyFit(plantFitJSON)
+	if err != nil {
+		panic(err) // TestPlantFit says why; sim fit checks what it writes
+	}
+	return f
+}()
+
+// defaultCounterpart is the replay scenario whose model a simulated one
+// without a nearer counterpart uses.
+const defaultCounterpart = "surge"
+
+// LatencyModel is the fitted model sc uses: its counterpart's, or
+// surge's.
+func (sc Scenario) LatencyModel() LatencyModel {
+	if m, ok := fitted.Model(sc.Counterpart); ok {
+		return m
+	}
+	m, _ := fitted.Model(defaultCounterpart)
+	return m
+}
+
+// jobCeilingRows is the simulated jobs' rows per second unpaced: x = 1,
+// as a replay scenario's unthrottled rows/s is.
+const jobCeilingRows = maxBudget * rowsPerBatch
+
+// latency draws the foreground's p99 ratio of one tick.
+type latency struct {
+	m   LatencyModel
+	rng interface{ NormFloat64() float64 }
+}
+
+// ratio is the tick's p99 ratio with the jobs cleaning rows per second:
+// the model's median times the fitted noise.
+func (l latency) ratio(rows float64) float64 {
+	return l.m.Ratio(rows/jobCeilingRows) * math.Exp(l.m.ResidualSD*l.rng.NormFloat64())
+}
