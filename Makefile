@@ -137,6 +137,11 @@ load: deps-postgres ## the sidecar under load: 1,000 /check clients, 200 remote 
 	THROTTLED_LOAD_SECONDS=$(LOAD_SECONDS) THROTTLED_LOAD_DOC=$(CURDIR)/docs/BENCHMARKS.md \
 		$(GO) test -run='^TestSidecarUnderLoad$$' -count=1 -v -timeout=10m ./sidecar
 
+.PHONY: sim-fit
+sim-fit: ## refit the simulator's latency model to the replay's results (docs/replay) into internal/sim/plantfit.json; rewrite docs/SIMULATION.md's tables
+	$(GO) run ./cmd/throttled sim fit --results docs/replay --out internal/sim/plantfit.json
+	$(GO) test -count=1 -run '^(TestSimFitDocIsCurrent|TestSimulationDocIsCurrent)$$' ./cmd/throttled -update
+
 .PHONY: replay
 replay: deps-postgres build ## the replay benchmark: every scenario as one block of interleaved windows (about 30 minutes; SCENARIO=surge runs one, about 4); results in docs/replay, tables in docs/BENCHMARKS.md
 	$(BIN) bench replay --scenario $(SCENARIO) --results docs/replay --doc docs/BENCHMARKS.md $(REPLAY_FLAGS)
