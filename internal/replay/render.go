@@ -118,6 +118,19 @@ func Evaluate(b *Block, g Goals) BlockResult {
 	}
 	if slices.Contains(b.Policies(), PolicyAA) {
 		r.AA, r.AAErr = CheckAA(b, g)
+		// Every other policy's verdicts must clear the instrument's own
+		// error in this block: see Guard.
+		var aaExceed Verdict
+		for _, p := range r.Policies {
+			if p.Policy == PolicyAA {
+				aaExceed = p.Exceed
+			}
+		}
+		for i := range r.Policies {
+			if p := &r.Policies[i]; p.Policy != PolicyAA {
+				p.P99, p.Exceed = Guard(p.P99, r.AA, g), Guard(p.Exceed, aaExceed, g)
+			}
+		}
 	}
 	if len(r.Fixed) > 0 && !sc.NoForeground {
 		r.Oracle, r.OracleRate, r.OracleOK = Oracle(r.Fixed, g.P99Ratio)
@@ -166,7 +179,10 @@ policy window's p99 over its alone neighbours'; the **share over** is the share 
 than the neighbours' own p99, over 1 %%. Each is decided over the pairs: the median ratio with its %.0f %%
 bootstrap interval, **met** when the interval lies at or under %.2f, **not met** when it lies above, else
 **undecided** (and with fewer than %d pairs). **a/a** is a window in which no job runs, judged exactly as a
-policy is: the instrument's own check (met, with an interval narrower than ±10 %%). The **oracle** is the
+policy is: the instrument's own check (met, with an interval narrower than ±10 %%). Every other policy's
+interval is then widened by the a/a's excursion in the same block (its low end divided by the a/a's high end
+where that is over 1, its high end by the a/a's low end where that is under 1): a verdict must clear the
+noise the instrument reads with no job at all, or it is undecided. The **oracle** is the
 rows per second read at a ratio of %.2f on the fixed rates' curves (isotonic fits of ratio and rows against
 the rate); **rows/oracle** is a policy's over it (goal at least 0.8). **Extra s ≥ critical** is the seconds
 the independent sampler read primary_load at or over critical in the policy's windows beyond its alone

@@ -300,6 +300,9 @@ type Verdict struct {
 	SignP float64
 	// Reason says why there is no verdict from the interval, if so.
 	Reason string
+	// OwnLow and OwnHigh are the pairs' own bootstrap interval where
+	// Guard widened Low and High by the block's a/a; 0 otherwise.
+	OwnLow, OwnHigh float64
 }
 
 // String reads like "met: 1.04 [0.98, 1.09], 12 pairs".
@@ -458,6 +461,48 @@ func CheckAA(b *Block, g Goals) (Verdict, error) {
 		return v, nil
 	}
 	return v, errors.New("a/a check: " + strings.Join(errs, "; "))
+}
+
+// Guard widens a policy's verdict v by the instrument's own error in the
+// same block, read from aa (the a/a windows' verdict on the same goal):
+// a policy is not met only where its interval's low end is over the goal
+// by more than the a/a read over 1.0 at its high end, and met only where
+// its high end is under the goal by more than the a/a read under 1.0 at
+// its low end. In log terms each end moves by the a/a's excursion on that
+// side: Low/max(aa.High, 1) and High/min(aa.Low, 1).
+//
+// Why: a median of ten pairs' ratios has a bootstrap interval that runs
+// narrow where the seconds' p99 is spiky and the spikes cluster; in
+// cpu-hog a policy whose job was paused in every window (no row cleaned)
+// read 1.91 [1.17, 3.57], not met, beside an a/a of 1.06 [0.94, 1.44].
+// The a/a is that same noise measured with no job at all: a verdict that
+// does not clear it is undecided. A block without a/a (or an a/a without
+// an interval) leaves v as it is.
+func Guard(v, aa Verdict, g Goals) Verdict {
+	g.fill()
+	if aa.Pairs == 0 || math.IsNaN(aa.Low) || math.IsNaN(aa.High) || v.Pairs == 0 || math.IsNaN(v.Low) || math.IsNaN(v.High) {
+		return v
+	}
+	up, down := max(aa.High, 1), min(aa.Low, 1)
+	if up == 1 && down == 1 {
+		return v
+	}
+	v.OwnLow, v.OwnHigh = v.Low, v.High
+	v.Low, v.High = v.Low/up, v.High/down
+	switch {
+	case v.Pairs < g.MinPairs:
+		v.Outcome = OutcomeUndecided
+	case v.High <= v.Goal:
+		v.Outcome = OutcomeMet
+	case v.Low > v.Goal:
+		v.Outcome = OutcomeNotMet
+	default:
+		v.Outcome = OutcomeUndecided
+		if v.Reason == "" && (v.OwnHigh <= v.Goal || v.OwnLow > v.Goal) {
+			v.Reason = fmt.Sprintf("its own interval [%.2f, %.2f] does not clear the a/a's [%.2f, %.2f]", v.OwnLow, v.OwnHigh, aa.Low, aa.High)
+		}
+	}
+	return v
 }
 
 // RatePoint is one fixed rate's result: the median p99 ratio of its pairs

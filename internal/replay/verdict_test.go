@@ -480,3 +480,44 @@ func TestCriticalScalesAloneToThePolicySeconds(t *testing.T) {
 		t.Errorf("pairs %+v", pairs)
 	}
 }
+
+// A verdict must clear the instrument's own noise in its block: in
+// cpu-hog a policy paused in every window read 1.91 [1.17, 3.57] beside an
+// a/a of 1.06 [0.94, 1.44]; divided by the a/a's high end its low end is
+// under the goal, so it is undecided, not "not met". Unthrottled's 2.29
+// [1.99, 2.46] beside a/a's [0.97, 1.13] stays not met, and a met verdict
+// stays met only where its high end clears the a/a's low end.
+func TestGuardWidensByTheAAExcursion(t *testing.T) {
+	g := Goals{}
+	g.fill()
+	v := func(med, lo, hi float64) Verdict {
+		return Verdict{Median: med, Low: lo, High: hi, Pairs: 10, Goal: g.P99Ratio}
+	}
+	paused := Guard(Verdict{Outcome: OutcomeNotMet, Median: 1.91, Low: 1.17, High: 3.57, Pairs: 10, Goal: 1.10}, v(1.06, 0.94, 1.44), g)
+	if paused.Outcome != OutcomeUndecided || paused.OwnLow != 1.17 || math.Abs(paused.Low-1.17/1.44) > 1e-9 || math.Abs(paused.High-3.57/0.94) > 1e-9 {
+		t.Errorf("paused policy: %+v; want undecided over [%.3f, %.3f], its own interval kept", paused, 1.17/1.44, 3.57/0.94)
+	}
+	if paused.Reason == "" {
+		t.Error("a verdict the guard undid says nothing of why")
+	}
+	hurt := Guard(v(2.29, 1.99, 2.46), v(1.00, 0.97, 1.13), g)
+	if hurt.Outcome != OutcomeNotMet {
+		t.Errorf("unthrottled: %+v; want not met", hurt)
+	}
+	gentle := Guard(v(1.00, 0.95, 1.05), v(1.00, 0.97, 1.02), g)
+	if gentle.Outcome != OutcomeMet || math.Abs(gentle.High-1.05/0.97) > 1e-9 {
+		t.Errorf("gentle: %+v; want met at %.3f", gentle, 1.05/0.97)
+	}
+	edge := Guard(v(1.00, 0.95, 1.08), v(1.00, 0.90, 1.02), g)
+	if edge.Outcome != OutcomeUndecided {
+		t.Errorf("met by its own interval, but 1.08/0.90 is over the goal: %+v; want undecided", edge)
+	}
+	// An a/a inside [1, 1] at both ends, or none at all, changes nothing.
+	if got := Guard(v(1.5, 1.3, 1.7), Verdict{}, g); got.Low != 1.3 || got.OwnLow != 0 {
+		t.Errorf("no a/a: %+v; want the verdict as it was", got)
+	}
+	few := Guard(Verdict{Outcome: OutcomeUndecided, Median: 1.5, Low: 1.3, High: 1.7, Pairs: 5, Goal: 1.10}, v(1.0, 0.98, 1.02), g)
+	if few.Outcome != OutcomeUndecided {
+		t.Errorf("five pairs: %+v; want undecided whatever the interval", few)
+	}
+}
