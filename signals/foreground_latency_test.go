@@ -3,6 +3,7 @@ package signals
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -283,5 +284,65 @@ func TestForegroundOneSlowProbeIsLeftOut(t *testing.T) {
 	out, _ = feed(f, at, false, 400)
 	if r := sampleOf(t, out, ForegroundLatency); r.Err != nil || r.Raw < 5 {
 		t.Fatalf("two 400 ms probes within the span: ratio %+v; want well over the target", r)
+	}
+}
+
+// With Config.ForegroundLatencyTail the ratio compares the slowest fifth
+// of the span's probes with the slowest fifth of the job-free ones: a job
+// that slows one probe in ten fivefold reads 3 (eight slowest: four at 5
+// ms, four at 1), where the mean without its slowest reads 51/39.
+func TestForegroundTailSeesWhatTheMeanMisses(t *testing.T) {
+	mean, tail := newForeground(), newForeground()
+	tail.tail = true
+	_, at := feed(mean, t0, true, repeat(1, 40)...)
+	feed(tail, t0, true, repeat(1, 40)...)
+	var mout, tout []Sample
+	for range 4 {
+		mout, _ = feed(mean, at, false, 5)
+		tout, at = feed(tail, at, false, 5)
+		for range 9 {
+			mout, _ = feed(mean, at, true, 1)
+			tout, at = feed(tail, at, true, 1)
+		}
+	}
+	if r := sampleOf(t, mout, ForegroundLatency); !near(r.Raw, 51.0/39) {
+		t.Fatalf("mean: ratio %v; want 51/39", r.Raw)
+	}
+	if r := sampleOf(t, tout, ForegroundLatency); !near(r.Raw, 3) || !near(tail.tailBase, 1*ms) || !near(tail.base, 1*ms) {
+		t.Fatalf("tail: ratio %v, tail baseline %v ms, baseline %v ms; want 3 against 1 ms", r.Raw, tail.tailBase/ms, tail.base/ms)
+	}
+	// The latency sample is the mean either way.
+	if m, tl := sampleOf(t, mout, ForegroundLatencySeconds), sampleOf(t, tout, ForegroundLatencySeconds); !near(m.Value, tl.Value) {
+		t.Fatalf("latency %v and %v; want the same mean", m.Value, tl.Value)
+	}
+}
+
+// The held baseline measures the tail's too, from the run of job-free
+// probes that measured it.
+func TestHeldBaselineMeasuresTheTail(t *testing.T) {
+	h := newHeldForeground()
+	h.tail = true
+	lats := repeat(1, heldProbes)
+	lats[3], lats[11], lats[17], lats[19] = 2, 2, 3, 3 // slowest fifth: 3, 3, 2, 2
+	out, _ := feed(h, t0, true, lats...)
+	if r := sampleOf(t, out, ForegroundLatency); r.Err != nil || !near(h.tailBase, 2.5*ms) || !near(h.base, 1.3*ms) {
+		t.Fatalf("held: %+v, tail baseline %v ms, baseline %v ms; want 2.5 and 1.3", r, h.tailBase/ms, h.base/ms)
+	}
+}
+
+func TestSlowestFifth(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{4}, 4},
+		{[]float64{3, 1}, 2},
+		{[]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 9.5},
+		{[]float64{10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 1, 1, 1, 1, 1}, 9}, // 15 values: the slowest 3
+	} {
+		if got := slowestFifth(slices.Clone(c.in)); !near(got, c.want) {
+			t.Errorf("slowestFifth(%v) = %v; want %v", c.in, got, c.want)
+		}
 	}
 }

@@ -88,6 +88,16 @@ type Config struct {
 	// foreground, a surge of users as much as the jobs, counts against
 	// the jobs. Off by default.
 	ForegroundLatencyHeldBaseline bool
+	// ForegroundLatencyTail compares the slowest fifth of the canary's
+	// probes in the span with the slowest fifth of the job-free ones that
+	// measured the baseline, instead of their means: the foreground's p99
+	// moves with the few transactions that meet a job's burst, which
+	// moves a mean little (see slowestFifth for the measurements). Off by
+	// default: on the replay's probe blocks it read a cleanup's harm
+	// further from its noise than the mean in quiet and write-heavy, and
+	// a little nearer in surge, and it is not yet proven on the real pair
+	// as the default.
+	ForegroundLatencyTail bool
 	// Custom are the custom signals (see custom.go): scalar queries run
 	// on a connection of their own in READ ONLY transactions. None by
 	// default.

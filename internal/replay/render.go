@@ -254,7 +254,7 @@ func cell(v Verdict) string {
 }
 
 func bold(policy string) string {
-	if policy == PolicyAdaptive || policy == PolicyAdaptiveLoad {
+	if policy == PolicyAdaptive || policy == PolicyAdaptiveLoad || policy == PolicyAdaptiveTail {
 		return "**" + policy + "**"
 	}
 	return policy

@@ -35,6 +35,11 @@ const (
 	// latency (Options.NoForegroundLatency): load, headroom and lag
 	// alone, the defaults where the canary cannot run.
 	PolicyAdaptiveLoad = "adaptive-load"
+	// PolicyAdaptiveTail is adaptive with the canary comparing the
+	// slowest fifth of its probes rather than their mean
+	// (signals.Config.ForegroundLatencyTail): the candidate for the
+	// canary's default, judged beside adaptive in the same block.
+	PolicyAdaptiveTail = "adaptive-tail"
 	// PolicyForegroundAgain is foreground alone once more, after every
 	// other run: how far p99 moves between two runs of the same thing,
 	// the noise any ratio to foreground alone carries.
