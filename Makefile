@@ -142,6 +142,10 @@ sim-fit: ## refit the simulator's latency model to the replay's results (docs/re
 	$(GO) run ./cmd/throttled sim fit --results docs/replay --out internal/sim/plantfit.json
 	$(GO) test -count=1 -run '^(TestSimFitDocIsCurrent|TestSimulationDocIsCurrent)$$' ./cmd/throttled -update
 
+.PHONY: sim-search
+sim-search: ## search the canary's target and the controller's growth and breach memory in simulation (about two minutes); rewrite docs/SIMULATION.md's section on it
+	$(GO) run ./cmd/throttled sim search --doc docs/SIMULATION.md
+
 .PHONY: replay
 replay: deps-postgres build ## the replay benchmark: every scenario as one block of interleaved windows (about 30 minutes; SCENARIO=surge runs one, about 4); results in docs/replay, tables in docs/BENCHMARKS.md
 	$(BIN) bench replay --scenario $(SCENARIO) --results docs/replay --doc docs/BENCHMARKS.md $(REPLAY_FLAGS)

@@ -34,6 +34,10 @@ type LatencyFit struct {
 	// Command is the command that fitted it.
 	Command string         `json:"command"`
 	Models  []LatencyModel `json:"models"`
+	// CanaryForm is the canary models' form; Canary one canary model per
+	// probe scenario (docs/replay/probe).
+	CanaryForm string        `json:"canary_form"`
+	Canary     []CanaryModel `json:"canary"`
 }
 
 // LatencyModel is one replay scenario's fitted foreground p99 ratio
@@ -119,6 +123,19 @@ func ParseLatencyFit(raw []byte) (LatencyFit, error) {
 	}
 	if !seen[defaultCounterpart] {
 		return LatencyFit{}, fmt.Errorf("sim: plantfit.json: no model for %s, the default counterpart", defaultCounterpart)
+	}
+	seen = map[string]bool{}
+	for _, m := range f.Canary {
+		if err := m.check(); err != nil {
+			return LatencyFit{}, fmt.Errorf("sim: plantfit.json: %w", err)
+		}
+		if seen[m.Scenario] {
+			return LatencyFit{}, fmt.Errorf("sim: plantfit.json: canary %s fitted twice", m.Scenario)
+		}
+		seen[m.Scenario] = true
+	}
+	if !seen[defaultCounterpart] {
+		return LatencyFit{}, fmt.Errorf("sim: plantfit.json: no canary model for %s, the default counterpart", defaultCounterpart)
 	}
 	return f, nil
 }

@@ -53,9 +53,14 @@ func TestParseLatencyFitRefusesBadModels(t *testing.T) {
 		{`{"models":[` + strings.Replace(surge, "surge", "cpu-hog", 1) + `]}`, "no model for surge"},
 		{`{"models":`, "plantfit.json"},
 	} {
-		_, err := ParseLatencyFit([]byte(c.json))
+		// Every file has a canary model for surge besides.
+		doc := c.json
+		if strings.HasSuffix(doc, "]}") {
+			doc = strings.TrimSuffix(doc, "}") + `,"canary":[{"scenario":"surge","points":5,"unthrottled_rows_per_s":1000,"c":0.2,"d":0.9}]}`
+		}
+		_, err := ParseLatencyFit([]byte(doc))
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
-			t.Errorf("%s: %v; want %q", c.json, err, c.want)
+			t.Errorf("%s: %v; want %q", doc, err, c.want)
 		}
 	}
 }
@@ -110,12 +115,12 @@ func TestP99RatioFollowsTheRows(t *testing.T) {
 	for _, name := range []string{"steady", "primary-saturates-lag-zero"} {
 		sc, _ := ScenarioNamed(name)
 		m := sc.LatencyModel()
-		unthrottled, err := run(sc, "fixed", maxBudget, 1)
+		unthrottled, err := run(sc, "fixed", maxBudget, 1, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		fixed := run1(t, name, "fixed")
-		none, err := run(sc, "fixed", 0, 1)
+		none, err := run(sc, "fixed", 0, 1, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,10 +27,10 @@ var PolicyNames = []string{"adaptive", "fixed", "lag-only", "binary", "aimd"}
 
 // newPolicy builds the policy called name for scenario sc. fixedRate is
 // used by "fixed" only.
-func newPolicy(name string, sc Scenario, fixedRate float64, held func(time.Time) bool) (Policy, error) {
+func newPolicy(name string, sc Scenario, fixedRate float64, held func(time.Time) bool, o Options) (Policy, error) {
 	switch name {
 	case "adaptive":
-		return newAdaptive(sc, held)
+		return newAdaptive(sc, held, o)
 	case "fixed":
 		return &budgetPolicy{sc: sc, budget: fixedRate, step: func(float64, signals.Snapshot) (float64, string) { return fixedRate, "fixed" }}, nil
 	case "lag-only":
@@ -123,15 +123,25 @@ func (h simHolds) Applying(now time.Time, _ throttle.Job) []throttle.Hold {
 		Created: now, Expires: now.Add(time.Hour)}}
 }
 
-func newAdaptive(sc Scenario, held func(time.Time) bool) (*adaptive, error) {
+func newAdaptive(sc Scenario, held func(time.Time) bool, o Options) (*adaptive, error) {
 	rules := throttle.DefaultRules()
 	maps.Copy(rules, sc.Rules)
+	if o.CanaryTarget > 0 {
+		// As throttled.Open adds it where the canary runs: the product's
+		// rule, at the target asked for.
+		r := throttle.DefaultForegroundLatencyRule
+		r.Target = o.CanaryTarget
+		rules[signals.ForegroundLatency] = r
+	}
 	c, err := throttle.New(throttle.Config{
 		Rules:         rules,
 		Replicas:      map[string]throttle.ReplicaPolicy{"replica1": throttle.ReplicaRequired},
 		MaxBudget:     maxBudget,
 		InitialBudget: initBudget,
 		Holds:         simHolds{held},
+		MaxGrowth:     o.MaxGrowth,
+		GrowEvery:     o.GrowEvery,
+		BreachMemory:  o.BreachMemory,
 	})
 	if err != nil {
 		return nil, err

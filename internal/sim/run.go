@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -34,7 +35,13 @@ type Point struct {
 	// from the latency model of the scenario's counterpart (an output: no
 	// policy reads it).
 	P99Ratio float64
-	Mode     string
+	// Canary is the canary's raw foreground_latency ratio over the tick,
+	// from the canary model of the scenario's counterpart: what the
+	// poller emits (smoothed) as signals.ForegroundLatency, a tick or
+	// more later as every sample. Only adaptive with Options.CanaryTarget
+	// acts on it.
+	Canary float64
+	Mode   string
 }
 
 // Result measures one policy on one scenario.
@@ -79,20 +86,75 @@ type Result struct {
 	P99RatioMedian   float64 `json:"p99_ratio_median"`
 	P99OverGoalShare float64 `json:"p99_ratio_over_1_10_share"`
 	// Counterpart is the replay scenario whose latency model gave them.
-	Counterpart string  `json:"latency_counterpart"`
-	Series      []Point `json:"-"`
+	Counterpart string `json:"latency_counterpart"`
+	// CanaryRatioMedian is the median over the run's seconds of the
+	// canary's raw ratio (Point.Canary); CanaryCounterpart the probe
+	// scenario whose canary model gave it.
+	CanaryRatioMedian float64 `json:"canary_ratio_median"`
+	CanaryCounterpart string  `json:"canary_counterpart"`
+	// CanaryTarget is the foreground_latency rule's target adaptive ran
+	// with (Options.CanaryTarget); 0 without the rule.
+	CanaryTarget float64 `json:"canary_target,omitempty"`
+	Series       []Point `json:"-"`
+}
+
+// Options change how adaptive runs, and what the canary reads; the zero
+// value is the product's defaults without a canary rule, as the
+// comparison table runs it. The baselines ignore the controller's
+// options, and fixed all of them.
+type Options struct {
+	// CanaryTarget, over 1, adds the product's foreground_latency rule
+	// (throttle.DefaultForegroundLatencyRule: required) with this target
+	// to adaptive's rules, as throttled.Open adds it where the canary can
+	// run.
+	CanaryTarget float64
+	// MaxGrowth, GrowEvery and BreachMemory set the controller's
+	// (throttle.Config); 0 keeps its defaults.
+	MaxGrowth    float64
+	GrowEvery    int
+	BreachMemory time.Duration
+	// CanaryNoise scales the canary's fitted noise (the spread of ln
+	// ratio its model drew from the replay's pairs): 0 keeps it as
+	// fitted, under 0 draws none. It changes only what the canary reads.
+	CanaryNoise float64
+}
+
+// check reports an option the controller would refuse.
+func (o Options) check() error {
+	if o.CanaryTarget != 0 {
+		if err := throttle.CheckForegroundTarget(o.CanaryTarget); err != nil {
+			return fmt.Errorf("sim: canary target %w", err)
+		}
+	}
+	switch {
+	case o.MaxGrowth != 0 && !(o.MaxGrowth > 1):
+		return fmt.Errorf("sim: max growth %v; want over 1", o.MaxGrowth)
+	case o.GrowEvery < 0:
+		return fmt.Errorf("sim: grow every %d ticks; want 1 or more", o.GrowEvery)
+	case o.BreachMemory < 0:
+		return fmt.Errorf("sim: breach memory %s; want 0 (the default) or more", o.BreachMemory)
+	}
+	return nil
 }
 
 // Run simulates policy on scenario with seed. The run is deterministic:
 // the same arguments give the same Result.
 func Run(sc Scenario, policy string, seed uint64) (Result, error) {
+	return RunWith(sc, policy, seed, Options{})
+}
+
+// RunWith is Run with adaptive changed by o.
+func RunWith(sc Scenario, policy string, seed uint64, o Options) (Result, error) {
+	if err := o.check(); err != nil {
+		return Result{}, err
+	}
 	if policy == "fixed" {
 		rate := bestFixedRate(sc, seed)
-		r, err := run(sc, policy, rate, seed)
+		r, err := run(sc, policy, rate, seed, Options{})
 		r.FixedRate = rate
 		return r, err
 	}
-	return run(sc, policy, 0, seed)
+	return run(sc, policy, 0, seed, o)
 }
 
 // bestFixedRate is the highest constant rate that adds no time over
@@ -101,7 +163,7 @@ func Run(sc Scenario, policy string, seed uint64) (Result, error) {
 // in advance.
 func bestFixedRate(sc Scenario, seed uint64) float64 {
 	measure := func(rate float64) (float64, float64) {
-		r, _ := run(sc, "fixed", rate, seed)
+		r, _ := run(sc, "fixed", rate, seed, Options{})
 		return r.TimeAboveTarget, r.TimeAboveCritical
 	}
 	floorTarget, floorCritical := measure(0)
@@ -134,6 +196,8 @@ type state struct {
 	// tick; held whether a long transaction holds it.
 	horizonSecs, horizonXIDs float64
 	held                     bool
+	// canary is the canary's raw ratio over the tick.
+	canary float64
 }
 
 // errWALWarmup is the WAL rate's error before two ticks of readings, as
@@ -173,7 +237,7 @@ func (a *archiver) step(wal float64, rate func(float64) float64, t float64) floa
 // WAL rate is over seen and the tick before it, prev, and an error while
 // there is none. The horizon's holder is named while sc's long
 // transaction holds it.
-func observe(sc Scenario, seen state, prev *state, smoothed, raw float64, now time.Time) []signals.Sample {
+func observe(sc Scenario, seen state, prev *state, smoothed, raw, canarySmoothed float64, now time.Time) []signals.Sample {
 	walRate := signals.Sample{Name: signals.WALBytesPerSecond, Unit: signals.UnitBytesPerSecond, At: now, Err: errWALWarmup}
 	if prev != nil {
 		bps := (seen.wal + prev.wal) / 2
@@ -191,6 +255,7 @@ func observe(sc Scenario, seen state, prev *state, smoothed, raw float64, now ti
 		{Name: signals.ArchiveFailing, Value: 0, Raw: 0, Unit: signals.UnitBool, At: now},
 		{Name: signals.XminHorizonAgeXIDs, Value: seen.horizonXIDs, Raw: seen.horizonXIDs, Unit: signals.UnitXIDs, At: now},
 		{Name: signals.XminHorizonAgeSeconds, Value: seen.horizonSecs, Raw: seen.horizonSecs, Unit: signals.UnitSeconds, At: now},
+		{Name: signals.ForegroundLatency, Value: canarySmoothed, Raw: seen.canary, Unit: signals.UnitRatio, At: now},
 	}
 	if seen.held {
 		out = append(out, signals.Sample{Name: signals.XminHorizonHolder,
@@ -200,9 +265,9 @@ func observe(sc Scenario, seen state, prev *state, smoothed, raw float64, now ti
 	return out
 }
 
-func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result, error) {
+func run(sc Scenario, policyName string, fixedRate float64, seed uint64, o Options) (Result, error) {
 	held := func(now time.Time) bool { return sc.Held(now.Sub(epoch).Seconds()) }
-	p, err := newPolicy(policyName, sc, fixedRate, held)
+	p, err := newPolicy(policyName, sc, fixedRate, held, o)
 	if err != nil {
 		return Result{}, err
 	}
@@ -210,7 +275,19 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 	// The latency model's noise has a stream of its own, so the plant's
 	// and the controller's draws are what they were without it.
 	lat := latency{m: sc.LatencyModel(), rng: rand.New(rand.NewPCG(seed, 0x6c6174656e637921))}
+	// So has the canary's: the other columns are what they were whether
+	// or not a policy reads it.
+	can := canary{m: sc.CanaryModel(), rng: rand.New(rand.NewPCG(seed, 0x63616e6172792121))}
+	switch {
+	case o.CanaryNoise < 0:
+		can.m.ResidualSD = 0
+	case o.CanaryNoise > 0:
+		can.m.ResidualSD *= o.CanaryNoise
+	}
 	res := Result{Scenario: sc.Name, Policy: policyName, Seed: seed, JobWork: map[throttle.Job]float64{}}
+	if policyName == "adaptive" {
+		res.CanaryTarget = o.CanaryTarget
+	}
 	var (
 		history  []state
 		lagBytes float64
@@ -226,6 +303,9 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 		xidsAt   float64 // xids when the long transaction began
 		deadRows float64 // rows deleted that vacuum cannot remove yet
 		p99s     []float64
+		canaries []float64
+		// the canary's smoothed ratio, as the sampler's EWMA
+		canarySmoothed float64
 	)
 	horizonRule, horizonRuled := sc.Rules[signals.XminHorizonAgeSeconds]
 	const maxAge = signals.DefaultMaxAge
@@ -239,7 +319,7 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 		// stay and age.
 		if !sc.Dropout(t) {
 			// Before the first tick the primary carried its foreground alone.
-			seen := state{load: load(sc.Foreground(0)/sc.Cores(0), sc.Cores(0)), used: 0.4}
+			seen := state{load: load(sc.Foreground(0)/sc.Cores(0), sc.Cores(0)), used: 0.4, canary: 1}
 			var prev *state // the tick before seen, for the WAL rate
 			if k := tick - 1 - sc.Delay; k >= 0 {
 				seen = history[k]
@@ -250,10 +330,12 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 			raw := max(0, seen.load*(1+noiseSigma*rng.NormFloat64()))
 			if !smoothOK {
 				smoothed, smoothOK = raw, true
+				canarySmoothed = seen.canary
 			} else {
 				smoothed += (1 - math.Exp(-tickSeconds/smoothingTau)) * (raw - smoothed)
+				canarySmoothed += (1 - math.Exp(-tickSeconds/canaryTau)) * (seen.canary - canarySmoothed)
 			}
-			last = observe(sc, seen, prev, smoothed, raw, now)
+			last = observe(sc, seen, prev, smoothed, raw, canarySmoothed, now)
 			lastAt = now
 		}
 		snap := signals.Snapshot{At: now, MaxAge: maxAge, Samples: last}
@@ -318,7 +400,9 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 		} else {
 			deadRows = 0 // vacuum may remove them now
 		}
+		canaryRaw := can.ratio(done * rowsPerBatch)
 		st := state{
+			canary:      canaryRaw,
 			load:        l,
 			used:        min(1.5, (40+total*dur)/usableConns),
 			lagBytes:    lagBytes,
@@ -377,10 +461,13 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64) (Result
 		rates = append(rates, total)
 		p99 := lat.ratio(done * rowsPerBatch)
 		p99s = append(p99s, p99)
+		canaries = append(canaries, canaryRaw)
 		res.Series = append(res.Series, Point{T: t, Load: l, Measured: smoothed, Rate: total, Done: done, Oracle: oracle, Lag: st.lagSeconds,
-			Pending: pending, Horizon: horizonSecs, DeadRows: deadRows, P99Ratio: p99, Mode: mode})
+			Pending: pending, Horizon: horizonSecs, DeadRows: deadRows, P99Ratio: p99, Canary: canaryRaw, Mode: mode})
 	}
 	res.Counterpart = lat.m.Scenario
+	res.CanaryCounterpart = can.m.Scenario
+	res.CanaryRatioMedian, _ = p99Summary(canaries)
 	res.P99RatioMedian, res.P99OverGoalShare = p99Summary(p99s)
 	if res.OracleWork > 0 {
 		res.Efficiency = res.Work / res.OracleWork

@@ -243,8 +243,8 @@ func TestLongTransactionSlowsAndResumes(t *testing.T) {
 func TestObserve(t *testing.T) {
 	sc, _ := ScenarioNamed("long-transaction")
 	now := epoch.Add(time.Minute)
-	seen := state{wal: 3 << 20, pending: 7, horizonSecs: 42, horizonXIDs: 1e4, held: true}
-	snap := signals.Snapshot{At: now, MaxAge: signals.DefaultMaxAge, Samples: observe(sc, seen, &state{wal: 1 << 20}, 0.5, 0.5, now)}
+	seen := state{wal: 3 << 20, pending: 7, horizonSecs: 42, horizonXIDs: 1e4, held: true, canary: 1.3}
+	snap := signals.Snapshot{At: now, MaxAge: signals.DefaultMaxAge, Samples: observe(sc, seen, &state{wal: 1 << 20}, 0.5, 0.5, 1.2, now)}
 	for _, c := range []struct {
 		name   signals.Name
 		labels map[string]string
@@ -262,9 +262,13 @@ func TestObserve(t *testing.T) {
 			t.Errorf("%s%v: %+v, %v; want %v", c.name, c.labels, s, ok, c.want)
 		}
 	}
+	// The canary: its smoothed ratio, and the tick's raw one.
+	if s, ok := snap.Get(signals.ForegroundLatency, nil); !ok || s.Err != nil || s.Value != 1.2 || s.Raw != 1.3 || s.Unit != signals.UnitRatio {
+		t.Errorf("foreground_latency: %+v, %v; want 1.2 smoothed, 1.3 raw, a ratio", s, ok)
+	}
 	// No window yet: the WAL rate is an error, never 0; nothing held: no
 	// holder.
-	snap.Samples = observe(sc, state{}, nil, 0.5, 0.5, now)
+	snap.Samples = observe(sc, state{}, nil, 0.5, 0.5, 1, now)
 	if s, ok := snap.Get(signals.WALBytesPerSecond, nil); !ok || s.Err == nil {
 		t.Errorf("WAL rate without a window: %+v", s)
 	}

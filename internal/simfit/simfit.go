@@ -2,7 +2,9 @@
 // replay's real measurements: per replay scenario, the foreground's p99
 // ratio against the job's rows per second, from every pair of a block
 // (replay.Pairs), written to internal/sim/plantfit.json by `throttled sim
-// fit` (make sim-fit).
+// fit` (make sim-fit); and, in canary.go, the foreground_latency
+// canary's ratio the same way, from the replay's probe blocks
+// (docs/replay/probe).
 //
 // The model is ratio(x) = 1 + a·x^b with a >= 0 and b > 0: 1 with no
 // job, non-decreasing in x. x is the window's rows per second over the
@@ -161,6 +163,17 @@ func FitBlocks(blocks []*replay.Block) (sim.LatencyFit, []Scenario) {
 	return f, all
 }
 
+// FitAll fits the p99 models to blocks and the canary models to probes
+// (the probe blocks, docs/replay/probe): plantfit.json's whole content,
+// and every block's fit of each.
+func FitAll(blocks, probes []*replay.Block) (sim.LatencyFit, []Scenario, []CanaryScenario) {
+	f, all := FitBlocks(blocks)
+	f.CanaryForm = sim.CanaryForm
+	var canaries []CanaryScenario
+	f.Canary, canaries = FitCanaryBlocks(probes)
+	return f, all, canaries
+}
+
 // The search's bounds. b under 0.1 is a step at x = 0 (any job, however
 // slow, costs all of it), over 5 no cost until the job is almost
 // unthrottled: neither is a curve the data could tell from its
@@ -238,10 +251,15 @@ func Fit(xs, ratios []float64) (a, b float64) {
 // normal's standard deviation, read so that a few stalls do not widen
 // it), and how many points lie more than three of it away.
 func Residuals(m sim.LatencyModel, xs, ratios []float64) (sd float64, outliers int) {
+	return residuals(m.Ratio, xs, ratios)
+}
+
+// residuals is Residuals around any curve.
+func residuals(curve func(float64) float64, xs, ratios []float64) (sd float64, outliers int) {
 	var abs []float64
 	for i := range min(len(xs), len(ratios)) {
 		if ratios[i] > 0 && finite(ratios[i]) && finite(xs[i]) {
-			abs = append(abs, math.Abs(math.Log(ratios[i])-math.Log(m.Ratio(xs[i]))))
+			abs = append(abs, math.Abs(math.Log(ratios[i])-math.Log(curve(xs[i]))))
 		}
 	}
 	if len(abs) == 0 {
