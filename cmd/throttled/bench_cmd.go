@@ -111,7 +111,7 @@ var (
 func (o *replayOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.short, "short", false, "the instrument's own check: the surge scenario with a/a and unthrottled only, 16 pairs, on a smaller table (about 3 minutes); results to out/replay-short")
 	fs.StringVar(&o.scenarios, "scenario", "all", "comma-separated scenarios ("+strings.Join(replay.ScenarioNames(), ", ")+"), or all")
-	fs.StringVar(&o.policies, "policy", "", "comma-separated policies for the windows (default "+strings.Join(replay.BlockPolicies, ", ")+"; also lag-only, binary, adaptive-tail)")
+	fs.StringVar(&o.policies, "policy", "", "comma-separated policies for the windows (default "+strings.Join(replay.BlockPolicies, ", ")+"; also lag-only, binary, adaptive-tail, adaptive-held)")
 	fs.BoolVar(&o.calibrate, "calibrate", false, "measure the foreground's rate on this machine again (twice; they must agree within 20 %) and write the calibration file")
 	fs.BoolVar(&o.render, "render", false, "run nothing: render --doc and the PNGs from the results files present")
 	fs.StringVar(&o.results, "results", "docs/replay", "directory of the results files, one per scenario, and the PNGs")
@@ -170,7 +170,7 @@ func (o *replayOptions) check(fs *pflag.FlagSet) error {
 	case o.policies == "" && o.short:
 		o.block.Policies = shortPolicies
 	case o.policies != "":
-		known := []string{replay.PolicyAA, replay.PolicyUnthrottled, replay.PolicyFixed, replay.PolicyLagOnly, replay.PolicyBinary, replay.PolicyAdaptive, replay.PolicyAdaptiveLoad, replay.PolicyAdaptiveTail}
+		known := []string{replay.PolicyAA, replay.PolicyUnthrottled, replay.PolicyFixed, replay.PolicyLagOnly, replay.PolicyBinary, replay.PolicyAdaptive, replay.PolicyAdaptiveLoad, replay.PolicyAdaptiveTail, replay.PolicyAdaptiveHeld}
 		if o.block.Policies, err = list("policy", o.policies, known); err != nil {
 			return err
 		}

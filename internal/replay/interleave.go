@@ -149,8 +149,8 @@ func (c *BlockConfig) validate() error {
 		bad("Rate must be a positive number of transactions per second (the calibration's), got %v", c.Rate)
 	}
 	for _, p := range c.Policies {
-		if p == PolicyAlone || p == PolicyForeground || p == PolicyForegroundAgain || !slices.Contains(append([]string{PolicyAA, PolicyAdaptiveTail}, PolicyNames...), p) {
-			bad("Policies: %q is not a policy a window can run; want some of %s, %v", p, PolicyAA, []string{PolicyUnthrottled, PolicyFixed, PolicyLagOnly, PolicyBinary, PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail})
+		if p == PolicyAlone || p == PolicyForeground || p == PolicyForegroundAgain || !slices.Contains(append([]string{PolicyAA, PolicyAdaptiveTail, PolicyAdaptiveHeld}, PolicyNames...), p) {
+			bad("Policies: %q is not a policy a window can run; want some of %s, %v", p, PolicyAA, []string{PolicyUnthrottled, PolicyFixed, PolicyLagOnly, PolicyBinary, PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail, PolicyAdaptiveHeld})
 		}
 	}
 	if slices.Contains(c.Policies, PolicyFixed) && !slices.Contains(c.Policies, PolicyUnthrottled) {
@@ -215,7 +215,7 @@ func Schedule(policies []Window, pairs, windowSeconds, aloneDrop int, alone bool
 	}
 	group := func(w Window) int {
 		switch w.Policy {
-		case PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail, PolicyAA:
+		case PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail, PolicyAdaptiveHeld, PolicyAA:
 			return 0
 		case PolicyUnthrottled:
 			return 1
@@ -379,7 +379,7 @@ func newBlockJob(ctx context.Context, cfg BlockConfig, w Window, rows *atomic.In
 	var inner jobs.Pacer
 	var stops []func()
 	switch w.Policy {
-	case PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail:
+	case PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail, PolicyAdaptiveHeld:
 		opts := throttled.Options{
 			PrimaryDSN:          c.Primary.DSN(pgcluster.RoleMonitor),
 			ReplicaDSNs:         []string{c.Replica.DSN(pgcluster.RoleMonitor)},
@@ -387,6 +387,7 @@ func newBlockJob(ctx context.Context, cfg BlockConfig, w Window, rows *atomic.In
 			NoForegroundLatency: w.Policy == PolicyAdaptiveLoad,
 		}
 		opts.Signals.ForegroundLatencyTail = w.Policy == PolicyAdaptiveTail
+		opts.Signals.ForegroundLatencyHeldBaseline = w.Policy == PolicyAdaptiveHeld
 		if w.Policy != PolicyAdaptiveLoad && cfg.ForegroundTarget != 0 {
 			rule := throttle.DefaultForegroundLatencyRule
 			rule.Target = cfg.ForegroundTarget

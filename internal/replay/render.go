@@ -254,7 +254,7 @@ func cell(v Verdict) string {
 }
 
 func bold(policy string) string {
-	if policy == PolicyAdaptive || policy == PolicyAdaptiveLoad || policy == PolicyAdaptiveTail {
+	if policy == PolicyAdaptive || policy == PolicyAdaptiveLoad || policy == PolicyAdaptiveTail || policy == PolicyAdaptiveHeld {
 		return "**" + policy + "**"
 	}
 	return policy

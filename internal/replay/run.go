@@ -40,6 +40,11 @@ const (
 	// (signals.Config.ForegroundLatencyTail): the candidate for the
 	// canary's default, judged beside adaptive in the same block.
 	PolicyAdaptiveTail = "adaptive-tail"
+	// PolicyAdaptiveHeld is adaptive with the canary's baseline measured
+	// only while the jobs are held (signals.Config.
+	// ForegroundLatencyHeldBaseline), as Envoy re-measures its minimum
+	// round trip: judged beside adaptive in the same block.
+	PolicyAdaptiveHeld = "adaptive-held"
 	// PolicyForegroundAgain is foreground alone once more, after every
 	// other run: how far p99 moves between two runs of the same thing,
 	// the noise any ratio to foreground alone carries.
