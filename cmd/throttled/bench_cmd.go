@@ -114,7 +114,7 @@ func (o *replayOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.policies, "policy", "", "comma-separated policies for the windows (default "+strings.Join(replay.BlockPolicies, ", ")+"; also lag-only, binary, adaptive-tail, adaptive-held)")
 	fs.BoolVar(&o.calibrate, "calibrate", false, "measure the foreground's rate on this machine again (twice; they must agree within 20 %) and write the calibration file")
 	fs.BoolVar(&o.render, "render", false, "run nothing: render --doc and the PNGs from the results files present")
-	fs.StringVar(&o.results, "results", "docs/replay", "directory of the results files, one per scenario, and the PNGs")
+	fs.StringVar(&o.results, "results", replay.DefaultResults, "directory of the results files, one per scenario, and the PNGs")
 	fs.StringVar(&o.calibration, "calibration", "docs/replay/calibration.json", "the calibration file the runs read (and --calibrate writes)")
 	fs.StringVar(&o.doc, "doc", "", "rewrite the replay section of this markdown file (between "+replay.BeginMarker+" and "+replay.EndMarker+") from every results file")
 	fs.Float64Var(&o.block.Rate, "rate", 0, "foreground arrival rate, transactions/s (default: the calibration file's)")
@@ -372,7 +372,7 @@ func writeBlocksDoc(o replayOptions, command string, out io.Writer) error {
 	if err != nil {
 		rel = o.results
 	}
-	section := replay.Section(blocks, o.goals, mc, command, rel)
+	section := replay.Section(blocks, o.goals, mc, command, o.results, rel)
 	if err := replay.WriteDoc(o.doc, section); err != nil {
 		return err
 	}

@@ -19,6 +19,10 @@ import (
 // scenario can run again alone and be merged with the others; the
 // machine's calibration is one checked-in file that every run reads.
 
+// DefaultResults is where `throttled bench replay` keeps each scenario's
+// results file, and docs/BENCHMARKS.md's tables are rendered from.
+const DefaultResults = "docs/replay"
+
 // BlockFile is a block's results file in dir.
 func BlockFile(dir, scenario string) string { return filepath.Join(dir, scenario+".json") }
 
