@@ -301,14 +301,7 @@ func simFitChecks(all []simfit.Scenario) [][]string {
 
 func writeSimFitTable(w io.Writer, all []simfit.Scenario, canaries []simfit.CanaryScenario) {
 	fmt.Fprintf(w, "%s\n\n", sim.LatencyForm)
-	table := func(head []string, rows [][]string) {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
-		for _, r := range rows {
-			fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
-		}
-		tw.Flush()
-	}
+	table := func(head []string, rows [][]string) { writeTextTable(w, head, rows) }
 	var rows [][]string
 	for _, s := range all {
 		rows = append(rows, simFitRow(s))
@@ -379,21 +372,7 @@ func simCanaryChecks(canaries []simfit.CanaryScenario) [][]string {
 
 // writeSimFitMarkdown writes the fit's tables as Markdown.
 func writeSimFitMarkdown(w io.Writer, all []simfit.Scenario, canaries []simfit.CanaryScenario) {
-	// table's first text columns are left-aligned, the numbers right.
-	table := func(head []string, text int, rows [][]string) {
-		fmt.Fprintf(w, "| %s |\n|", strings.Join(head, " | "))
-		for i := range head {
-			if i < text {
-				fmt.Fprint(w, "---|")
-			} else {
-				fmt.Fprint(w, "---:|")
-			}
-		}
-		fmt.Fprintln(w)
-		for _, r := range rows {
-			fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
-		}
-	}
+	table := func(head []string, text int, rows [][]string) { writeMarkdownTable(w, head, text, rows) }
 	var rows [][]string
 	for _, s := range all {
 		rows = append(rows, simFitRow(s))
@@ -664,14 +643,7 @@ func searchSensitivityRows(res sim.SearchResult) [][]string {
 }
 
 func writeSearchTable(w io.Writer, res sim.SearchResult) {
-	table := func(head []string, rows [][]string) {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
-		for _, r := range rows {
-			fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
-		}
-		tw.Flush()
-	}
+	table := func(head []string, rows [][]string) { writeTextTable(w, head, rows) }
 	spec := res.Spec
 	fmt.Fprintf(w, "adaptive over %s; seeds 1-%d\n\n", spec.ScenarioNames(), len(spec.Seeds))
 	var all [][]string
@@ -697,20 +669,7 @@ func writeSearchTable(w io.Writer, res sim.SearchResult) {
 
 // writeSearchMarkdown writes the search's generated section.
 func writeSearchMarkdown(w io.Writer, res sim.SearchResult) {
-	table := func(head []string, text int, rows [][]string) {
-		fmt.Fprintf(w, "| %s |\n|", strings.Join(head, " | "))
-		for i := range head {
-			if i < text {
-				fmt.Fprint(w, "---|")
-			} else {
-				fmt.Fprint(w, "---:|")
-			}
-		}
-		fmt.Fprintln(w)
-		for _, r := range rows {
-			fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
-		}
-	}
+	table := func(head []string, text int, rows [][]string) { writeMarkdownTable(w, head, text, rows) }
 	spec := res.Spec
 	fmt.Fprintf(w, "%d settings (and %d for the noise) over %d scenarios (%s), seeds 1-%d each: %d runs of adaptive, and %d with no job for the critical seconds the foreground spends alone.\n\n",
 		len(res.Rows), len(res.Sensitivity), len(spec.Scenarios), spec.ScenarioNames(), len(spec.Seeds),
@@ -738,4 +697,31 @@ func writeSearchMarkdown(w io.Writer, res sim.SearchResult) {
 		all = append(all, searchRow(r))
 	}
 	table(searchHead, 3, all)
+}
+
+// writeTextTable writes rows under head as right-aligned columns.
+func writeTextTable(w io.Writer, head []string, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
+	}
+	tw.Flush()
+}
+
+// writeMarkdownTable writes rows under head as a Markdown table: the
+// first text columns left-aligned, the numbers after them right.
+func writeMarkdownTable(w io.Writer, head []string, text int, rows [][]string) {
+	fmt.Fprintf(w, "| %s |\n|", strings.Join(head, " | "))
+	for i := range head {
+		if i < text {
+			fmt.Fprint(w, "---|")
+		} else {
+			fmt.Fprint(w, "---:|")
+		}
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
+	}
 }

@@ -136,9 +136,9 @@ func (s *pairSide) add(b *Block, w Window, g Goals) {
 
 func newPairSide() *pairSide { return &pairSide{lat: NewHistogram()} }
 
-// aloneNeighbours returns the indices of the alone windows just before and
+// AloneNeighbours returns the indices of the alone windows just before and
 // just after window i.
-func aloneNeighbours(b *Block, i int) []int {
+func AloneNeighbours(b *Block, i int) []int {
 	var out []int
 	for _, j := range []int{i - 1, i + 1} {
 		if j >= 0 && j < len(b.Windows) && b.Windows[j].Policy == PolicyAlone {
@@ -171,7 +171,7 @@ func Pairs(b *Block, label string, g Goals) ([]Pair, int) {
 		if w.Policy == PolicyAlone || w.Label() != label {
 			continue
 		}
-		near := aloneNeighbours(b, i)
+		near := AloneNeighbours(b, i)
 		if len(near) == 0 {
 			continue
 		}
@@ -629,7 +629,7 @@ func Critical(b *Block, label string, g Goals) (policySeconds, aloneSeconds floa
 			continue
 		}
 		pol.add(b, w, all)
-		for _, j := range aloneNeighbours(b, i) {
+		for _, j := range AloneNeighbours(b, i) {
 			if !seen[j] {
 				seen[j] = true
 				alone.add(b, b.Windows[j], all)

@@ -62,29 +62,18 @@ type CanaryModel struct {
 
 // Ratio is the model's median canary ratio at x: 1 at x <= 0,
 // non-decreasing.
-func (m CanaryModel) Ratio(x float64) float64 {
-	if x <= 0 || m.C <= 0 {
-		return 1
-	}
-	return 1 + m.C*math.Pow(x, m.D)
-}
+func (m CanaryModel) Ratio(x float64) float64 { return powerCurve(m.C, m.D, x) }
 
 // check reports the first constant that would make the model something
 // other than a non-decreasing curve from 1.
 func (m CanaryModel) check() error {
-	ok := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-	switch {
-	case m.Scenario == "":
+	if m.Scenario == "" {
 		return fmt.Errorf("a canary model without a scenario")
-	case !ok(m.C) || m.C < 0:
-		return fmt.Errorf("canary %s: c = %v; want a number >= 0", m.Scenario, m.C)
-	case !ok(m.D) || m.D <= 0:
-		return fmt.Errorf("canary %s: d = %v; want a number > 0", m.Scenario, m.D)
-	case !ok(m.ResidualSD) || m.ResidualSD < 0:
-		return fmt.Errorf("canary %s: residual_sd = %v; want a number >= 0", m.Scenario, m.ResidualSD)
-	case !ok(m.UnthrottledRowsPerSec) || m.UnthrottledRowsPerSec <= 0:
-		return fmt.Errorf("canary %s: unthrottled_rows_per_s = %v; want a number > 0", m.Scenario, m.UnthrottledRowsPerSec)
-	case !ok(m.GoalX) || m.GoalX < 0 || !ok(m.AtGoal) || m.AtGoal < 0:
+	}
+	if err := checkCurve("canary "+m.Scenario+": ", "c", "d", m.C, m.D, m.ResidualSD, m.UnthrottledRowsPerSec); err != nil {
+		return err
+	}
+	if !finiteNumber(m.GoalX) || m.GoalX < 0 || !finiteNumber(m.AtGoal) || m.AtGoal < 0 {
 		return fmt.Errorf("canary %s: p99_goal_x = %v, canary_at_p99_goal = %v; want numbers >= 0", m.Scenario, m.GoalX, m.AtGoal)
 	}
 	return nil

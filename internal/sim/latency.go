@@ -79,30 +79,44 @@ type StealStats struct {
 
 // Ratio is the model's median p99 ratio at x, the job's rows/s over its
 // unthrottled rows/s: 1 at x <= 0, non-decreasing.
-func (m LatencyModel) Ratio(x float64) float64 {
-	if x <= 0 || m.A <= 0 {
+func (m LatencyModel) Ratio(x float64) float64 { return powerCurve(m.A, m.B, x) }
+
+// powerCurve is 1 + a·x^b: 1 at x <= 0 or a <= 0, the form of the
+// latency and canary models.
+func powerCurve(a, b, x float64) float64 {
+	if x <= 0 || a <= 0 {
 		return 1
 	}
-	return 1 + m.A*math.Pow(x, m.B)
+	return 1 + a*math.Pow(x, b)
+}
+
+// finiteNumber reports whether v is neither NaN nor infinite.
+func finiteNumber(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// checkCurve reports the first constant of a 1 + a·x^b model that would
+// make it something other than a non-decreasing curve from 1: prefix
+// names the model in the error, aName and bName its constants.
+func checkCurve(prefix, aName, bName string, a, b, residualSD, unthrottled float64) error {
+	switch {
+	case !finiteNumber(a) || a < 0:
+		return fmt.Errorf("%s%s = %v; want a number >= 0", prefix, aName, a)
+	case !finiteNumber(b) || b <= 0:
+		return fmt.Errorf("%s%s = %v; want a number > 0", prefix, bName, b)
+	case !finiteNumber(residualSD) || residualSD < 0:
+		return fmt.Errorf("%sresidual_sd = %v; want a number >= 0", prefix, residualSD)
+	case !finiteNumber(unthrottled) || unthrottled <= 0:
+		return fmt.Errorf("%sunthrottled_rows_per_s = %v; want a number > 0", prefix, unthrottled)
+	}
+	return nil
 }
 
 // check reports the first constant that would make the model something
 // other than a non-decreasing curve from 1.
 func (m LatencyModel) check() error {
-	ok := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-	switch {
-	case m.Scenario == "":
+	if m.Scenario == "" {
 		return fmt.Errorf("a model without a scenario")
-	case !ok(m.A) || m.A < 0:
-		return fmt.Errorf("%s: a = %v; want a number >= 0", m.Scenario, m.A)
-	case !ok(m.B) || m.B <= 0:
-		return fmt.Errorf("%s: b = %v; want a number > 0", m.Scenario, m.B)
-	case !ok(m.ResidualSD) || m.ResidualSD < 0:
-		return fmt.Errorf("%s: residual_sd = %v; want a number >= 0", m.Scenario, m.ResidualSD)
-	case !ok(m.UnthrottledRowsPerSec) || m.UnthrottledRowsPerSec <= 0:
-		return fmt.Errorf("%s: unthrottled_rows_per_s = %v; want a number > 0", m.Scenario, m.UnthrottledRowsPerSec)
 	}
-	return nil
+	return checkCurve(m.Scenario+": ", "a", "b", m.A, m.B, m.ResidualSD, m.UnthrottledRowsPerSec)
 }
 
 // ParseLatencyFit reads plantfit.json and checks every model.

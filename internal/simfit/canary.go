@@ -159,10 +159,8 @@ func CanaryPoints(b *replay.Block) (pts []CanaryPoint, x0 float64) {
 			var pol, alone probeSide
 			pol.kept(b, b.Windows[pr.Window])
 			// The alone neighbours Pairs read: the windows either side.
-			for _, j := range []int{pr.Window - 1, pr.Window + 1} {
-				if j >= 0 && j < len(b.Windows) && b.Windows[j].Policy == replay.PolicyAlone {
-					alone.kept(b, b.Windows[j])
-				}
+			for _, j := range replay.AloneNeighbours(b, pr.Window) {
+				alone.kept(b, b.Windows[j])
 			}
 			mean := pol.mean() / alone.mean()
 			if pol.n == 0 || alone.n == 0 || !finite(mean) || mean <= 0 {
@@ -175,13 +173,9 @@ func CanaryPoints(b *replay.Block) (pts []CanaryPoint, x0 float64) {
 			}
 		}
 	}
-	if len(unthrottled) > 0 {
-		x0 = median(unthrottled)
-	}
+	x0 = unthrottledRowsPerSec(unthrottled)
 	for i := range pts {
-		if x0 > 0 {
-			pts[i].X = pts[i].RowsPerSec / x0
-		}
+		pts[i].X = relativeX(pts[i].RowsPerSec, x0)
 	}
 	return pts, x0
 }

@@ -92,13 +92,9 @@ func Points(b *replay.Block) (pts []Point, x0 float64) {
 			}
 		}
 	}
-	if len(unthrottled) > 0 {
-		x0 = median(unthrottled)
-	}
+	x0 = unthrottledRowsPerSec(unthrottled)
 	for i := range pts {
-		if x0 > 0 {
-			pts[i].X = pts[i].RowsPerSec / x0
-		}
+		pts[i].X = relativeX(pts[i].RowsPerSec, x0)
 	}
 	return pts, x0
 }
@@ -304,6 +300,23 @@ func Steal(b *replay.Block) sim.StealStats {
 func quantile(xs []float64, q float64) float64 {
 	i := int(math.Ceil(q*float64(len(xs)))) - 1
 	return xs[min(max(i, 0), len(xs)-1)]
+}
+
+// unthrottledRowsPerSec is x = 1: the median of unthrottled's windows'
+// rows per second, 0 without any.
+func unthrottledRowsPerSec(unthrottled []float64) float64 {
+	if len(unthrottled) == 0 {
+		return 0
+	}
+	return median(unthrottled)
+}
+
+// relativeX is rowsPerSec over x0, unthrottled's; 0 where x0 is unknown.
+func relativeX(rowsPerSec, x0 float64) float64 {
+	if x0 <= 0 {
+		return 0
+	}
+	return rowsPerSec / x0
 }
 
 // median is the middle of xs, or the mean of the middle two; xs is left
