@@ -8,6 +8,11 @@ GO       ?= go
 # while a worker is mid-call on a loaded machine (fixed in Go 1.27).
 FUZZTIME ?= 40000x
 BIN      := bin/throttled
+# The lab build: the product plus demo, bench and sim, which launch
+# throwaway clusters, replay workloads, simulate and plot. The production
+# binary and image are built without the tag and carry none of it.
+LABTAGS  := -tags lab
+LAB      := bin/throttled-lab
 # Where the test run and the demo draw the overview's key series (PNG).
 PLOTS    := out/plots
 
@@ -57,8 +62,12 @@ deps-go: ## download Go modules
 	@cd deploy && $(GO) mod download
 
 .PHONY: build
-build: ## build bin/throttled
+build: ## build bin/throttled, the production binary (no demo, bench or sim)
 	$(GO) build -o $(BIN) ./cmd/throttled
+
+.PHONY: lab
+lab: ## build bin/throttled-lab: the product plus demo, bench and sim (throwaway clusters, replay, simulator, plots)
+	$(GO) build $(LABTAGS) -o $(LAB) ./cmd/throttled
 
 .PHONY: man
 man: ## write the manual pages, one per command (roff), into out/man; read one with man -l out/man/throttled.1
@@ -71,7 +80,7 @@ image: ## build the container image throttled:dev (Containerfile: a static binar
 
 .PHONY: chaos
 chaos: deps-postgres ## the fault campaign: every fault one after another under load, invariants after each (a few minutes); table in docs/CHAOS.md
-	THROTTLED_CHAOS=full THROTTLED_CHAOS_SEED=$${SEED:-1} THROTTLED_CHAOS_DOC=$(CURDIR)/docs/CHAOS.md $(GO) test -count=1 -timeout 30m -run '^TestChaosCampaign$$' -v ./internal/chaos/
+	THROTTLED_CHAOS=full THROTTLED_CHAOS_SEED=$${SEED:-1} THROTTLED_CHAOS_DOC=$(CURDIR)/docs/CHAOS.md $(GO) test -count=1 -timeout 30m -run '^TestChaosCampaign$$' -v ./internal/testenv/chaos/
 
 .PHONY: transcript
 transcript: deps-postgres ## regenerate docs/NEWCOMER.md: a newcomer's path (help, lint, image, a freno HEAD check, a live override on a running exec), run on a throwaway pair
@@ -79,18 +88,19 @@ transcript: deps-postgres ## regenerate docs/NEWCOMER.md: a newcomer's path (hel
 	THROTTLED_TRANSCRIPT=$(CURDIR)/docs/NEWCOMER.md $(GO) test -count=1 -run '^TestNewcomerTranscript$$' -v ./cmd/throttled/
 
 .PHONY: demo
-demo: deps-postgres build ## run the main job live against a throwaway primary and replica (about a minute); plot in out/plots
-	$(BIN) demo --plots $(PLOTS)
+demo: deps-postgres lab ## run the main job live against a throwaway primary and replica (about a minute); plot in out/plots
+	$(LAB) demo --plots $(PLOTS)
 
 .PHONY: test
 test: deps ## vet, all tests under -race against a real primary and replica, a short fuzz run
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) vet $(LABTAGS) ./...
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	mkdir -p $(PLOTS)
-	THROTTLED_PLOTS=$(CURDIR)/$(PLOTS) $(GO) test -race -count=1 -timeout 20m ./...
+	THROTTLED_PLOTS=$(CURDIR)/$(PLOTS) $(GO) test $(LABTAGS) -race -count=1 -timeout 20m ./...
 	@# The replay's short version measures latency: alone, after the rest.
-	THROTTLED_REPLAY_SHORT=1 $(GO) test -count=1 -timeout 8m -run '^TestReplayShortHasPower$$' -v ./cmd/throttled
+	THROTTLED_REPLAY_SHORT=1 $(GO) test $(LABTAGS) -count=1 -timeout 8m -run '^TestReplayShortHasPower$$' -v ./cmd/throttled
 	promtool check rules deploy/alerts.yml
 	promtool test rules deploy/alerts_test.yml
 	@$(MAKE) --no-print-directory fuzz
@@ -116,13 +126,13 @@ bench: deps-postgres ## run the micro-benchmarks beside their anchors, then the 
 	$(GO) test -run='^$$' -bench='^Benchmark(Check|Acquire)' -benchmem -count=$(BENCH_COUNT) ./sidecar | tee -a $(BENCH_OUT); \
 	$(GO) test -run='^$$' -bench='^BenchmarkTick$$' -benchmem -count=$(BENCH_COUNT) ./signals | tee -a $(BENCH_OUT); \
 	$(GO) test -run='^$$' -bench='^BenchmarkSamplerCost' -benchtime=1x -count=1 -timeout=10m . | tee -a $(BENCH_OUT); \
-	THROTTLED_BENCH_DOC=$(CURDIR)/docs/BENCHMARKS.md $(GO) test -run='^$$' -bench='^Benchmark(IdlePrimary|QuietPrimary)$$' -benchtime=1x -count=1 -timeout=20m ./cmd/throttled | tee -a $(BENCH_OUT)
-	$(GO) run ./internal/benchdoc/cmd/benchdoc -in $(BENCH_OUT) -doc docs/BENCHMARKS.md
+	THROTTLED_BENCH_DOC=$(CURDIR)/docs/BENCHMARKS.md $(GO) test -run='^$$' -bench='^Benchmark(IdlePrimary|QuietPrimary)$$' -benchtime=1x -count=1 -timeout=20m $(LABTAGS) ./cmd/throttled | tee -a $(BENCH_OUT)
+	$(GO) run ./internal/lab/benchdoc/cmd/benchdoc -in $(BENCH_OUT) -doc docs/BENCHMARKS.md
 
 .PHONY: failover
 failover: deps-postgres ## the Patroni failover test (switchover, kill -9 of the leader's postmaster; about a minute); table in docs/FAILOVER.md
 	@scripts/ensure-patroni
-	THROTTLED_FAILOVER_DOC=docs/FAILOVER.md $(GO) test -race -count=1 -run '^TestFailover$$' -v ./internal/patronicluster/
+	THROTTLED_FAILOVER_DOC=docs/FAILOVER.md $(GO) test -race -count=1 -run '^TestFailover$$' -v ./internal/testenv/patronicluster/
 
 # Flags for `make replay`, such as REPLAY_FLAGS="--calibrate"; SCENARIO=surge
 # runs one scenario and merges it into docs/BENCHMARKS.md.
@@ -138,17 +148,17 @@ load: deps-postgres ## the sidecar under load: 1,000 /check clients, 200 remote 
 		$(GO) test -run='^TestSidecarUnderLoad$$' -count=1 -v -timeout=10m ./sidecar
 
 .PHONY: sim-fit
-sim-fit: ## refit the simulator's latency model to the replay's results (docs/replay) into internal/sim/plantfit.json; rewrite docs/SIMULATION.md's tables
-	$(GO) run ./cmd/throttled sim fit --results docs/replay --out internal/sim/plantfit.json
-	$(GO) test -count=1 -run '^(TestSimFitDocIsCurrent|TestSimulationDocIsCurrent)$$' ./cmd/throttled -update
+sim-fit: ## refit the simulator's latency model to the replay's results (docs/replay) into internal/lab/sim/plantfit.json; rewrite docs/SIMULATION.md's tables
+	$(GO) run $(LABTAGS) ./cmd/throttled sim fit --results docs/replay --out internal/lab/sim/plantfit.json
+	$(GO) test $(LABTAGS) -count=1 -run '^(TestSimFitDocIsCurrent|TestSimulationDocIsCurrent)$$' ./cmd/throttled -update
 
 .PHONY: sim-search
 sim-search: ## search the canary's target and the controller's growth and breach memory in simulation (about two minutes); rewrite docs/SIMULATION.md's section on it
-	$(GO) run ./cmd/throttled sim search --doc docs/SIMULATION.md
+	$(GO) run $(LABTAGS) ./cmd/throttled sim search --doc docs/SIMULATION.md
 
 .PHONY: replay
-replay: deps-postgres build ## the replay benchmark: every scenario as one block of interleaved windows (about 30 minutes; SCENARIO=surge runs one, about 4); results in docs/replay, tables in docs/BENCHMARKS.md
-	$(BIN) bench replay --scenario $(SCENARIO) --results docs/replay --doc docs/BENCHMARKS.md $(REPLAY_FLAGS)
+replay: deps-postgres lab ## the replay benchmark: every scenario as one block of interleaved windows (about 30 minutes; SCENARIO=surge runs one, about 4); results in docs/replay, tables in docs/BENCHMARKS.md
+	$(LAB) bench replay --scenario $(SCENARIO) --results docs/replay --doc docs/BENCHMARKS.md $(REPLAY_FLAGS)
 
 .PHONY: clean
 clean: ## remove build output

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/throttled/throttled/internal/pgcluster"
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // RemoveJob: "its pacer grants nothing more", even when a heartbeat for

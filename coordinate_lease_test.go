@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled"
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/internal/coord/store"
-	"github.com/throttled/throttled/internal/pgcluster"
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // A coordinated worker's heartbeat writes where its job's time went in its

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/throttled/throttled/internal/pgcluster"
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/config"
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/sidecar"
 )
 

@@ -23,9 +23,9 @@ import (
 
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/config"
-	"github.com/throttled/throttled/internal/benchdoc"
-	"github.com/throttled/throttled/internal/pgcluster"
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/lab/benchdoc"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/sidecar/remote"
 	"github.com/throttled/throttled/throttle"

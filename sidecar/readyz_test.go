@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // /readyz answers anyone (a kubelet carries no token), so what it says is

@@ -15,7 +15,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // chromiumPath finds the Debian chromium that make test installs. A

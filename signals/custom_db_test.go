@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/throttled/throttled/internal/pgcluster"
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // A custom signal reads its number on the real primary and follows it; a

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/throttled/throttled/internal/pgcluster"
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // The WAL rate rises while a job writes and falls back when it stops.

@@ -1,3 +1,5 @@
+//go:build lab
+
 package main
 
 import (
@@ -14,8 +16,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/throttled/throttled/internal/pgcluster"
-	"github.com/throttled/throttled/internal/replay"
+	"github.com/throttled/throttled/internal/lab/replay"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/throttle"
 )
 

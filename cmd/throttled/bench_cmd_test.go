@@ -1,3 +1,5 @@
+//go:build lab
+
 package main
 
 import (
@@ -14,8 +16,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"github.com/throttled/throttled/internal/pgtest"
-	"github.com/throttled/throttled/internal/replay"
+	"github.com/throttled/throttled/internal/lab/replay"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 func TestReplayFlagsAreChecked(t *testing.T) {

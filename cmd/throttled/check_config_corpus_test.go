@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/throttled/throttled/internal/pgcluster"
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // check-config and run never disagree: over a corpus of good and bad

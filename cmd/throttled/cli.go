@@ -49,7 +49,6 @@ func newRootCmd(out, errOut io.Writer) *cobra.Command {
 	root.AddCommand(
 		newRunCmd(&lf),
 		newSignalsCmd(&lf),
-		newDemoCmd(&lf),
 		newExecCmd(&lf),
 		newMigrateCmd(&lf),
 		newPlaceHoldCmd(&lf, "pause"),
@@ -60,11 +59,10 @@ func newRootCmd(out, errOut io.Writer) *cobra.Command {
 		newStatusCmd(&lf),
 		newAuditCmd(&lf),
 		newCheckConfigCmd(&lf),
-		newSimCmd(),
-		newBenchCmd(),
 		newVersionCmd(),
 		newManCmd(),
 	)
+	root.AddCommand(labCommands(&lf)...)
 	root.InitDefaultCompletionCmd()
 	root.InitDefaultHelpCmd()
 	for _, c := range root.Commands() {

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/throttled/throttled/internal/pgcluster"
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // --config (or THROTTLED_CONFIG) gives signals, exec and the commands on

@@ -1,3 +1,5 @@
+//go:build lab
+
 package main
 
 import (
@@ -20,7 +22,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/holds"
-	"github.com/throttled/throttled/internal/pgcluster"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"

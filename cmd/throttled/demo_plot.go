@@ -1,3 +1,5 @@
+//go:build lab
+
 package main
 
 import (
@@ -5,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/throttled/throttled/internal/plots"
+	"github.com/throttled/throttled/internal/lab/plots"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"

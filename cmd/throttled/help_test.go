@@ -37,8 +37,12 @@ func TestHelpForEveryCommand(t *testing.T) {
 	for _, c := range cmds {
 		names[commandName(c)] = true
 	}
-	for _, want := range []string{"run", "signals", "demo", "exec", "migrate", "pause", "throttle", "resume", "holds", "status",
-		"audit", "check-config", "sim", "bench", "bench replay", "version", "completion", "completion bash"} {
+	want := []string{"run", "signals", "exec", "migrate", "pause", "throttle", "resume", "holds", "status",
+		"audit", "check-config", "version", "completion", "completion bash"}
+	if labBuild {
+		want = append(want, "demo", "sim", "bench", "bench replay")
+	}
+	for _, want := range want {
 		if !names[want] {
 			t.Errorf("no command %q", want)
 		}
@@ -105,19 +109,28 @@ func TestVersion(t *testing.T) {
 // A usage error is one line on standard error naming the flag and the
 // value, with exit code 2: not the usage text, not Go's names.
 func TestUsageErrors(t *testing.T) {
-	for _, tc := range []struct {
+	type usage struct {
 		args []string
 		want string
-	}{
+	}
+	lab := []usage{
+		{[]string{"bench", "replay", "--rows", "1.5"}, `throttled bench replay: --rows "1.5": want a whole number (see`},
+		{[]string{"sim", "extra"}, `throttled sim: unknown command "extra" for "throttled sim" (see`},
+	}
+	if !labBuild {
+		lab = []usage{
+			{[]string{"bench", "replay", "--rows", "1.5"}, `throttled bench: not in this production binary`},
+			{[]string{"sim", "extra"}, `throttled sim: not in this production binary`},
+		}
+	}
+	for _, tc := range append(lab, []usage{
 		{[]string{"signals", "--cores", "two"}, `throttled signals: --cores "two": want a number (see ` + "`throttled signals --help`)"},
 		{[]string{"holds", "--nope"}, "throttled holds: unknown flag --nope (see"},
 		{[]string{"audit", "--since"}, "throttled audit: --since needs a value (see"},
 		{[]string{"status", "--timeout", "soon"}, `throttled status: --timeout "soon": want a duration such as 500ms, 30s or 2h (see`},
-		{[]string{"bench", "replay", "--rows", "1.5"}, `throttled bench replay: --rows "1.5": want a whole number (see`},
-		{[]string{"sim", "extra"}, `throttled sim: unknown command "extra" for "throttled sim" (see`},
 		{[]string{"version", "--json=maybe"}, `throttled version: --json "maybe": want true or false (see`},
 		{[]string{"frobnicate"}, `throttled: unknown command "frobnicate" for "throttled" (see ` + "`throttled --help`)"},
-	} {
+	}...) {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), tc.args, &out, &errOut)
 		got := errOut.String()

@@ -1,3 +1,5 @@
+//go:build lab
+
 package main
 
 import (
@@ -17,11 +19,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/throttled/throttled/internal/benchdoc"
 	"github.com/throttled/throttled/internal/coord/store"
-	"github.com/throttled/throttled/internal/pgcluster"
-	"github.com/throttled/throttled/internal/pgtest"
-	"github.com/throttled/throttled/internal/replay"
+	"github.com/throttled/throttled/internal/lab/benchdoc"
+	"github.com/throttled/throttled/internal/lab/replay"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // The idle-primary row of `make bench` (issue 32): on the throwaway

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // podman runs podman with args, bounded by two minutes.

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/throttled/throttled/internal/pgcluster"
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // transcript records what a newcomer typed and what each command printed,

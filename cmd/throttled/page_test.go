@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // startAlertmanager runs a real Alertmanager on a free loopback port and

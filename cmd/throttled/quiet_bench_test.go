@@ -1,3 +1,5 @@
+//go:build lab
+
 package main
 
 import (
@@ -14,9 +16,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/throttled/throttled/internal/pgcluster"
-	"github.com/throttled/throttled/internal/pgtest"
-	"github.com/throttled/throttled/internal/replay"
+	"github.com/throttled/throttled/internal/lab/replay"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // The quiet-primary row of `make bench` (issue 32): a light foreground

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // Under systemd (Type=notify-reload), run says READY=1 once it serves,

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/throttled/throttled/internal/pgtest"
+	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/sidecar/api"
 )
 

@@ -1,3 +1,5 @@
+//go:build lab
+
 package main
 
 import (
@@ -13,9 +15,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/throttled/throttled/internal/replay"
-	"github.com/throttled/throttled/internal/sim"
-	"github.com/throttled/throttled/internal/simfit"
+	"github.com/throttled/throttled/internal/lab/replay"
+	"github.com/throttled/throttled/internal/lab/sim"
+	"github.com/throttled/throttled/internal/lab/simfit"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -196,10 +198,10 @@ a policy window over that in its alone neighbours. Beside it, per scenario, the 
 fitted to the same pairs, and the canary's median where that reaches 1.10 is the canary reading that
 corresponds to the p99 goal.
 
-Writes the constants to --out (internal/sim/plantfit.json, which the simulator embeds: rebuild to run with
+Writes the constants to --out (internal/lab/sim/plantfit.json, which the simulator embeds: rebuild to run with
 them) and prints a table per scenario, and each fixed rate's and unthrottled's median ratio beside the fit's
 at its median rows, to judge the fit by. ` + "`make sim-fit`" + ` runs it and regenerates docs/SIMULATION.md's tables.`,
-		Example: "  throttled sim fit\n  throttled sim fit --results docs/replay --probes docs/replay/probe --out internal/sim/plantfit.json\n  throttled sim fit --out '' --markdown",
+		Example: "  throttled sim fit\n  throttled sim fit --results docs/replay --probes docs/replay/probe --out internal/lab/sim/plantfit.json\n  throttled sim fit --out '' --markdown",
 		Args:    cobra.NoArgs,
 		Annotations: map[string]string{
 			annotationExit: "Exit codes: 0 ok, 1 runtime failure (results unreadable, no scenario fitted, no canary model for surge, --out not written), 2 usage.",
@@ -211,7 +213,7 @@ at its median rows, to judge the fit by. ` + "`make sim-fit`" + ` runs it and re
 	fs := cmd.Flags()
 	fs.StringVar(&o.results, "results", "docs/replay", "directory of the replay's results files, one per scenario")
 	fs.StringVar(&o.probes, "probes", "docs/replay/probe", "directory of the replay's probe blocks (run with the instrument's canary), one per scenario")
-	fs.StringVar(&o.out, "out", "internal/sim/plantfit.json", "write the fitted constants to this file; empty writes none")
+	fs.StringVar(&o.out, "out", "internal/lab/sim/plantfit.json", "write the fitted constants to this file; empty writes none")
 	fs.BoolVar(&o.markdown, "markdown", false, "print the tables as Markdown (as in docs/SIMULATION.md)")
 	return cmd
 }
@@ -252,7 +254,7 @@ func runSimFit(o simFitOptions, out, errOut io.Writer) int {
 		if err := os.WriteFile(o.out, raw, 0o644); err != nil {
 			return fail(errOut, "sim fit", err)
 		}
-		fmt.Fprintf(errOut, "wrote %s (%d scenarios); the simulator embeds internal/sim/plantfit.json: rebuild to run with it\n", o.out, len(fit.Models))
+		fmt.Fprintf(errOut, "wrote %s (%d scenarios); the simulator embeds internal/lab/sim/plantfit.json: rebuild to run with it\n", o.out, len(fit.Models))
 	}
 	if o.markdown {
 		writeSimFitMarkdown(out, all, canaries)

@@ -1,0 +1,877 @@
+package replay
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/internal/schema"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
+	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
+	"golang.org/x/time/rate"
+)
+
+// interleave.go runs one scenario as one block on the real pair (see
+// block.go). Why interleaved windows rather than paired runs in ABBA
+// order: the hypervisor's steal and the machine's drift move over tens of
+// seconds, and a run of 35 s restored and settled between runs compared
+// policies minutes apart (foreground alone's p99 moved ±21-26 % between
+// two runs of it). Windows of a few seconds, each policy's between two
+// of the foreground alone, compare within seconds, continue from the
+// table's state instead of restoring it, and give every policy ten and
+// more pairs in the time one old run took with its restore.
+
+// BlockConfig configures RunBlock. The zero value of every field but
+// Cluster, Scenario and Rate means its default.
+type BlockConfig struct {
+	// Cluster is the primary and replica. Required.
+	Cluster *pgcluster.Cluster
+	// Cores is the primary's CPU cores. Defaults to runtime.NumCPU().
+	Cores int
+	// Scenario names the scenario (ScenarioNames). Required.
+	Scenario string
+	// Rate is the calibrated foreground arrival rate, transactions per
+	// second; the scenario scales it (quiet: a tenth; idle: none).
+	// Required unless the scenario has no foreground.
+	Rate float64
+	// Policies are the policies that get windows, in any order; alone
+	// windows come between them. Default BlockPolicies.
+	Policies []string
+	// FixedFractions are the fixed policy's rates as fractions of the
+	// batches per second unthrottled did in its windows. Default
+	// DefaultFixedFractions.
+	FixedFractions []float64
+	// WindowSeconds is each window's length. Default 2.
+	WindowSeconds int
+	// Pairs is how many windows each policy gets (the fixed rates share
+	// them: each gets Pairs over their number). Default 10.
+	Pairs int
+	// AloneDrop is how many first seconds of each alone window the
+	// statistics leave out: the last policy window's batch commits and
+	// its WAL is flushed in them. Default 1.
+	AloneDrop int
+	// Warmup is the foreground alone before the first window, its
+	// connections and plans settling and every policy's sampler reading
+	// it. Default 5s.
+	Warmup time.Duration
+	// Rows, MaxBatch, BatchTarget, Scale, ReadOnly, Workers and
+	// ForegroundTarget are as in Config.
+	Rows             int64
+	MaxBatch         int
+	BatchTarget      time.Duration
+	Scale            int
+	ReadOnly         float64
+	Workers          int
+	ForegroundTarget float64
+	// Probe runs a canary of the instrument's own throughout the block: a
+	// one-row commit (the product's canary statement, without its
+	// counts) every 50 ms on a connection of its own, its latencies kept
+	// per second (Second.Probe). It measures what a canary would read
+	// under every policy's windows alike, beside the foreground's p99,
+	// for fitting the simulator's canary; off, the block is as without it.
+	Probe bool
+	// Seed seeds the windows' order and the arrivals. Default 1.
+	Seed uint64
+	// Log, when set, receives one line per step.
+	Log func(format string, args ...any)
+}
+
+// BlockPolicies are the policies a block runs by default: the
+// instrument's own check (a/a), unthrottled, two fixed rates for the
+// hindsight oracle, and the controller with and without the canary.
+// lag-only and binary run when named.
+var BlockPolicies = []string{PolicyAA, PolicyUnthrottled, PolicyFixed, PolicyAdaptive, PolicyAdaptiveLoad}
+
+// DefaultFixedFractions are the fixed rates, as fractions of the
+// batches per second unthrottled did in its windows: on this 2-core machine the rate
+// that keeps the foreground within +10 % sat between 2.5 % and 25 % of
+// unthrottled's in every scenario of the old replay.
+var DefaultFixedFractions = []float64{0.05, 0.2}
+
+func (c *BlockConfig) fill() {
+	var base Config
+	base.Cluster, base.Cores, base.Rows, base.MaxBatch, base.BatchTarget = c.Cluster, c.Cores, c.Rows, c.MaxBatch, c.BatchTarget
+	base.Scale, base.ReadOnly, base.Workers = c.Scale, c.ReadOnly, c.Workers
+	base.fill()
+	c.Cores, c.Scale, c.ReadOnly, c.Workers = base.Cores, base.Scale, base.ReadOnly, base.Workers
+	c.Rows = cmp.Or(c.Rows, DefaultBlockRows)
+	if len(c.Policies) == 0 {
+		c.Policies = BlockPolicies
+	}
+	if len(c.FixedFractions) == 0 {
+		c.FixedFractions = DefaultFixedFractions
+	}
+	c.WindowSeconds = cmp.Or(c.WindowSeconds, 2)
+	c.Pairs = cmp.Or(c.Pairs, 10)
+	c.AloneDrop = cmp.Or(c.AloneDrop, 1)
+	c.Warmup = cmp.Or(c.Warmup, 5*time.Second)
+	c.Seed = cmp.Or(c.Seed, 1)
+	if c.Log == nil {
+		c.Log = func(string, ...any) {}
+	}
+}
+
+// DefaultBlockRows is the cleaned table's size for blocks: half of it
+// old, enough for every policy's windows of one block. On this 2-core
+// machine unthrottled and adaptive-load each cleaned about 140,000 rows a
+// second in surge, 3 million in their 20 s of windows: with 6 million old
+// rows the fixed rates, which come last, found none left.
+const DefaultBlockRows = 20_000_000
+
+// BlockRowsNeeded is the old rows a block is given: fewer left and the
+// table is restored before it.
+const BlockRowsNeeded = 8_000_000
+
+func (c *BlockConfig) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("replay: "+format, args...)) }
+	if c.Cluster == nil {
+		bad("Cluster is required")
+	}
+	sc, ok := scenarioByName(c.Scenario)
+	if !ok {
+		bad("unknown scenario %q; want one of %v", c.Scenario, ScenarioNames())
+	}
+	if ok && !sc.NoForeground && !(c.Rate > 0 && !math.IsInf(c.Rate, 0)) {
+		bad("Rate must be a positive number of transactions per second (the calibration's), got %v", c.Rate)
+	}
+	for _, p := range c.Policies {
+		if p == PolicyAlone || p == PolicyForeground || p == PolicyForegroundAgain || !slices.Contains(append([]string{PolicyAA, PolicyAdaptiveTail, PolicyAdaptiveHeld}, PolicyNames...), p) {
+			bad("Policies: %q is not a policy a window can run; want some of %s, %v", p, PolicyAA, []string{PolicyUnthrottled, PolicyFixed, PolicyLagOnly, PolicyBinary, PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail, PolicyAdaptiveHeld})
+		}
+	}
+	if slices.Contains(c.Policies, PolicyFixed) && !slices.Contains(c.Policies, PolicyUnthrottled) {
+		bad("Policies: fixed needs unthrottled: its windows set the fixed rates")
+	}
+	for _, f := range c.FixedFractions {
+		if !(f > 0 && f <= 1) {
+			bad("FixedFractions: each must be within (0, 1], got %v", f)
+		}
+	}
+	if c.WindowSeconds < 1 || c.AloneDrop < 0 || c.AloneDrop >= c.WindowSeconds {
+		bad("WindowSeconds %d and AloneDrop %d: want at least one second kept of each window", c.WindowSeconds, c.AloneDrop)
+	}
+	if c.Pairs < 1 {
+		bad("Pairs must be at least 1, got %d", c.Pairs)
+	}
+	if c.ForegroundTarget != 0 {
+		if err := throttle.CheckForegroundTarget(c.ForegroundTarget); err != nil {
+			bad("ForegroundTarget %v", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Schedule returns a block's windows for policies (fixed expanded into
+// its rates): each policy's windows in one stretch, pairs of them (the
+// fixed rates share theirs: pairs over their number each), each between
+// two alone windows (none when alone is false: a block with no
+// foreground has nothing to compare with).
+//
+// Stretches, not one random order across policies: a controller's own
+// sampler runs through the whole block and would read every other
+// policy's job in theirs. Interleaved with unthrottled's windows, the
+// canary learnt its job-free baseline from them and its budget was cut
+// by a neighbour's writes: adaptive did 12 rows a second in surge. Each
+// policy is judged against its own neighbouring alone windows, so a slow
+// drift across stretches weighs on no comparison. The controllers (and
+// a/a) go first, in a seeded random order, before any other job has
+// written; then unthrottled, whose windows set the fixed rates; then the
+// fixed rates, lag-only and binary.
+func Schedule(policies []Window, pairs, windowSeconds, aloneDrop int, alone bool, seed uint64) []Window {
+	rng := rand.New(rand.NewPCG(seed, 0xb10c))
+	t := 0
+	var out []Window
+	add := func(w Window) {
+		w.Start, w.End = t, t+windowSeconds
+		t = w.End
+		out = append(out, w)
+	}
+	addAlone := func() {
+		if alone {
+			add(Window{Policy: PolicyAlone, Dropped: aloneDrop, kind: -1})
+		}
+	}
+	kinds := slices.Clone(policies)
+	nFixed := 0
+	for k := range kinds {
+		kinds[k].kind = k
+		if kinds[k].Policy == PolicyFixed {
+			nFixed++
+		}
+	}
+	group := func(w Window) int {
+		switch w.Policy {
+		case PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail, PolicyAdaptiveHeld, PolicyAA:
+			return 0
+		case PolicyUnthrottled:
+			return 1
+		case PolicyFixed:
+			return 2
+		}
+		return 3
+	}
+	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+	slices.SortStableFunc(kinds, func(a, b Window) int { return group(a) - group(b) })
+	addAlone()
+	for _, k := range kinds {
+		n := pairs
+		if k.Policy == PolicyFixed {
+			n = max(1, pairs/nFixed)
+		}
+		for range n {
+			add(k)
+			addAlone()
+		}
+	}
+	return out
+}
+
+// gate opens and closes one policy's job between windows.
+type gate struct {
+	mu      sync.Mutex
+	open    bool
+	changed chan struct{}
+}
+
+func newGate() *gate { return &gate{changed: make(chan struct{})} }
+
+func (g *gate) set(open bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open != open {
+		g.open = open
+		close(g.changed)
+		g.changed = make(chan struct{})
+	}
+}
+
+// wait returns once the gate is open, or ctx's error.
+func (g *gate) wait(ctx context.Context) error {
+	for {
+		g.mu.Lock()
+		open, changed := g.open, g.changed
+		g.mu.Unlock()
+		if open {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// gatedPacer is a policy's pacer behind its window's gate: a batch
+// starts only inside the policy's windows. It keeps what the job asks of
+// the pacer besides Wait (the foreground's stretch for the batch size,
+// the batch bounds, the explanation), so the job sizes its batches as it
+// would unwindowed; the controller behind it sees a job with no work
+// between windows, and keeps its budget.
+type gatedPacer struct {
+	inner jobs.Pacer
+	g     *gate
+}
+
+func (p gatedPacer) Wait(ctx context.Context) (func(int64, time.Duration, error), error) {
+	if err := p.g.wait(ctx); err != nil {
+		return nil, err
+	}
+	done, err := p.inner.Wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A token that came as the window closed waits for the policy's next
+	// window: its batch must not run in the foreground's alone window.
+	if err := p.g.wait(ctx); err != nil {
+		done(0, 0, err)
+		return nil, err
+	}
+	return done, nil
+}
+
+func (p gatedPacer) ForegroundStretch() (float64, time.Time, bool) {
+	if s, ok := p.inner.(jobs.Stretcher); ok {
+		return s.ForegroundStretch()
+	}
+	return 0, time.Time{}, false
+}
+
+func (p gatedPacer) BatchBounds() (int, int, time.Duration, bool) {
+	if b, ok := p.inner.(jobs.BatchBounder); ok {
+		return b.BatchBounds()
+	}
+	return 0, 0, 0, false
+}
+
+func (p gatedPacer) Explain() (string, string, string, float64) {
+	if e, ok := p.inner.(jobs.Explainer); ok {
+		return e.Explain()
+	}
+	return "", "", "", 0
+}
+
+// blockJob is one policy's cleanup job in a block.
+type blockJob struct {
+	w    Window
+	gate *gate
+	job  *jobs.Job
+	stop func()
+	// setRate sets a fixed policy's rate, batches per second.
+	setRate func(float64)
+	// snapshot is an adaptive policy's own sampler's view (its canary
+	// among it); nil for the others.
+	snapshot func() signals.Snapshot
+}
+
+// newBlockJob builds the cleanup job of window w's policy behind a gate,
+// counting its rows into rows. An a/a window has none.
+func newBlockJob(ctx context.Context, cfg BlockConfig, w Window, rows *atomic.Int64, upTo *atomic.Int64) (*blockJob, error) {
+	bj := &blockJob{w: w, gate: newGate(), stop: func() {}, setRate: func(float64) {}}
+	if w.Policy == PolicyAA {
+		return bj, nil
+	}
+	c := cfg.Cluster
+	pcfg, err := pgxpool.ParseConfig(c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		return nil, err
+	}
+	pcfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, err
+	}
+	purge, err := jobs.DeleteOlderThan(ctx, pool, EventsTable, "created_at", "id", Retention)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	// Every policy's job cleans from where the last window's left off: one
+	// cursor for all (upTo), or each would trail the others over keys they
+	// already cleaned, and do nothing.
+	batch := func(ctx context.Context, tx pgx.Tx, b jobs.Batch) (jobs.Result, error) {
+		if u := upTo.Load(); u > 0 {
+			b.Position = strconv.FormatInt(u, 10)
+		}
+		r, err := purge(ctx, tx, b)
+		if err == nil {
+			rows.Add(r.Rows)
+			noteUpTo(upTo, r.Position)
+		}
+		return r, err
+	}
+	jcfg := jobConfig(cfg.Rows, cfg.BatchTarget, cfg.MaxBatch)
+	jcfg.Name = jobName + "_" + sanitize(w.Label())
+	var inner jobs.Pacer
+	var stops []func()
+	switch w.Policy {
+	case PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail, PolicyAdaptiveHeld:
+		opts := throttled.Options{
+			PrimaryDSN:          c.Primary.DSN(pgcluster.RoleMonitor),
+			ReplicaDSNs:         []string{c.Replica.DSN(pgcluster.RoleMonitor)},
+			Cores:               float64(cfg.Cores),
+			NoForegroundLatency: w.Policy == PolicyAdaptiveLoad,
+		}
+		opts.Signals.ForegroundLatencyTail = w.Policy == PolicyAdaptiveTail
+		opts.Signals.ForegroundLatencyHeldBaseline = w.Policy == PolicyAdaptiveHeld
+		if w.Policy != PolicyAdaptiveLoad && cfg.ForegroundTarget != 0 {
+			rule := throttle.DefaultForegroundLatencyRule
+			rule.Target = cfg.ForegroundTarget
+			opts.Controller.Rules = map[signals.Name]throttle.Rule{signals.ForegroundLatency: rule}
+		}
+		client, err := throttled.Open(ctx, opts)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		p, err := client.Pacer(jcfg)
+		if err != nil {
+			client.Close()
+			pool.Close()
+			return nil, err
+		}
+		inner, stops = p, append(stops, func() { client.Close() })
+		bj.snapshot = client.Snapshot
+	case PolicyUnthrottled:
+		inner = newBasePacer(rate.Inf)
+	case PolicyFixed:
+		p := newBasePacer(rate.Limit(w.Rate))
+		inner, bj.setRate = p, func(r float64) { p.set(rate.Limit(r), true) }
+	case PolicyLagOnly, PolicyBinary:
+		r, initial := rule(lagOnly), float64(baseInitRate)
+		p := newBasePacer(baseInitRate)
+		if w.Policy == PolicyBinary {
+			r, initial = binary, baseMaxRate
+			p = newBasePacer(baseMaxRate)
+			p.set(baseMaxRate, false)
+		}
+		poller, err := signals.New(signals.Config{PrimaryDSN: c.Primary.DSN(pgcluster.RoleMonitor),
+			ReplicaDSNs: []string{c.Replica.DSN(pgcluster.RoleMonitor)}, Cores: float64(cfg.Cores)})
+		if err == nil {
+			err = poller.Connect(ctx)
+		}
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = poller.Run(pctx) })
+		wg.Go(func() { pace(pctx, p, poller, r, initial) })
+		inner, stops = p, append(stops, func() { cancel(); wg.Wait(); poller.Close() })
+	}
+	bj.job, err = jobs.New(jcfg, pool, gatedPacer{inner: inner, g: bj.gate}, batch)
+	if err != nil {
+		for _, s := range stops {
+			s()
+		}
+		pool.Close()
+		return nil, err
+	}
+	bj.stop = func() {
+		for _, s := range stops {
+			s()
+		}
+		pool.Close()
+	}
+	return bj, nil
+}
+
+// sanitize makes a policy label part of a job name.
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// noteUpTo raises upTo to the key a batch reached, so Restore re-inserts
+// only that far.
+func noteUpTo(upTo *atomic.Int64, position string) {
+	var k int64
+	if _, err := fmt.Sscan(position, &k); err != nil {
+		return
+	}
+	for {
+		cur := upTo.Load()
+		if k <= cur || upTo.CompareAndSwap(cur, k) {
+			return
+		}
+	}
+}
+
+// BlockEnv is what the blocks of one invocation share: the pair, its
+// admin pool, the foreground's pool and how far the cleanups reached.
+type BlockEnv struct {
+	c     *pgcluster.Cluster
+	admin *pgxpool.Pool
+	fg    *pgxpool.Pool
+	cores int
+	scale int
+	// upTo is the largest key the jobs reached since the table was last
+	// restored.
+	upTo atomic.Int64
+}
+
+// OpenBlockEnv creates the tables (a cleaned table of rows rows, half
+// old, and the foreground's at scale), migrates the canary's table and
+// waits for the replica. Close drops them.
+func OpenBlockEnv(ctx context.Context, c *pgcluster.Cluster, cores, scale, workers int, rows int64, logf func(string, ...any)) (*BlockEnv, error) {
+	adminCfg, err := pgxpool.ParseConfig(c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		return nil, err
+	}
+	adminCfg.MaxConns = 4
+	admin, err := pgxpool.NewWithConfig(ctx, adminCfg)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	if err := setupTables(ctx, admin, scale, rows); err != nil {
+		admin.Close()
+		return nil, err
+	}
+	if _, err := schema.Migrate(ctx, admin); err != nil {
+		admin.Close()
+		return nil, err
+	}
+	if err := settle(ctx, c, admin, 15*time.Minute); err != nil {
+		admin.Close()
+		return nil, err
+	}
+	logf("tables ready in %s: %s with %d rows (half old), pgbench scale %d", time.Since(t0).Round(100*time.Millisecond), EventsTable, rows, scale)
+	fg, err := foregroundPool(ctx, c, workers)
+	if err != nil {
+		admin.Close()
+		return nil, err
+	}
+	return &BlockEnv{c: c, admin: admin, fg: fg, cores: cores, scale: scale}, nil
+}
+
+// Close drops the tables and closes the pools.
+func (e *BlockEnv) Close() {
+	dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = dropTables(dctx, e.admin)
+	e.fg.Close()
+	e.admin.Close()
+}
+
+// OldRowsLeft is how many old rows the cleaned table still holds, from
+// the largest key the jobs reached (every even key is old).
+func (e *BlockEnv) OldRowsLeft(rows int64) int64 { return max(0, (rows-e.upTo.Load())/2) }
+
+// Restore puts back the old rows the jobs deleted, vacuums and waits for
+// the replica, so the next block starts from a full table.
+func (e *BlockEnv) Restore(ctx context.Context) error {
+	if err := restore(ctx, e.c, e.admin, e.upTo.Load()); err != nil {
+		return err
+	}
+	e.upTo.Store(0)
+	return nil
+}
+
+// RunBlock runs cfg's scenario as one block on be and returns it.
+func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error) {
+	cfg.fill()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	sc, _ := scenarioByName(cfg.Scenario)
+	began := time.Now()
+	fgRate := cfg.Rate * cmp.Or(sc.RateFactor, 1)
+	if sc.NoForeground {
+		fgRate = 0
+	}
+	gen := newGenerator(be.fg, be.scale, cmp.Or(sc.ReadOnly, cfg.ReadOnly), cfg.Workers)
+	gen.small = sc.SmallWrites
+
+	// Every policy's job, sampler and client open before anything runs:
+	// none pays for connecting inside a window, or meets a connection
+	// storm while it does. The fixed rates are set from unthrottled's
+	// windows, which come before theirs.
+	var rows atomic.Int64
+	var kinds []Window
+	policies := cfg.Policies
+	if sc.NoForeground {
+		// Without a foreground there is no latency to compare: a/a and
+		// the fixed rates (which only place the p99 oracle) say nothing,
+		// and the block spends its time on the rows.
+		policies = slices.DeleteFunc(slices.Clone(policies), func(p string) bool { return p == PolicyAA || p == PolicyFixed })
+	}
+	for _, p := range policies {
+		if p != PolicyFixed {
+			kinds = append(kinds, Window{Policy: p})
+			continue
+		}
+		for range cfg.FixedFractions {
+			kinds = append(kinds, Window{Policy: PolicyFixed, Rate: 1})
+		}
+	}
+	runners := make([]*blockJob, len(kinds))
+	for i, k := range kinds {
+		bj, err := newBlockJob(ctx, cfg, k, &rows, &be.upTo)
+		if err != nil {
+			return nil, fmt.Errorf("replay: %s / %s: %w", sc.Name, k.Policy, err)
+		}
+		defer bj.stop()
+		runners[i] = bj
+	}
+	mon, err := startMonitor(ctx, cfg.Cluster, cfg.Cores)
+	if err != nil {
+		return nil, err
+	}
+	defer mon.close()
+
+	windows := Schedule(kinds, cfg.Pairs, cfg.WindowSeconds, cfg.AloneDrop, !sc.NoForeground, cfg.Seed)
+	total := windows[len(windows)-1].End
+	start := time.Now().Add(500 * time.Millisecond).Truncate(100 * time.Millisecond)
+	blockAt := start.Add(cfg.Warmup)
+	end := blockAt.Add(time.Duration(total) * time.Second)
+	gctx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	rec := newRecorder(blockAt)
+	if fgRate > 0 {
+		wg.Go(func() { gen.run(gctx, fgRate, start, end.Sub(start), cfg.Seed, rec) })
+	}
+	jobsRun := func(bj *blockJob, label string) {
+		if bj == nil || bj.job == nil {
+			return
+		}
+		wg.Go(func() {
+			if err := bj.job.Run(gctx); err != nil && !errors.Is(err, context.Canceled) {
+				cfg.Log("%s / %s: job: %v", sc.Name, label, err)
+			}
+		})
+	}
+	for i, bj := range runners {
+		jobsRun(bj, kinds[i].Policy)
+	}
+	e := &env{c: cfg.Cluster, gen: gen, admin: be.admin, cores: cfg.Cores}
+	var eventErr error
+	wg.Go(func() { eventErr = runEventsThroughout(gctx, sc, e, end) })
+	cfg.Log("%s: %d windows of %d s (a stretch per policy, %d pairs each, the fixed rates sharing theirs; alone between), %s; foreground %.0f tx/s before the scenario's own surge", sc.Name, len(windows), cfg.WindowSeconds, cfg.Pairs, time.Duration(total)*time.Second, fgRate)
+
+	secs := make([]Second, total)
+	probes := newRecorder(blockAt)
+	if cfg.Probe {
+		conn, err := pgx.Connect(ctx, cfg.Cluster.Primary.DSN(pgcluster.RoleAdmin))
+		if err != nil {
+			return nil, fmt.Errorf("replay: %s: the probe's connection: %w", sc.Name, err)
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		wg.Go(func() { probe(gctx, conn, end, probes) })
+	}
+	var collect sync.WaitGroup
+	var working atomic.Pointer[blockJob]
+	collect.Go(func() { sampleSeconds(gctx, mon, blockAt, secs, &rows, &working) })
+	// Unthrottled's batches in its windows set the fixed rates, before
+	// their first window.
+	var unBatches int64
+	var unSeconds float64
+	open := -1
+	var openBatches int64
+	fixedSet := false
+	for wi, w := range windows {
+		if !sleepUntil(ctx, blockAt.Add(time.Duration(w.Start)*time.Second)) {
+			return nil, ctx.Err()
+		}
+		if open >= 0 {
+			unBatches += runners[open].job.Status().Batches - openBatches
+			unSeconds += float64(cfg.WindowSeconds)
+			open = -1
+		}
+		if w.Policy == PolicyFixed && !fixedSet {
+			fixedSet = true
+			perSec := 0.0
+			if unSeconds > 0 {
+				perSec = float64(unBatches) / unSeconds
+			}
+			f := 0
+			for i := range kinds {
+				if kinds[i].Policy != PolicyFixed {
+					continue
+				}
+				kinds[i].Rate = roundRate(cfg.FixedFractions[f] * perSec)
+				runners[i].setRate(kinds[i].Rate)
+				f++
+			}
+			for i := range windows {
+				if windows[i].Policy == PolicyFixed {
+					windows[i].Rate = kinds[windows[i].kind].Rate
+				}
+			}
+			w = windows[wi]
+			cfg.Log("%s: unthrottled did %.1f batches/s in its windows: fixed rates %v", sc.Name, perSec, fixedRates(kinds))
+		}
+		for i, r := range runners {
+			r.gate.set(w.Policy != PolicyAlone && i == w.kind)
+		}
+		if w.Policy == PolicyAlone {
+			working.Store(nil)
+		} else {
+			working.Store(runners[w.kind])
+		}
+		if w.Policy == PolicyUnthrottled {
+			open, openBatches = w.kind, runners[w.kind].job.Status().Batches
+		}
+	}
+	if !sleepUntil(ctx, end) {
+		return nil, ctx.Err()
+	}
+	for _, r := range runners {
+		r.gate.set(false)
+	}
+	working.Store(nil)
+	collect.Wait()
+	stopAll()
+	wg.Wait()
+	rec.mu.Lock()
+	for i := range secs {
+		secs[i].T = i
+		if i < len(rec.perSec) {
+			secs[i].Lat = Sparse(rec.perSec[i])
+		}
+	}
+	rec.mu.Unlock()
+	probes.mu.Lock()
+	for i := range secs {
+		if i < len(probes.perSec) && probes.perSec[i] != nil && probes.perSec[i].Count() > 0 {
+			h := Sparse(probes.perSec[i])
+			secs[i].Probe = &h
+		}
+	}
+	probes.mu.Unlock()
+	b := &Block{Scenario: sc.Name, Rate: fgRate, WindowSeconds: cfg.WindowSeconds, Seed: cfg.Seed, Windows: windows, Seconds: secs,
+		Started: began, Took: time.Since(began).Round(time.Second)}
+	if eventErr != nil {
+		b.EventErrors = eventErr.Error()
+	}
+	for i, r := range runners {
+		if r.job != nil && r.job.Status().State == jobs.StateDone {
+			b.Finished = append(b.Finished, kinds[i].Label())
+		}
+	}
+	return b, b.check()
+}
+
+func fixedRates(kinds []Window) []float64 {
+	var out []float64
+	for _, k := range kinds {
+		if k.Policy == PolicyFixed {
+			out = append(out, k.Rate)
+		}
+	}
+	return out
+}
+
+// sampleSeconds fills secs, second i from at: the independent sampler's
+// smoothed load (its highest), the share of its readings at or over
+// critical, the largest replica lag, the steal share and the rows the jobs
+// cleaned; and, while an adaptive policy's window is open (working), what
+// its own canary read and the budget and batch size its job ran at. It
+// returns once the last second is filled or ctx ends.
+func sampleSeconds(ctx context.Context, mon *monitor, at time.Time, secs []Second, rows *atomic.Int64, working *atomic.Pointer[blockJob]) {
+	if !sleepUntil(ctx, at) {
+		return
+	}
+	steal := startSteal()
+	lastRows := rows.Load()
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	i, n, crit := 0, 0, 0
+	load := -1.0
+	var lag float64
+	var pol policySecond
+	for i < len(secs) {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			snap := mon.p.Snapshot()
+			if l, ok := snap.Get(signals.PrimaryLoad, nil); ok && l.Err == nil && !snap.Stale(l) {
+				load = max(load, l.Value)
+				if loadRule.Critical > 0 && l.Value >= loadRule.Critical {
+					crit++
+				}
+			}
+			n++
+			if l, ok := replicaLag(snap); ok {
+				lag = max(lag, l.Raw)
+			}
+			// A tick that closes a second falls on a window's switch: which
+			// window's policy it would read is a race, so it reads none.
+			if now.Before(at.Add(time.Duration(i+1) * time.Second)) {
+				pol.read(working.Load())
+			}
+			for i < len(secs) && !now.Before(at.Add(time.Duration(i+1)*time.Second)) {
+				r := rows.Load()
+				secs[i] = Second{T: i, Steal: steal.share(), Rows: r - lastRows, Load: load, Lag: lag,
+					Canary: pol.canary, CanaryRaw: pol.raw, CanaryMs: pol.ms, Budget: pol.budget, Batch: pol.batch}
+				if n > 0 {
+					secs[i].Critical = float64(crit) / float64(n)
+				}
+				lastRows, steal = r, startSteal()
+				i, n, crit, load, lag, pol = i+1, 0, 0, -1, 0, policySecond{}
+			}
+		}
+	}
+}
+
+// probeSQL is the product's canary statement without what it counts: one
+// free row of the canary table bumped and committed.
+const probeSQL = `UPDATE throttled.canary SET beats = beats + 1, beat_at = now()
+WHERE slot = (SELECT slot FROM throttled.canary ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED)`
+
+// probeEvery is how often the instrument's canary commits: the product's
+// default interval.
+const probeEvery = 50 * time.Millisecond
+
+// probe commits probeSQL on conn every probeEvery until end or ctx ends,
+// recording each latency in the second it was due.
+func probe(ctx context.Context, conn *pgx.Conn, end time.Time, rec *recorder) {
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case due := <-t.C:
+			if !due.Before(end) {
+				return
+			}
+			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := conn.Exec(qctx, probeSQL)
+			cancel()
+			rec.record(due, time.Since(due), err)
+		}
+	}
+}
+
+// policySecond is what an adaptive policy's own sampler and job read in
+// one second: the highest of each.
+type policySecond struct {
+	canary, raw, ms, budget float64
+	batch                   int
+}
+
+// read takes one reading of bj, if it is an adaptive policy's.
+func (p *policySecond) read(bj *blockJob) {
+	if bj == nil || bj.snapshot == nil {
+		return
+	}
+	snap := bj.snapshot()
+	if s, ok := snap.Get(signals.ForegroundLatency, nil); ok && s.Err == nil && !snap.Stale(s) {
+		p.canary, p.raw = max(p.canary, s.Value), max(p.raw, s.Raw)
+	}
+	if s, ok := snap.Get(signals.ForegroundLatencySeconds, nil); ok && s.Err == nil && !snap.Stale(s) {
+		p.ms = max(p.ms, s.Value*1e3)
+	}
+	if bj.job != nil {
+		st := bj.job.Status()
+		p.budget, p.batch = max(p.budget, st.Rate), max(p.batch, st.BatchSize)
+	}
+}
+
+// runEventsThroughout starts every event of sc now and stops it at end:
+// in a block the disturbance runs throughout, under every window alike.
+func runEventsThroughout(ctx context.Context, sc Scenario, e *env, end time.Time) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, ev := range sc.Events {
+		wg.Go(func() {
+			stop, err := ev.start(ctx, e, time.Until(end))
+			if err == nil {
+				sleepUntil(ctx, end)
+				err = stop()
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("event %q: %w", ev.Name, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
