@@ -59,7 +59,7 @@ type Options struct {
 	CoordinationDSN string
 	// Holds sets the durable holds' default lifetime and, optionally, a
 	// maximum of this process's own. It cannot raise the cluster's cap
-	// (holds.Store.SetMaxTTL, written by `throttled run`), which the
+	// (holds.Store.SetTTL, written by `throttled run`), which the
 	// database enforces on every hold.
 	Holds holds.Config
 	// Enforce, when set (and CoordinationDSN is), checks every 2 s for

@@ -249,13 +249,14 @@ type Config struct {
 	// avoid; `throttled run` writes them to the cluster.
 	Windows throttle.Windows
 	// Custom are the custom signals, each with its file:line as Source.
-	Custom      CustomSignals `restart:"custom_signal"`
-	Jobs        []Job
-	HoldDefault time.Duration `restart:"holds default_ttl/max_ttl"`
-	HoldMax     time.Duration `restart:"holds default_ttl/max_ttl"`
-	Listen      string        `restart:"listen address"`
-	TLSCert     string        `restart:"tls_cert/tls_key"`
-	TLSKey      string        `restart:"tls_cert/tls_key"`
+	Custom CustomSignals `restart:"custom_signal"`
+	Jobs   []Job
+	// HoldTTL is the holds block's default_ttl and max_ttl, filled:
+	// `throttled run` writes it as the cluster's hold policy.
+	HoldTTL throttle.TTLPolicy `restart:"holds default_ttl/max_ttl"`
+	Listen  string             `restart:"listen address"`
+	TLSCert string             `restart:"tls_cert/tls_key"`
+	TLSKey  string             `restart:"tls_cert/tls_key"`
 	// OpenReads leaves the read endpoints open without a token.
 	OpenReads bool
 	// OpenChecks leaves the freno check (/check/...) open without a
@@ -757,24 +758,24 @@ func (c *Config) buildWindows(j jobBlock, maint map[string]throttle.Window, v *v
 	}
 }
 
-// buildHolds reads the holds block: the default and maximum TTL.
+// buildHolds reads the holds block: the default and maximum TTL, checked
+// by the one rule for a hold's life (throttle.TTLPolicy): an unset
+// default_ttl is 1h or max_ttl if shorter, a set one over max_ttl is
+// refused.
 func (c *Config) buildHolds(doc *file, v *validator) {
-	c.HoldDefault, c.HoldMax = throttle.DefaultHoldTTL, throttle.DefaultMaxHoldTTL
+	var p throttle.TTLPolicy
 	if h := doc.Holds; h != nil {
-		c.HoldDefault = v.duration(h.Range, "default_ttl", h.DefaultTTL, c.HoldDefault)
-		c.HoldMax = v.duration(h.Range, "max_ttl", h.MaxTTL, c.HoldMax)
-		if c.HoldDefault > c.HoldMax {
-			v.bad(h.Range, "holds: default_ttl %s must not exceed max_ttl %s", c.HoldDefault, c.HoldMax)
-		}
-		for _, d := range []struct {
-			name string
-			ttl  time.Duration
-		}{{"default_ttl", c.HoldDefault}, {"max_ttl", c.HoldMax}} {
-			if d.ttl < throttle.MinHoldTTL {
-				v.bad(h.Range, "holds: %s %s is under the shortest hold, %s", d.name, d.ttl, throttle.MinHoldTTL)
+		p.Default = v.duration(h.Range, "default_ttl", h.DefaultTTL, 0)
+		p.Max = v.duration(h.Range, "max_ttl", h.MaxTTL, 0)
+		if err := p.Check(); err != nil {
+			for _, e := range strings.Split(err.Error(), "\n") {
+				e = strings.NewReplacer("default TTL", "default_ttl", "max TTL", "max_ttl").Replace(e)
+				v.bad(h.Range, "holds: %s", e)
 			}
+			p = throttle.TTLPolicy{}
 		}
 	}
+	c.HoldTTL = p.Filled()
 }
 
 // buildListen reads the listen block: address, TLS, open reads and the request cap.
@@ -908,8 +909,8 @@ func (c *Config) buildGrafana(doc *file, v *validator) {
 		case c.Grafana.URL == "" && c.Grafana.ServiceAccountToken != "":
 			v.bad(g.Range, "grafana: service_account_token needs url, Grafana's base URL")
 		}
-		if c.Grafana.HoldTTL > c.HoldMax {
-			v.bad(g.Range, "grafana: hold_ttl %s exceeds the holds' max_ttl %s", c.Grafana.HoldTTL, c.HoldMax)
+		if c.Grafana.HoldTTL > c.HoldTTL.Max {
+			v.bad(g.Range, "grafana: hold_ttl %s exceeds the holds' max_ttl %s", c.Grafana.HoldTTL, c.HoldTTL.Max)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
@@ -67,7 +68,7 @@ func TestTheSmallestConfigWorksAsWritten(t *testing.T) {
 	if _, ok := c.Token("wrong"); ok {
 		t.Fatal("a wrong secret matched")
 	}
-	if c.Rules[signals.PrimaryLoad].Target != 0.7 || c.HoldMax.Hours() != 24 {
+	if c.Rules[signals.PrimaryLoad].Target != 0.7 || c.HoldTTL.Max.Hours() != 24 {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
@@ -434,5 +435,27 @@ func TestControllerTurnsForegroundLatencyOff(t *testing.T) {
 		if cfg.NoForegroundLatency != tc.off {
 			t.Errorf("%q: NoForegroundLatency %v; want %v", tc.extra, cfg.NoForegroundLatency, tc.off)
 		}
+	}
+}
+
+// The holds block follows the one rule for a hold's life
+// (throttle.TTLPolicy), as LocalHolds and the store do: a max_ttl under
+// a 1h default that was never written fills the default under it, while
+// a written default_ttl over max_ttl is refused with its line.
+func TestHoldsTTLFollowTheOnePolicy(t *testing.T) {
+	c, err := Parse("throttled.hcl", []byte(smallest+"holds {\n  max_ttl = \"30m\"\n}\n"), getenv)
+	if err != nil {
+		t.Fatalf("max_ttl 30m alone: %v", err)
+	}
+	if c.HoldTTL != (throttle.TTLPolicy{Default: 30 * time.Minute, Max: 30 * time.Minute}) {
+		t.Errorf("max_ttl 30m alone: %+v; want the default filled under it", c.HoldTTL)
+	}
+	c, err = Parse("throttled.hcl", []byte(smallest+"holds {\n  default_ttl = \"15m\"\n}\n"), getenv)
+	if err != nil || c.HoldTTL != (throttle.TTLPolicy{Default: 15 * time.Minute, Max: 24 * time.Hour}) {
+		t.Errorf("default_ttl 15m alone: %+v, %v", c.HoldTTL, err)
+	}
+	_, err = Parse("throttled.hcl", []byte(smallest+"holds {\n  default_ttl = \"2h\"\n  max_ttl = \"1h\"\n}\n"), getenv)
+	if err == nil || !strings.Contains(err.Error(), "throttled.hcl:26:") || !strings.Contains(err.Error(), "holds: default_ttl 2h0m0s exceeds max_ttl 1h0m0s") {
+		t.Errorf("default_ttl over max_ttl: %v", err)
 	}
 }

@@ -32,7 +32,7 @@ func (s *Store) AddExternal(ctx context.Context, key string, startsAt time.Time,
 	if err := checkStorable("key", key); err != nil {
 		return throttle.Hold{}, "", err
 	}
-	ttl, err := s.validate(r)
+	ttl, err := s.holdTTL(ctx, r)
 	if err != nil {
 		return throttle.Hold{}, "", err
 	}

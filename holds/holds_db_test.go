@@ -333,11 +333,11 @@ func TestEnforceDetectsAuditsAndCancelsWorkUnderAHold(t *testing.T) {
 func setClusterCap(t *testing.T, store *holds.Store, ttl time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := store.SetMaxTTL(ctx, ttl, "test", throttle.SourceManual, "test"); err != nil {
+	if _, err := store.SetTTL(ctx, throttle.TTLPolicy{Max: ttl}, "test", throttle.SourceManual, "test"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := store.SetMaxTTL(ctx, holds.DefaultMaxTTL, "test", throttle.SourceManual, "test done"); err != nil {
+		if _, err := store.SetTTL(ctx, throttle.TTLPolicy{}, "test", throttle.SourceManual, "test done"); err != nil {
 			t.Errorf("put the cluster's cap back: %v", err)
 		}
 	})
@@ -353,21 +353,21 @@ func TestClusterCapIsEnforcedByTheDatabase(t *testing.T) {
 	ctx := context.Background()
 	var start time.Time
 	pool.QueryRow(ctx, "SELECT now()").Scan(&start)
-	store, err := holds.NewStore(ctx, pool, holds.Config{MaxTTL: 100 * time.Hour})
+	store, err := holds.NewStore(ctx, pool, holds.Config{TTL: throttle.TTLPolicy{Max: 100 * time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := store.ClusterMaxTTL(ctx); err != nil || got != holds.DefaultMaxTTL {
-		t.Fatalf("cluster cap %s, %v; want the default %s", got, err, holds.DefaultMaxTTL)
+	if got, err := store.ClusterTTL(ctx); err != nil || got.Max != holds.DefaultMaxTTL || got.Default != holds.DefaultTTL {
+		t.Fatalf("cluster TTLs %+v, %v; want the defaults %s, %s", got, err, holds.DefaultTTL, holds.DefaultMaxTTL)
 	}
-	if _, err := store.SetMaxTTL(ctx, 0, "alice", throttle.SourceCLI, "x"); !errors.Is(err, throttle.ErrInvalidHold) {
-		t.Fatalf("a cap of 0: %v; want refused", err)
+	if _, err := store.SetTTL(ctx, throttle.TTLPolicy{Max: time.Millisecond}, "alice", throttle.SourceCLI, "x"); !errors.Is(err, throttle.ErrInvalidHold) {
+		t.Fatalf("a cap of 1ms: %v; want refused", err)
 	}
 	setClusterCap(t, store, 2*time.Hour)
 	// The default cap back again writes nothing; a change is audited once,
 	// with who and the old and new values.
-	if old, err := store.SetMaxTTL(ctx, 2*time.Hour, "test", throttle.SourceManual, "again"); err != nil || old != 2*time.Hour {
-		t.Fatalf("same cap again: %s, %v", old, err)
+	if old, err := store.SetTTL(ctx, throttle.TTLPolicy{Max: 2 * time.Hour}, "test", throttle.SourceManual, "again"); err != nil || old.Max != 2*time.Hour {
+		t.Fatalf("same cap again: %+v, %v", old, err)
 	}
 	es, err := store.AuditSince(ctx, start)
 	if err != nil {
@@ -454,8 +454,8 @@ func TestReleaseRefusesTextPostgresCannotStore(t *testing.T) {
 			_, _, err := store.AddExternal(ctx, "grafana:\x00", time.Time{}, throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceGrafanaAlert, Reason: "a"})
 			return err
 		},
-		"SetMaxTTL reason": func() error {
-			_, err := store.SetMaxTTL(ctx, time.Hour, "ops", throttle.SourceManual, "\x00")
+		"SetTTL reason": func() error {
+			_, err := store.SetTTL(ctx, throttle.TTLPolicy{Max: time.Hour}, "ops", throttle.SourceManual, "\x00")
 			return err
 		},
 	} {
@@ -467,8 +467,8 @@ func TestReleaseRefusesTextPostgresCannotStore(t *testing.T) {
 	if err != nil || len(active) != 2 {
 		t.Fatalf("after the refusals: %v, %v; want both holds still active", active, err)
 	}
-	if got, err := store.ClusterMaxTTL(ctx); err != nil || got != holds.DefaultMaxTTL {
-		t.Fatalf("cluster cap %s, %v; want it unchanged", got, err)
+	if got, err := store.ClusterTTL(ctx); err != nil || got.Max != holds.DefaultMaxTTL {
+		t.Fatalf("cluster TTLs %+v, %v; want the cap unchanged", got, err)
 	}
 }
 
@@ -563,5 +563,74 @@ func TestAReadOnlyStoreNeedsNoWrite(t *testing.T) {
 	_, err = holds.OpenStore(ctx, fresh, holds.Config{})
 	if !errors.Is(err, holds.ErrSchemaBehind) || !strings.Contains(err.Error(), "0001_checkpoints") || !strings.Contains(err.Error(), "throttled migrate") {
 		t.Fatalf("OpenStore on a database never migrated: %v; want ErrSchemaBehind naming the migrations and throttled migrate", err)
+	}
+}
+
+// A hold whose request and store give no TTL lives the cluster's default
+// (throttled.settings.default_hold_ttl, written with the cap by SetTTL),
+// not a default compiled into the client; a store's own Max still
+// narrows it, a store's own Default still wins, and a change of the
+// default is audited.
+func TestHoldWithoutTTLLivesTheClusterDefault(t *testing.T) {
+	_, pool, _ := setup(t)
+	ctx := context.Background()
+	var start time.Time
+	pool.QueryRow(ctx, "SELECT now()").Scan(&start)
+	store, err := holds.NewStore(ctx, pool, holds.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.SetTTL(ctx, throttle.TTLPolicy{Default: 15 * time.Minute, Max: 2 * time.Hour}, "ops", throttle.SourceManual, "short holds"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := store.SetTTL(ctx, throttle.TTLPolicy{}, "test", throttle.SourceManual, "test done"); err != nil {
+			t.Errorf("put the cluster's TTLs back: %v", err)
+		}
+	})
+	life := func(s *holds.Store, ttl time.Duration) time.Duration {
+		t.Helper()
+		h, err := s.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("ttl-default"), Source: throttle.SourceCLI, Reason: "x", Actor: "alice", TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Expires.Sub(h.Created).Round(time.Second)
+	}
+	if got := life(store, 0); got != 15*time.Minute {
+		t.Errorf("a hold without a TTL lives %s; want the cluster's default 15m", got)
+	}
+	if got := life(store, 90*time.Minute); got != 90*time.Minute {
+		t.Errorf("a hold asking 90m lives %s", got)
+	}
+	narrow, err := holds.NewStore(ctx, pool, holds.Config{TTL: throttle.TTLPolicy{Max: 5 * time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := life(narrow, 0); got != 5*time.Minute {
+		t.Errorf("under a store's own max 5m a hold without a TTL lives %s; want 5m", got)
+	}
+	own, err := holds.NewStore(ctx, pool, holds.Config{TTL: throttle.TTLPolicy{Default: 3 * time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := life(own, 0); got != 3*time.Minute {
+		t.Errorf("a store with its own default 3m gave %s", got)
+	}
+	if _, err := holds.NewStore(ctx, pool, holds.Config{TTL: throttle.TTLPolicy{Default: 2 * time.Hour, Max: time.Hour}}); err == nil ||
+		!strings.Contains(err.Error(), "default TTL 2h0m0s exceeds max TTL 1h0m0s") {
+		t.Errorf("a store whose default exceeds its max: %v; want refused by the one policy", err)
+	}
+	es, err := store.AuditSince(ctx, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range es {
+		if e.Event == holds.EventDefaultTTL && e.Actor == "ops" && e.Reason == "short holds" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d audit lines of the default's change by ops; want 1", n)
 	}
 }

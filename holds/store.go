@@ -11,7 +11,6 @@
 package holds
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,27 +39,27 @@ var (
 
 // Defaults.
 const (
-	// DefaultTTL is a hold's lifetime when neither the request nor
-	// Config.DefaultTTL gives one: throttle's, the one default.
+	// DefaultTTL is the cluster's default hold life until [Store.SetTTL]
+	// changes it (migration 0018 creates it so): throttle's, the one
+	// default.
 	DefaultTTL = throttle.DefaultHoldTTL
 	// DefaultMaxTTL is the cluster's cap on a hold's lifetime until
-	// [Store.SetMaxTTL] changes it (migration 0006 creates it so, and a
+	// [Store.SetTTL] changes it (migration 0006 creates it so, and a
 	// test checks the two agree).
 	DefaultMaxTTL = throttle.DefaultMaxHoldTTL
 )
 
 // Config configures a [Store].
 type Config struct {
-	// DefaultTTL is a hold's lifetime when none is given. Defaults to
-	// DefaultTTL (1h).
-	DefaultTTL time.Duration
-	// MaxTTL, when set, is this store's own bound on a hold's lifetime,
-	// checked before any query: a fast, friendly refusal. It can only
-	// narrow the cluster's cap (throttled.settings.max_hold_ttl, see
-	// [Store.SetMaxTTL]), which the database enforces on every insert and
-	// renewal whatever a client asks, so no hold lives forever. Zero
-	// means the cluster's cap alone.
-	MaxTTL time.Duration
+	// TTL is this store's own rule for a hold's life, checked before any
+	// query. Its Default, when set, is a hold's life when the request
+	// gives none; unset (the CLI's store), the cluster's default applies
+	// (throttled.settings.default_hold_ttl, see [Store.SetTTL]). Its Max,
+	// when set, can only narrow the cluster's cap
+	// (throttled.settings.max_hold_ttl), which the database enforces on
+	// every insert and renewal whatever a client asks, so no hold lives
+	// forever: a fast, friendly refusal.
+	TTL throttle.TTLPolicy
 }
 
 // Store reads and writes holds and the audit log. It is safe for
@@ -72,12 +71,8 @@ type Store struct {
 
 // NewStore migrates the schema (idempotent) and returns a Store on db.
 func NewStore(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Store, error) {
-	cfg.DefaultTTL = cmp.Or(cfg.DefaultTTL, DefaultTTL)
-	switch {
-	case cfg.DefaultTTL < 0 || cfg.MaxTTL < 0:
-		return nil, fmt.Errorf("holds: DefaultTTL %s and MaxTTL %s must not be negative", cfg.DefaultTTL, cfg.MaxTTL)
-	case cfg.MaxTTL > 0 && cfg.DefaultTTL > cfg.MaxTTL:
-		return nil, fmt.Errorf("holds: DefaultTTL %s must not exceed MaxTTL %s", cfg.DefaultTTL, cfg.MaxTTL)
+	if err := cfg.TTL.Check(); err != nil {
+		return nil, fmt.Errorf("holds: Config.TTL: %w", err)
 	}
 	if _, err := schema.Migrate(ctx, db); err != nil {
 		return nil, err
@@ -121,19 +116,34 @@ func (s *Store) Check(r throttle.HoldRequest) error {
 	return err
 }
 
-// Check reports whether a store under c would accept r (a zero
-// DefaultTTL meaning its default), without a database: the cluster's cap
-// is checked only when the hold is written.
+// Check reports whether a store under c would accept r, without a
+// database: the cluster's default and cap apply only when the hold is
+// written.
 func (c Config) Check(r throttle.HoldRequest) error {
-	c.DefaultTTL = cmp.Or(c.DefaultTTL, DefaultTTL)
 	_, err := c.check(r)
 	return err
 }
 
-func (s *Store) validate(r throttle.HoldRequest) (time.Duration, error) { return s.cfg.check(r) }
-
 func (c Config) check(r throttle.HoldRequest) (time.Duration, error) {
-	return r.Check(c.DefaultTTL, c.MaxTTL)
+	return r.Check(c.TTL)
+}
+
+// holdTTL checks r and returns the life its hold gets: the request's,
+// else the store's default, else the cluster's
+// (throttled.settings.default_hold_ttl), not over the store's own Max.
+func (s *Store) holdTTL(ctx context.Context, r throttle.HoldRequest) (time.Duration, error) {
+	ttl, err := s.cfg.check(r)
+	if err != nil || ttl > 0 {
+		return ttl, err
+	}
+	p, err := s.ClusterTTL(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if s.cfg.TTL.Max > 0 {
+		return min(p.Default, s.cfg.TTL.Max), nil
+	}
+	return p.Default, nil
 }
 
 // unstorable checks name/value pairs with Storable and returns a problem
@@ -169,21 +179,25 @@ func (s *Store) tooLong(ctx context.Context, err error, ttl time.Duration) error
 	if !errors.As(err, &pgErr) || pgErr.Code != sqlStateTooLong {
 		return nil
 	}
-	if limit, cerr := s.ClusterMaxTTL(ctx); cerr == nil {
+	if p, cerr := s.ClusterTTL(ctx); cerr == nil {
+		limit := p.Max
 		return fmt.Errorf("%w: TTL %s exceeds the maximum %s, the cluster's cap on holds (throttled.settings, from throttled run's holds.max_ttl)",
 			throttle.ErrInvalidHold, ttl, limit)
 	}
 	return fmt.Errorf("%w: TTL %s: %s", throttle.ErrInvalidHold, ttl, pgErr.Message)
 }
 
-// ClusterMaxTTL returns the cluster's cap on a hold's lifetime
-// (throttled.settings.max_hold_ttl), which the database enforces.
-func (s *Store) ClusterMaxTTL(ctx context.Context) (time.Duration, error) {
-	var secs float64
-	if err := s.db.QueryRow(ctx, "SELECT extract(epoch FROM max_hold_ttl)::float8 FROM throttled.settings WHERE id = 1").Scan(&secs); err != nil {
-		return 0, fmt.Errorf("holds: read the cluster's max TTL: %w", err)
+// ClusterTTL returns the cluster's hold policy: the default life of a
+// hold whose request gives none (throttled.settings.default_hold_ttl)
+// and the cap on every hold's life (max_hold_ttl), which the database
+// enforces.
+func (s *Store) ClusterTTL(ctx context.Context) (throttle.TTLPolicy, error) {
+	var def, max float64
+	if err := s.db.QueryRow(ctx, `SELECT extract(epoch FROM default_hold_ttl)::float8, extract(epoch FROM max_hold_ttl)::float8
+		FROM throttled.settings WHERE id = 1`).Scan(&def, &max); err != nil {
+		return throttle.TTLPolicy{}, fmt.Errorf("holds: read the cluster's hold TTLs: %w", err)
 	}
-	return seconds(secs), nil
+	return throttle.TTLPolicy{Default: seconds(def), Max: seconds(max)}, nil
 }
 
 // seconds converts a count of seconds from the database to a Duration,
@@ -192,49 +206,55 @@ func seconds(secs float64) time.Duration {
 	return time.Duration(math.Round(secs*1e6)) * time.Microsecond
 }
 
-// SetMaxTTL sets the cluster's cap on a hold's lifetime
-// (throttled.settings.max_hold_ttl) and returns the cap it replaced. The
-// database enforces the cap on every hold's insert and on every renewal
-// that moves an expiry later, whichever client writes it; a store's own
-// Config.MaxTTL can only be lower. A change is audited (event
-// hold_max_ttl, with actor, source, reason and the old and new caps);
-// setting the cap it already has writes nothing.
+// SetTTL sets the cluster's hold policy (throttled.settings:
+// default_hold_ttl and max_hold_ttl; an unset field takes its default,
+// see [throttle.TTLPolicy.Filled]) and returns the policy it replaced.
+// The database enforces the cap on every hold's insert and on every
+// renewal that moves an expiry later, whichever client writes it; a
+// store's own Config.TTL.Max can only be lower. A hold whose request and
+// store give no TTL lives the default. Each change is audited (events
+// hold_default_ttl and hold_max_ttl, with actor, source, reason and the
+// old and new values); setting the policy it already has writes nothing.
 //
 // It is the operator's setting: `throttled run` calls it with its
-// configuration's holds.max_ttl at start and on each applied reload, so
+// configuration's holds block at start and on each applied reload, so
 // the sidecar's file is the authority. The CLI and the library's Open
-// never call it. Any role that may write schema throttled can change the
-// cap (as it can the holds themselves); the audit log says who did.
-func (s *Store) SetMaxTTL(ctx context.Context, ttl time.Duration, actor string, source throttle.Source, reason string) (time.Duration, error) {
-	if ttl <= 0 {
-		return 0, fmt.Errorf("%w: max TTL %s must be positive", throttle.ErrInvalidHold, ttl)
+// never call it. Any role that may write schema throttled can change it
+// (as it can the holds themselves); the audit log says who did.
+func (s *Store) SetTTL(ctx context.Context, p throttle.TTLPolicy, actor string, source throttle.Source, reason string) (throttle.TTLPolicy, error) {
+	if err := p.Check(); err != nil {
+		return throttle.TTLPolicy{}, fmt.Errorf("%w: %w", throttle.ErrInvalidHold, err)
 	}
+	p = p.Filled()
 	if err := checkStorable("actor", actor, "source", string(source), "reason", reason); err != nil {
-		return 0, err
+		return throttle.TTLPolicy{}, err
 	}
-	var old float64
+	var def, max float64
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		// The audit trigger reads who and why from these.
 		if _, err := tx.Exec(ctx, `SELECT set_config('throttled.actor', $1, true), set_config('throttled.source', $2, true),
 			set_config('throttled.reason', $3, true)`, actor, string(source), reason); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, "SELECT extract(epoch FROM max_hold_ttl)::float8 FROM throttled.settings WHERE id = 1 FOR UPDATE").Scan(&old); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT extract(epoch FROM default_hold_ttl)::float8, extract(epoch FROM max_hold_ttl)::float8
+			FROM throttled.settings WHERE id = 1 FOR UPDATE`).Scan(&def, &max); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `UPDATE throttled.settings SET max_hold_ttl = make_interval(secs => $1)
-			WHERE id = 1 AND max_hold_ttl <> make_interval(secs => $1)`, ttl.Seconds())
+		// One statement, so the check that the default is not over the
+		// cap sees both new values.
+		_, err := tx.Exec(ctx, `UPDATE throttled.settings SET default_hold_ttl = make_interval(secs => $1), max_hold_ttl = make_interval(secs => $2)
+			WHERE id = 1 AND (default_hold_ttl <> make_interval(secs => $1) OR max_hold_ttl <> make_interval(secs => $2))`, p.Default.Seconds(), p.Max.Seconds())
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("holds: set max TTL %s: %w", ttl, err)
+		return throttle.TTLPolicy{}, fmt.Errorf("holds: set the hold TTLs (default %s, max %s): %w", p.Default, p.Max, err)
 	}
-	return seconds(old), nil
+	return throttle.TTLPolicy{Default: seconds(def), Max: seconds(max)}, nil
 }
 
 // Add creates a hold and audits it, in one transaction.
 func (s *Store) Add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, error) {
-	ttl, err := s.validate(r)
+	ttl, err := s.holdTTL(ctx, r)
 	if err != nil {
 		return throttle.Hold{}, err
 	}
@@ -412,8 +432,9 @@ const (
 	EventMode             = "mode"               // a controller event: critical, latched, recovered, stale, ...
 	EventPauseNotHonoured = "pause_not_honoured" // a job's session ran on under a hold
 	EventReload           = "config_reload"
-	EventMaxTTL           = "hold_max_ttl"    // the cluster's cap on holds changed (written by the database's trigger)
-	EventPrimaryChanged   = "primary_changed" // the sampler found another primary, or the first one (see RecordPrimary)
+	EventMaxTTL           = "hold_max_ttl"     // the cluster's cap on holds changed (written by the database's trigger)
+	EventDefaultTTL       = "hold_default_ttl" // the cluster's default hold life changed (written by the database's trigger)
+	EventPrimaryChanged   = "primary_changed"  // the sampler found another primary, or the first one (see RecordPrimary)
 )
 
 // Entry is one line of the audit log.

@@ -36,7 +36,7 @@ func windowRows(ws throttle.Windows) []windowRow {
 // in one transaction, and audits a change (event windows, with the old
 // and new windows in its detail); windows equal to the cluster's write
 // nothing. `throttled run` calls it with its file's windows at start and on
-// each applied reload, as it does SetMaxTTL.
+// each applied reload, as it does SetTTL.
 func (s *Store) SetWindows(ctx context.Context, ws throttle.Windows, actor string, source throttle.Source, reason string) error {
 	if err := checkStorable("actor", actor, "source", string(source), "reason", reason); err != nil {
 		return err

@@ -150,7 +150,7 @@ func FuzzGrafanaPayload(f *testing.F) {
 	f.Add([]byte(`{"alerts":[{"status":"firing","fingerprint":"a","labels":{"throttled_group":""},"annotations":{"summary":" "}}]}`))
 	f.Add([]byte(`{"alerts":[{"status":"firing","fingerprint":"","labels":{"throttled_job":"Bad Name"}}]}`))
 	f.Add([]byte(`{"alerts":[{"status":"resolved","fingerprint":"a\u0000"},{"status":"firing","fingerprint":"b","annotations":{"summary":"x\u0000"}}]}`))
-	holdsCfg := holds.Config{DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour}
+	holdsCfg := holds.Config{TTL: throttle.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var p GrafanaPayload
 		if decodeStrict(body, &p, false) != nil {

@@ -266,7 +266,7 @@ func loadServer(t *testing.T, shape loadShape) (string, *pgcluster.Cluster) {
 		{Name: "worker", Secret: loadWork, Scopes: []config.Scope{config.ScopeWork}}}
 	cfg.Grafana = config.Grafana{WebhookSecret: admitSecret, SignatureHeader: "X-Grafana-Alerting-Signature",
 		TimestampHeader: "X-Grafana-Alerting-Timestamp", ReplayWindow: 5 * time.Minute, HoldTTL: time.Hour}
-	cfg.HoldDefault, cfg.HoldMax = time.Hour, 24*time.Hour
+	cfg.HoldTTL = throttle.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}
 	srv, err := sidecar.New(client, cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -185,7 +185,7 @@ var uiTemplate = template.Must(template.New("pause").Funcs(template.FuncMap{"der
 func (s *Server) renderUI(w http.ResponseWriter, r *http.Request, code int, actor, job, ret, msg, done string) {
 	cfg := s.config()
 	page := uiPage{Actor: actor, CSRF: s.csrfToken(actor, time.Now()), Return: ret, Error: msg, Done: done,
-		TTL: cfg.HoldDefault.String(), MaxTTL: cfg.HoldMax.String()}
+		TTL: cfg.HoldTTL.Default.String(), MaxTTL: cfg.HoldTTL.Max.String()}
 	js, known := s.jobState(job)
 	page.Job, page.Known = js.Job, known
 	page.Job.Job = job

@@ -124,7 +124,7 @@ func TestExemptIsChecked(t *testing.T) {
 		{Scope: AllJobs(), Source: SourceCLI, Reason: "x", Exempt: "replica_lag{replica=\"r1\"}"},
 		{Scope: AllJobs(), Source: SourceCLI, Reason: "x", Exempt: "replica_lag", Ratio: 0.5},
 	} {
-		if _, err := r.Check(time.Hour, 0); err == nil || !strings.Contains(err.Error(), "exempt") {
+		if _, err := r.Check(TTLPolicy{Default: time.Hour}); err == nil || !strings.Contains(err.Error(), "exempt") {
 			t.Errorf("%+v: %v; want refused", r, err)
 		}
 	}

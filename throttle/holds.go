@@ -1,7 +1,6 @@
 package throttle
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -235,8 +234,8 @@ type HoldRequest struct {
 	Source Source
 	Reason string // required
 	Actor  string
-	// TTL is how long the hold lasts. 0 means LocalHoldsConfig.DefaultTTL; it
-	// may not be negative or exceed LocalHoldsConfig.MaxTTL.
+	// TTL is how long the hold lasts. 0 means the TTLPolicy's default; it
+	// may not be negative or exceed the policy's Max.
 	TTL time.Duration
 	// Ratio, from 0 to 1, scales the jobs instead of pausing them (see
 	// Hold.Ratio); 0 pauses.
@@ -263,11 +262,12 @@ const (
 // Check validates r as every hold is validated, in this process's set and
 // in the cluster's store alike: a valid scope, a known source, a reason,
 // one-line text PostgreSQL can store (see [throttle.Storable]), a ratio of
-// 0 or from MinHoldRatio to 1, and a TTL of at least MinHoldTTL and not
-// over maxTTL (0: no cap), 0 meaning defaultTTL. It
-// returns the TTL the hold gets, or an error wrapping [ErrInvalidHold]
-// that lists every problem, each naming its field and value.
-func (r HoldRequest) Check(defaultTTL, maxTTL time.Duration) (time.Duration, error) {
+// 0 or from MinHoldRatio to 1, and a TTL that ttls accepts (see
+// [TTLPolicy.TTL]). It returns the TTL the hold gets (0 when neither the
+// request nor ttls gives one: the cluster's default), or an error
+// wrapping [ErrInvalidHold] that lists every problem, each naming its
+// field and value.
+func (r HoldRequest) Check(ttls TTLPolicy) (time.Duration, error) {
 	var errs []string
 	if p := r.Scope.problem(); p != "" {
 		errs = append(errs, fmt.Sprintf("scope %q: %s", r.Scope.String(), p))
@@ -298,14 +298,9 @@ func (r HoldRequest) Check(defaultTTL, maxTTL time.Duration) (time.Duration, err
 			errs = append(errs, f.name+": "+err.Error())
 		}
 	}
-	ttl := cmp.Or(r.TTL, defaultTTL)
-	switch {
-	case ttl < 0:
-		errs = append(errs, fmt.Sprintf("TTL %s is negative; every hold must expire in the future", ttl))
-	case ttl < MinHoldTTL:
-		errs = append(errs, fmt.Sprintf("TTL %s is under the shortest accepted, %s: a hold is for people, in seconds at least", ttl, MinHoldTTL))
-	case maxTTL > 0 && ttl > maxTTL:
-		errs = append(errs, fmt.Sprintf("TTL %s exceeds the maximum %s: ask for at most %s and renew the hold if it must last longer", ttl, maxTTL, maxTTL))
+	ttl, err := ttls.TTL(r.TTL)
+	if err != nil {
+		errs = append(errs, err.Error())
 	}
 	if len(errs) > 0 {
 		return 0, fmt.Errorf("%w: %s", ErrInvalidHold, strings.Join(errs, "; "))
@@ -359,44 +354,18 @@ const (
 
 // LocalHoldsConfig configures [NewLocalHolds]. The zero value means defaults.
 type LocalHoldsConfig struct {
-	// DefaultTTL is the life of a hold whose request gives no TTL. Short
-	// enough that a forgotten pause ends by itself, long enough to cover
-	// an incident. Defaults to DefaultHoldTTL (1h), or MaxTTL if shorter.
-	DefaultTTL time.Duration
-	// MaxTTL caps every hold's life, so no pause outlives everyone's
-	// memory of it; a longer pause is renewed by a person. Defaults to
-	// DefaultMaxHoldTTL (24h).
-	MaxTTL time.Duration
+	// TTL is how long a hold lives: by default DefaultHoldTTL (1h), or
+	// its Max if shorter, capped at DefaultMaxHoldTTL (24h).
+	TTL TTLPolicy
 
 	now func() time.Time // tests set a fake clock; nil means time.Now
 }
 
 func (c *LocalHoldsConfig) fill() {
-	c.MaxTTL = cmp.Or(c.MaxTTL, DefaultMaxHoldTTL)
-	if c.DefaultTTL == 0 {
-		c.DefaultTTL = DefaultHoldTTL
-		if c.MaxTTL > 0 && c.MaxTTL < c.DefaultTTL {
-			c.DefaultTTL = c.MaxTTL
-		}
-	}
+	c.TTL = c.TTL.Filled()
 	if c.now == nil {
 		c.now = time.Now
 	}
-}
-
-func (c *LocalHoldsConfig) validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("throttle: "+format, args...)) }
-	if c.DefaultTTL < 0 {
-		bad("LocalHoldsConfig.DefaultTTL must not be negative, got %s", c.DefaultTTL)
-	}
-	if c.MaxTTL < 0 {
-		bad("LocalHoldsConfig.MaxTTL must not be negative, got %s", c.MaxTTL)
-	}
-	if c.DefaultTTL > 0 && c.MaxTTL > 0 && c.DefaultTTL > c.MaxTTL {
-		bad("LocalHoldsConfig.DefaultTTL %s exceeds MaxTTL %s", c.DefaultTTL, c.MaxTTL)
-	}
-	return errors.Join(errs...)
 }
 
 // LocalHolds is the set of active pause holds of one process, in memory
@@ -420,23 +389,23 @@ type LocalHolds struct {
 // NewLocalHolds fills cfg's defaults, validates it and returns an empty
 // LocalHolds. Errors name the field and its value.
 func NewLocalHolds(cfg LocalHoldsConfig) (*LocalHolds, error) {
-	cfg.fill()
-	if err := cfg.validate(); err != nil {
-		return nil, err
+	if err := cfg.TTL.Check(); err != nil {
+		return nil, fmt.Errorf("throttle: LocalHoldsConfig.TTL: %w", err)
 	}
+	cfg.fill()
 	return &LocalHolds{cfg: cfg}, nil
 }
 
 // Add is shorthand for AddAt(now(), req).
 func (h *LocalHolds) Add(req HoldRequest) (Hold, error) { return h.AddAt(h.cfg.now(), req) }
 
-// AddAt places a hold created at now and expiring TTL later (DefaultTTL if
-// req.TTL is 0). It refuses, with an error wrapping [ErrInvalidHold] that
+// AddAt places a hold created at now and expiring TTL later (the
+// policy's default if req.TTL is 0). It refuses, with an error wrapping [ErrInvalidHold] that
 // names the field and value, an invalid scope, an unknown source, an
 // empty reason, and a TTL that is negative or over MaxTTL. Holds on the
 // same scope coexist: each is released on its own.
 func (h *LocalHolds) AddAt(now time.Time, req HoldRequest) (Hold, error) {
-	ttl, err := req.Check(h.cfg.DefaultTTL, h.cfg.MaxTTL)
+	ttl, err := req.Check(h.cfg.TTL)
 	if err != nil {
 		return Hold{}, err
 	}

@@ -75,11 +75,11 @@ func TestNewHoldsConfig(t *testing.T) {
 		wantDef, wantMx time.Duration
 	}{
 		{LocalHoldsConfig{}, "", time.Hour, 24 * time.Hour},
-		{LocalHoldsConfig{MaxTTL: 30 * time.Minute}, "", 30 * time.Minute, 30 * time.Minute},
-		{LocalHoldsConfig{DefaultTTL: 5 * time.Minute}, "", 5 * time.Minute, 24 * time.Hour},
-		{LocalHoldsConfig{DefaultTTL: -time.Second}, "LocalHoldsConfig.DefaultTTL must not be negative, got -1s", 0, 0},
-		{LocalHoldsConfig{MaxTTL: -time.Minute}, "LocalHoldsConfig.MaxTTL must not be negative, got -1m0s", 0, 0},
-		{LocalHoldsConfig{DefaultTTL: 2 * time.Hour, MaxTTL: time.Hour}, "LocalHoldsConfig.DefaultTTL 2h0m0s exceeds MaxTTL 1h0m0s", 0, 0},
+		{LocalHoldsConfig{TTL: TTLPolicy{Max: 30 * time.Minute}}, "", 30 * time.Minute, 30 * time.Minute},
+		{LocalHoldsConfig{TTL: TTLPolicy{Default: 5 * time.Minute}}, "", 5 * time.Minute, 24 * time.Hour},
+		{LocalHoldsConfig{TTL: TTLPolicy{Default: -time.Second}}, "LocalHoldsConfig.TTL: default TTL -1s is under the shortest hold, 1s", 0, 0},
+		{LocalHoldsConfig{TTL: TTLPolicy{Max: -time.Minute}}, "LocalHoldsConfig.TTL: max TTL -1m0s is under the shortest hold, 1s", 0, 0},
+		{LocalHoldsConfig{TTL: TTLPolicy{Default: 2 * time.Hour, Max: time.Hour}}, "LocalHoldsConfig.TTL: default TTL 2h0m0s exceeds max TTL 1h0m0s", 0, 0},
 	} {
 		h, err := NewLocalHolds(tc.cfg)
 		if tc.want != "" {
@@ -92,8 +92,8 @@ func TestNewHoldsConfig(t *testing.T) {
 			t.Errorf("NewLocalHolds(%+v): %v", tc.cfg, err)
 			continue
 		}
-		if h.cfg.DefaultTTL != tc.wantDef || h.cfg.MaxTTL != tc.wantMx {
-			t.Errorf("NewLocalHolds(%+v): DefaultTTL %s, MaxTTL %s; want %s, %s", tc.cfg, h.cfg.DefaultTTL, h.cfg.MaxTTL, tc.wantDef, tc.wantMx)
+		if h.cfg.TTL.Default != tc.wantDef || h.cfg.TTL.Max != tc.wantMx {
+			t.Errorf("NewLocalHolds(%+v): default TTL %s, max TTL %s; want %s, %s", tc.cfg, h.cfg.TTL.Default, h.cfg.TTL.Max, tc.wantDef, tc.wantMx)
 		}
 	}
 }

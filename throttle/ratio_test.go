@@ -51,7 +51,7 @@ func TestARatioHoldScalesItsJob(t *testing.T) {
 
 func TestRatioIsChecked(t *testing.T) {
 	for _, r := range []float64{-0.1, 1.5, math.NaN(), math.Inf(1)} {
-		if _, err := (HoldRequest{Scope: AllJobs(), Source: SourceCLI, Reason: "x", Ratio: r}).Check(time.Hour, 0); err == nil || !strings.Contains(err.Error(), "ratio") {
+		if _, err := (HoldRequest{Scope: AllJobs(), Source: SourceCLI, Reason: "x", Ratio: r}).Check(TTLPolicy{Default: time.Hour}); err == nil || !strings.Contains(err.Error(), "ratio") {
 			t.Errorf("ratio %v: %v; want refused", r, err)
 		}
 	}

@@ -51,7 +51,7 @@ func TestStorableRefusesWhatForgesALine(t *testing.T) {
 // and names the field.
 func TestHoldCheckRefusesControlCharactersByField(t *testing.T) {
 	r := HoldRequest{Scope: AllJobs(), Source: SourceCLI, Reason: "deploy\nFORGED", Actor: "mallory\x1b]0;t\a"}
-	_, err := r.Check(time.Hour, 24*time.Hour)
+	_, err := r.Check(TTLPolicy{Default: time.Hour, Max: 24 * time.Hour})
 	if !errors.Is(err, ErrInvalidHold) || !strings.Contains(err.Error(), "reason: control character U+000A at byte 6; reasons and actors are one printable line") ||
 		!strings.Contains(err.Error(), "actor: control character U+001B at byte 7") {
 		t.Fatalf("Check = %v; want ErrInvalidHold naming the reason's and the actor's character", err)
@@ -78,13 +78,13 @@ func TestHoldCheckRefusesDenormalRatiosAndSubSecondTTLs(t *testing.T) {
 		{"999ms", HoldRequest{TTL: 999 * time.Millisecond}, "TTL 999ms is under the shortest accepted"},
 	} {
 		tc.r.Scope, tc.r.Source, tc.r.Reason = AllJobs(), SourceCLI, "x"
-		if _, err := tc.r.Check(time.Hour, 24*time.Hour); !errors.Is(err, ErrInvalidHold) || !strings.Contains(err.Error(), tc.want) {
+		if _, err := tc.r.Check(TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}); !errors.Is(err, ErrInvalidHold) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Check = %v; want ErrInvalidHold saying %q", tc.name, err, tc.want)
 		}
 	}
 	for _, r := range []HoldRequest{{Ratio: MinHoldRatio}, {Ratio: 0.3}, {Ratio: 1}, {Ratio: 0}, {TTL: time.Second}, {TTL: 0}} {
 		r.Scope, r.Source, r.Reason = AllJobs(), SourceCLI, "x"
-		if _, err := r.Check(time.Hour, 24*time.Hour); err != nil {
+		if _, err := r.Check(TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}); err != nil {
 			t.Errorf("Check(ratio %v, TTL %s) = %v; want it accepted", r.Ratio, r.TTL, err)
 		}
 	}
@@ -137,7 +137,7 @@ func FuzzHoldRequestBounds(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, ratio float64, ttl int64) {
 		r := HoldRequest{Scope: Scope{Kind: ScopeAllJobs}, Source: SourceManual, Reason: "fuzz", Ratio: ratio, TTL: time.Duration(ttl)}
-		got, err := r.Check(time.Hour, 24*time.Hour)
+		got, err := r.Check(TTLPolicy{Default: time.Hour, Max: 24 * time.Hour})
 		if err != nil {
 			if !strings.Contains(err.Error(), "ratio") && !strings.Contains(err.Error(), "TTL") {
 				t.Fatalf("ratio %v, TTL %s refused without naming the field: %v", ratio, time.Duration(ttl), err)

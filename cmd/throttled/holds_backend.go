@@ -140,7 +140,10 @@ func (a apiBackend) call(ctx context.Context, method, path string, body, answer 
 
 func (a apiBackend) add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, []string, error) {
 	var h api.Hold
-	req := api.PauseRequest{Scope: r.Scope.String(), TTL: r.TTL.String(), Reason: r.Reason, Ratio: r.Ratio, Exempt: r.Exempt}
+	req := api.PauseRequest{Scope: r.Scope.String(), Reason: r.Reason, Ratio: r.Ratio, Exempt: r.Exempt}
+	if r.TTL > 0 {
+		req.TTL = r.TTL.String() // else the sidecar's default, the cluster's
+	}
 	if err := a.call(ctx, "POST", "/v1/holds", req, &h); err != nil {
 		if e := (*apiError)(nil); errors.As(err, &e) && e.Status == http.StatusBadRequest {
 			return throttle.Hold{}, nil, fmt.Errorf("%w: %w", throttle.ErrInvalidHold, err)

@@ -33,12 +33,12 @@ func TestHoldCapCannotBeRaisedByAnyClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store, err := holds.NewStore(ctx, pool, holds.Config{MaxTTL: 100 * time.Hour})
+	store, err := holds.NewStore(ctx, pool, holds.Config{TTL: throttle.TTLPolicy{Max: 100 * time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := store.SetMaxTTL(ctx, holds.DefaultMaxTTL, "test", throttle.SourceManual, "test done"); err != nil {
+		if _, err := store.SetTTL(ctx, throttle.TTLPolicy{}, "test", throttle.SourceManual, "test done"); err != nil {
 			t.Errorf("put the cluster's cap back: %v", err)
 		}
 	})
@@ -66,8 +66,8 @@ func TestHoldCapCannotBeRaisedByAnyClient(t *testing.T) {
 	})
 	a := sidecarAPI{t: t, base: "http://" + addr}
 	waitReady(t, a.base, 20*time.Second)
-	if got, err := store.ClusterMaxTTL(ctx); err != nil || got != 2*time.Hour {
-		t.Fatalf("the cluster's cap after throttled run started: %s, %v; want its file's 2h", got, err)
+	if got, err := store.ClusterTTL(ctx); err != nil || got.Max != 2*time.Hour {
+		t.Fatalf("the cluster's cap after throttled run started: %+v, %v; want its file's 2h", got, err)
 	}
 	var start time.Time
 	if err := pool.QueryRow(ctx, "SELECT now()").Scan(&start); err != nil {
@@ -123,8 +123,8 @@ func TestHoldCapCannotBeRaisedByAnyClient(t *testing.T) {
 	if code, body, _ := a.do("POST", "/v1/reload", opsToken, nil); code != 200 || body["applied"] != true {
 		t.Fatalf("reload: %d %v", code, body)
 	}
-	if got, err := store.ClusterMaxTTL(ctx); err != nil || got != 2*time.Hour {
-		t.Fatalf("the cluster's cap after a reload: %s, %v; want the file's 2h back", got, err)
+	if got, err := store.ClusterTTL(ctx); err != nil || got.Max != 2*time.Hour {
+		t.Fatalf("the cluster's cap after a reload: %+v, %v; want the file's 2h back", got, err)
 	}
 	es, err := store.AuditSince(ctx, start)
 	if err != nil {

@@ -267,7 +267,7 @@ func newPlaceHoldCmd(lf *logFlags, name string) *cobra.Command {
 		Short: "hold one job, a group or all jobs, in every process, until it expires or is released",
 		Long: `Places a hold: the jobs in its scope stop, in every process, including ones started later, until it
 expires or is released (throttled resume). Every hold expires; its TTL is at most the cluster's cap
-(holds.max_ttl of throttled run). Audited.`,
+(holds.max_ttl of throttled run), and without --ttl the cluster's default (holds.default_ttl). Audited.`,
 		Example: `  throttled pause --job purge_sessions --ttl 30m --reason "replica rebuild"
   throttled pause --addr http://127.0.0.1:18087 --all --reason "incident 4211" --json`,
 	}
@@ -299,7 +299,11 @@ other signal still binds them. Audited; a running exec follows it at its next he
 			if strings.TrimSpace(reason) == "" {
 				errs = append(errs, errors.New("--reason is required"))
 			}
+			// Without --ttl the request carries none, and the cluster's
+			// default applies (holds.default_ttl of throttled run), as
+			// the cluster's cap does: one policy, throttle.TTLPolicy.
 			switch {
+			case !cmd.Flags().Changed("ttl"):
 			case ttl <= 0:
 				errs = append(errs, fmt.Errorf("--ttl must be positive, got %s", ttl))
 			case ttl < throttle.MinHoldTTL:
@@ -355,7 +359,7 @@ other signal still binds them. Audited; a running exec follows it at its next he
 		})
 	fs := c.Flags()
 	sf.register(fs, name)
-	fs.DurationVar(&ttl, "ttl", throttle.DefaultHoldTTL, "how long the hold lasts, at most the cluster's cap (holds.max_ttl of throttled run, 24h by default); every hold expires")
+	fs.DurationVar(&ttl, "ttl", 0, "how long the hold lasts, at most the cluster's cap (holds.max_ttl of throttled run, 24h by default); every hold expires. Unset: the cluster's default (holds.default_ttl of throttled run, 1h by default)")
 	fs.StringVar(&reason, "reason", "", "why (required; shown to everyone and audited)")
 	if name == "throttle" {
 		fs.Float64Var(&ratio, "ratio", 0, "the share of their rate the jobs run at, above 0 and at most 1, such as 0.3 (required; throttled pause stops them)")
@@ -366,20 +370,22 @@ other signal still binds them. Audited; a running exec follows it at its next he
 	return c
 }
 
-// setHoldCap writes cfg's holds.max_ttl as the cluster's cap on holds,
-// which the database enforces for every client: `throttled run` calls it
-// at start and on each applied reload, so the sidecar's file is the
-// authority. Bounded by 5 s.
+// setHoldCap writes cfg's holds block (default_ttl, max_ttl) as the
+// cluster's hold policy: the database enforces the cap for every client,
+// and a hold placed without a TTL (the CLI without --ttl) lives the
+// default. `throttled run` calls it at start and on each applied reload,
+// so the sidecar's file is the authority. Bounded by 5 s.
 func setHoldCap(ctx context.Context, store *holds.Store, cfg *config.Config, path string, log hclog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	old, err := store.SetMaxTTL(ctx, cfg.HoldMax, "throttled", throttle.SourceAuto,
-		fmt.Sprintf("holds.max_ttl of %s (version %s)", path, cfg.Version))
+	old, err := store.SetTTL(ctx, cfg.HoldTTL, "throttled", throttle.SourceAuto,
+		fmt.Sprintf("holds of %s (version %s)", path, cfg.Version))
 	if err != nil {
-		return fmt.Errorf("%s: holds.max_ttl %s: %w", path, cfg.HoldMax, err)
+		return fmt.Errorf("%s: holds default_ttl %s, max_ttl %s: %w", path, cfg.HoldTTL.Default, cfg.HoldTTL.Max, err)
 	}
-	if old != cfg.HoldMax {
-		log.Info("cluster hold cap set", "max_ttl", cfg.HoldMax, "previous", old, "file", path)
+	if old != cfg.HoldTTL {
+		log.Info("cluster hold TTLs set", "default_ttl", cfg.HoldTTL.Default, "max_ttl", cfg.HoldTTL.Max,
+			"previous_default_ttl", old.Default, "previous_max_ttl", old.Max, "file", path)
 	}
 	// The windows live in the cluster too, so every process applies them,
 	// including while this one is down.

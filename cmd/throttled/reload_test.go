@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/throttle"
 )
 
 func TestReloadRefusesRestartOnlyChangesNamingThem(t *testing.T) {
 	base := config.Config{Listen: "127.0.0.1:8080", MaxConcurrent: 64, PrimaryDSN: "host=a", Cores: 8,
-		ReplicaDSNs: map[string]string{"r1": "host=r1"}, HoldDefault: time.Hour, HoldMax: 24 * time.Hour, Cluster: "orders",
+		ReplicaDSNs: map[string]string{"r1": "host=r1"}, HoldTTL: throttle.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}, Cluster: "orders",
 		Jobs: []config.Job{{Name: "purge", Weight: 1}}}
 	same := base
 	same.Jobs = []config.Job{{Name: "purge", Weight: 3}, {Name: "archive", Weight: 1}}
@@ -29,7 +30,7 @@ func TestReloadRefusesRestartOnlyChangesNamingThem(t *testing.T) {
 		{func(c *config.Config) { c.CoordinationDSN = "host=c" }, "coordination_dsn"},
 		{func(c *config.Config) { c.Cores = 16 }, "cores"},
 		{func(c *config.Config) { c.ReplicaDSNs = map[string]string{"r2": "host=r2"} }, "replica dsns"},
-		{func(c *config.Config) { c.HoldMax = time.Hour }, "holds default_ttl/max_ttl"},
+		{func(c *config.Config) { c.HoldTTL.Max = time.Hour }, "holds default_ttl/max_ttl"},
 		{func(c *config.Config) { c.Cluster = "billing" }, "cluster"},
 	} {
 		next := base

@@ -93,7 +93,7 @@ func clientOptions(cfg *config.Config, log hclog.Logger) throttled.Options {
 		NoForegroundLatency: cfg.NoForegroundLatency,
 		CoordinationDSN:     cfg.CoordinationDSN,
 		Coordinate:          true,
-		Holds:               holds.Config{DefaultTTL: cfg.HoldDefault, MaxTTL: cfg.HoldMax},
+		Holds:               holds.Config{TTL: cfg.HoldTTL},
 		Enforce:             &holds.EnforcerConfig{},
 		Logger:              log,
 	}

@@ -1,0 +1,78 @@
+package throttle
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// TTLPolicy is the one rule for how long a hold lives, wherever a hold is
+// made: this process's [LocalHolds], the cluster's store (holds.Config,
+// and throttled.settings, which `throttled run` writes from its
+// configuration), the configuration's holds block and the CLI. A zero
+// field is unset: the one applying the policy fills it (see
+// [TTLPolicy.Filled]), and the cluster's store leaves an unset field to
+// the cluster's settings.
+type TTLPolicy struct {
+	// Default is a hold's life when its request gives none: long enough
+	// to cover an incident, short enough that a forgotten pause ends by
+	// itself. Unset, it is DefaultHoldTTL, or Max if that is shorter.
+	Default time.Duration
+	// Max caps every hold's life, so no pause outlives everyone's memory
+	// of it; a longer pause is renewed by a person. Unset, it is
+	// DefaultMaxHoldTTL.
+	Max time.Duration
+}
+
+// Check reports what is wrong with p, naming the field and its value: a
+// set field under MinHoldTTL (or negative), and a Default over Max when
+// both are set. An unset Default is never over Max: it is filled under it.
+func (p TTLPolicy) Check() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		ttl  time.Duration
+	}{{"default TTL", p.Default}, {"max TTL", p.Max}} {
+		if f.ttl != 0 && f.ttl < MinHoldTTL {
+			errs = append(errs, fmt.Errorf("%s %s is under the shortest hold, %s", f.name, f.ttl, MinHoldTTL))
+		}
+	}
+	if p.Default > 0 && p.Max > 0 && p.Default > p.Max {
+		errs = append(errs, fmt.Errorf("default TTL %s exceeds max TTL %s", p.Default, p.Max))
+	}
+	return errors.Join(errs...)
+}
+
+// Filled is p with its unset fields at their defaults: Max at
+// DefaultMaxHoldTTL, Default at DefaultHoldTTL or Max if that is shorter.
+func (p TTLPolicy) Filled() TTLPolicy {
+	if p.Max == 0 {
+		p.Max = DefaultMaxHoldTTL
+	}
+	if p.Default == 0 {
+		p.Default = min(DefaultHoldTTL, p.Max)
+	}
+	return p
+}
+
+// TTL is the life of a hold whose request asks for ttl: ttl itself, or
+// p.Default when ttl is 0 (0 again if Default is unset: the cluster's
+// store then applies the cluster's default). It refuses a TTL that is
+// negative, under MinHoldTTL or over a set Max, in words that say what to
+// ask for instead.
+func (p TTLPolicy) TTL(ttl time.Duration) (time.Duration, error) {
+	if ttl == 0 {
+		if ttl = p.Default; ttl == 0 {
+			return 0, nil
+		}
+	}
+	switch {
+	case ttl < 0:
+		return 0, fmt.Errorf("TTL %s is negative; every hold must expire in the future", ttl)
+	case ttl < MinHoldTTL:
+		return 0, fmt.Errorf("TTL %s is under the shortest accepted, %s: a hold is for people, in seconds at least", ttl, MinHoldTTL)
+	case p.Max > 0 && ttl > p.Max:
+		return 0, fmt.Errorf("TTL %s exceeds the maximum %s: ask for at most %s and renew the hold if it must last longer", ttl, p.Max, p.Max)
+	}
+	return ttl, nil
+}
