@@ -56,33 +56,57 @@ type Controller struct {
 	jobs  map[Job]*jobState
 	order []Job
 
-	budget       float64 // kept through pauses; the output is 0 while paused
-	lastStep     time.Time
-	changedAt    time.Time        // when the budget last changed
-	cutAt        time.Time        // when it was last cut
-	cutPressure  float64          // pressure at the last cut
-	overTarget   bool             // the last tick was over target
-	rawOver      int              // consecutive ticks with a raw sample over target
-	emergencyAt  float64          // the pressure that gave the last emergency cut its evidence
-	trends       map[string]trend // integrating signals' recent direction, by rule key
-	inherited    float64          // a previous leader's budget, while growing back toward it
-	tookOver     bool             // inherited, and no ordinary step yet
-	ceiling      float64          // budget at which the last breach began
-	ceilingAt    time.Time
-	ceilingLag   bool                 // the last breach was replica lag's
-	ssthresh     float64              // slow-start threshold: the budget before the last pause
-	starting     bool                 // slow start from the start: doubling toward MaxBudget until a cut or a pause
-	lastOverAt   time.Time            // the last step over target
-	trail        []float64            // the raw pressures of the last readings in a row at EmergencyPressure (at most EmergencyReadings), newest last
-	lastAt       map[string]time.Time // last sample time seen, per rule key
+	lastStep time.Time
+	lastAt   map[string]time.Time // last sample time seen, per rule key
+	trends   map[string]trend     // integrating signals' recent direction, by rule key
+	prev     Decision
+
+	growth        // the budget and how it grows
+	breach        // over target: cuts, the breach's memory, emergencies
+	criticalState // critical pauses and the latch
+	pauseState    // any pause: what it began at, and the slow start after it
+	errWindow     []errTick
+}
+
+// growth is the budget and what its growth goes by.
+type growth struct {
+	budget    float64   // kept through pauses; the output is 0 while paused
+	changedAt time.Time // when the budget last changed
+	starting  bool      // slow start from the start: doubling toward MaxBudget until a cut or a pause
+	ssthresh  float64   // slow-start threshold: the budget before the last pause
+	inherited float64   // a previous leader's budget, while growing back toward it
+	tookOver  bool      // inherited, and no ordinary step yet
+}
+
+// breach is the state of being over target: the last cut, the readings
+// that make an emergency, and the budget the last breach began at, which
+// caps growth for BreachMemory.
+type breach struct {
+	cutAt       time.Time // when the budget was last cut
+	cutPressure float64   // pressure at the last cut
+	overTarget  bool      // the last tick was over target
+	rawOver     int       // consecutive ticks with a raw sample over target
+	emergencyAt float64   // the pressure that gave the last emergency cut its evidence
+	trail       []float64 // the raw pressures of the last readings in a row at EmergencyPressure (at most EmergencyReadings), newest last
+	ceiling     float64   // budget at which the last breach began
+	ceilingAt   time.Time
+	ceilingLag  bool      // the last breach was replica lag's
+	lastOverAt  time.Time // the last step over target
+	errorFloor  float64   // while errors bind: the least their cuts leave
+}
+
+// criticalState is the critical pause: the runs of samples at critical,
+// the pause itself, and the starts of recent ones for the latch.
+type criticalState struct {
 	overCritical map[string]*overCount
 	critical     *criticalPause
 	criticals    []time.Time // starts of critical pauses, for the latch
-	pause        *pauseEpisode
-	worked       bool // an ordinary step has allowed work at least once
-	errWindow    []errTick
-	errorFloor   float64 // while errors bind: the least their cuts leave
-	prev         Decision
+}
+
+// pauseState is any pause (critical, stale, held, warming up).
+type pauseState struct {
+	pause  *pauseEpisode
+	worked bool // an ordinary step has allowed work at least once
 }
 
 // starved reports whether the job waited for its limiter at the last step
@@ -132,13 +156,12 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		cfg:          cfg,
-		jobs:         map[Job]*jobState{},
-		budget:       cfg.InitialBudget,
-		lastAt:       map[string]time.Time{},
-		overCritical: map[string]*overCount{},
-		trends:       map[string]trend{},
-		starting:     true,
+		cfg:           cfg,
+		jobs:          map[Job]*jobState{},
+		lastAt:        map[string]time.Time{},
+		trends:        map[string]trend{},
+		growth:        growth{budget: cfg.InitialBudget, starting: true},
+		criticalState: criticalState{overCritical: map[string]*overCount{}},
 	}
 	if prev := min(cfg.PreviousBudget, cfg.MaxBudget); prev > 0 {
 		// Cautious after a failover, but never below what a new client
@@ -222,6 +245,31 @@ func (c *Controller) Registered(j Job) bool {
 func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	dt := c.advance(now)
+	d := Decision{At: now, Events: c.prev.Events}
+	c.prev.Events = nil
+	batches, errs := c.updateUsage(now, dt)
+	evals := c.evaluate(now, snap)
+	t := c.classify(evals)
+	r, healthy := c.readings(evals, t)
+	r.batches, r.errors = batches, errs
+	foreground(now, evals, &d)
+	c.trackCritical(now, evals, &d)
+	holds, scaled, exempt, allHeld := c.holds(now)
+	pausedBy := c.decide(now, t, r, healthy && errs == 0, allHeld, holds, &d)
+	if (d.Mode == ModeRunning || d.Mode == ModeThrottled) && d.Code != CodeWarmingUp {
+		d.Budget = c.budget
+	}
+	d.Jobs = c.allocate(now, d.Budget, d.Mode, d.Code, d.Reason, holds, scaled, c.gated(now, snap, exempt), exemptions{holds: exempt, from: pausedBy})
+	c.pageExemptWhileCritical(now, &d)
+	c.prev = d
+	c.prev.Events = nil
+	return d
+}
+
+// advance records a step at now and returns the time since the last one
+// (a Tick for the first).
+func (c *Controller) advance(now time.Time) time.Duration {
 	dt := c.cfg.Tick
 	if !c.lastStep.IsZero() && now.After(c.lastStep) {
 		dt = now.Sub(c.lastStep)
@@ -231,26 +279,30 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		// The first budget runs for a while before it may grow.
 		c.changedAt = now
 	}
-	d := Decision{At: now, Events: c.prev.Events}
-	c.prev.Events = nil
-	batches, errs := c.updateUsage(now, dt)
-	evals := c.evaluate(now, snap)
+	return dt
+}
 
-	// Which samples are new since the last step, and which are unknown. A
-	// sample seen at an earlier step counts once: it is not a second
-	// reading.
-	var staleReq, warmingReq, unknownOpt []ruleEval
-	missed := false
+// tickEvals sorts a step's rule evaluations by what they allow.
+type tickEvals struct {
+	staleReq, warmingReq, unknownOpt []ruleEval
+	missed                           bool // a required rule has no new sample: growth freezes
+}
+
+// classify marks which samples are new since the last step and sorts out
+// the unknown ones. A sample seen at an earlier step counts once: it is
+// not a second reading.
+func (c *Controller) classify(evals []ruleEval) tickEvals {
+	var t tickEvals
 	for i := range evals {
 		e := &evals[i]
 		if e.unknown != "" {
 			switch {
 			case e.required && e.warming:
-				warmingReq = append(warmingReq, *e)
+				t.warmingReq = append(t.warmingReq, *e)
 			case e.required:
-				staleReq = append(staleReq, *e)
+				t.staleReq = append(t.staleReq, *e)
 			default:
-				unknownOpt = append(unknownOpt, *e)
+				t.unknownOpt = append(t.unknownOpt, *e)
 			}
 			continue
 		}
@@ -259,38 +311,46 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		if e.fresh {
 			c.lastAt[e.key] = e.at
 		} else if e.required {
-			missed = true // no new sample this tick: freeze growth
+			t.missed = true // no new sample this tick: freeze growth
 		}
 	}
-	worst := ruleEval{}
-	var rawWorst ruleEval // the fresh sample under most raw pressure
-	var rising ruleEval   // an integrating signal rising toward its target
-	var maxRaw, maxRawFresh float64
-	anyFresh, healthy := false, len(staleReq) == 0 && len(warmingReq) == 0 && len(unknownOpt) == 0 && !missed
+	return t
+}
+
+// readings gathers what the ordinary step works from: the worst pressure, the
+// worst new raw sample, a rising integrator, and whether every signal is
+// known, new and far under target (healthy).
+func (c *Controller) readings(evals []ruleEval, t tickEvals) (r readings, healthy bool) {
+	healthy = len(t.staleReq) == 0 && len(t.warmingReq) == 0 && len(t.unknownOpt) == 0 && !t.missed
 	for _, e := range evals {
 		if e.unknown != "" {
 			continue
 		}
-		if worst.key == "" || e.pressure > worst.pressure {
-			worst = e
+		if r.worst.key == "" || e.pressure > r.worst.pressure {
+			r.worst = e
 		}
 		// A raw sample counts one Resolution step lower: on 2 cores the
 		// job's own session and one foreground statement read 1.0 (1.43
 		// of target) at any budget, twice in a row often enough.
-		maxRaw = max(maxRaw, e.oneStepLower())
+		r.maxRaw = max(r.maxRaw, e.oneStepLower())
 		healthy = healthy && max(e.pressure, e.rawPress) < c.cfg.GrowBelow/2
 		if !e.fresh {
 			continue
 		}
-		maxRawFresh, anyFresh = max(maxRawFresh, e.oneStepLower()), true
-		if rawWorst.key == "" || e.rawPress > rawWorst.rawPress {
-			rawWorst = e
+		r.maxRawFresh, r.anyFresh = max(r.maxRawFresh, e.oneStepLower()), true
+		if r.rawWorst.key == "" || e.rawPress > r.rawWorst.rawPress {
+			r.rawWorst = e
 		}
-		if integrates(e.name) && c.rising(e) && (rising.key == "" || e.rawPress > rising.rawPress) {
-			rising = e
+		if integrates(e.name) && c.rising(e) && (r.rising.key == "" || e.rawPress > r.rising.rawPress) {
+			r.rising = e
 		}
 	}
+	return r, healthy
+}
 
+// foreground puts the foreground-latency canary's pressure in d (1, at
+// now, when it is unknown).
+func foreground(now time.Time, evals []ruleEval, d *Decision) {
 	for _, e := range evals {
 		if e.name != signals.ForegroundLatency {
 			continue
@@ -301,10 +361,12 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 			d.Foreground, d.ForegroundAt = max(e.pressure, e.rawPress), e.at
 		}
 	}
-	c.trackCritical(now, evals, &d)
-	holds, scaled, exempt, allHeld := c.holds(now)
-	var pausedBy []string // the signals behind a critical or stale pause
+}
 
+// decide sets the step's mode, code and reason in d: critical, stale,
+// warming up or paused by holds, or else the ordinary step (control). It
+// returns the signals behind a critical or stale pause.
+func (c *Controller) decide(now time.Time, t tickEvals, r readings, healthy, allHeld bool, holds map[Job][]Hold, d *Decision) (pausedBy []string) {
 	switch {
 	case c.critical != nil:
 		c.enterPause(ModeCritical)
@@ -314,28 +376,28 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		for k := range c.critical.members {
 			pausedBy = append(pausedBy, keyName(k))
 		}
-	case len(staleReq) > 0:
+	case len(t.staleReq) > 0:
 		if c.enterPause(ModeStale) {
-			d.Events = append(d.Events, Event{Kind: EventStale, At: now, Signal: staleReq[0].key, Jobs: c.runningJobs(),
-				Message: fmt.Sprintf("stale: %s (%s); all work stopped", staleReq[0].key, staleReq[0].unknown)})
+			d.Events = append(d.Events, Event{Kind: EventStale, At: now, Signal: t.staleReq[0].key, Jobs: c.runningJobs(),
+				Message: fmt.Sprintf("stale: %s (%s); all work stopped", t.staleReq[0].key, t.staleReq[0].unknown)})
 		}
-		d.Mode, d.Binding = ModeStale, staleReq[0].key
+		d.Mode, d.Binding = ModeStale, t.staleReq[0].key
 		var parts []string
-		for _, e := range staleReq {
+		for _, e := range t.staleReq {
 			parts = append(parts, fmt.Sprintf("%s (%s)", e.key, e.unknown))
 		}
 		d.Code, d.Reason = CodeStale, "stale: "+strings.Join(parts, ", ")
-		for _, e := range staleReq {
+		for _, e := range t.staleReq {
 			pausedBy = append(pausedBy, keyName(e.key))
 		}
-	case len(warmingReq) > 0 && !allHeld:
+	case len(t.warmingReq) > 0 && !allHeld:
 		// A required signal still learning its normal (the canary's
 		// baseline): no work until it knows, but nothing is wrong, so no
 		// event and no page; the budget before it is kept.
 		c.enterPause(ModeThrottled)
-		d.Mode, d.Binding = ModeThrottled, warmingReq[0].key
+		d.Mode, d.Binding = ModeThrottled, t.warmingReq[0].key
 		var parts []string
-		for _, e := range warmingReq {
+		for _, e := range t.warmingReq {
 			parts = append(parts, fmt.Sprintf("%s (%s)", e.key, e.unknown))
 			pausedBy = append(pausedBy, keyName(e.key))
 		}
@@ -348,28 +410,31 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 		d.Code, d.Reason = CodeHeld, HeldReason(holds[c.anyJob()])
 	default:
 		if c.pause != nil {
-			c.leavePause(now, &d)
+			c.leavePause(now, d)
 		}
-		if c.tookOver && healthy && errs == 0 && c.budget < c.cfg.InitialBudget {
+		if c.tookOver && healthy && c.budget < c.cfg.InitialBudget {
 			// Taking over on a healthy primary: whatever cut the previous
 			// leader's budget is gone, so start where a new client would.
 			c.budget, c.changedAt = c.cfg.InitialBudget, now
 		}
-		c.control(now, readings{worst: worst, rawWorst: rawWorst, rising: rising, maxRaw: maxRaw, maxRawFresh: maxRawFresh, anyFresh: anyFresh,
-			batches: batches, errors: errs}, len(unknownOpt) > 0 || missed, &d)
+		frozen := len(t.unknownOpt) > 0 || t.missed
+		c.control(now, r, frozen, d)
 		c.tookOver, c.worked = false, true
-		if (len(unknownOpt) > 0 || missed) && d.Mode == ModeRunning {
+		if frozen && d.Mode == ModeRunning {
 			d.Code = CodeNotGrowing
 		}
-		if len(unknownOpt) > 0 {
-			d.Reason += fmt.Sprintf("; not growing: %s unknown (%s)", unknownOpt[0].key, unknownOpt[0].unknown)
-		} else if missed {
+		if len(t.unknownOpt) > 0 {
+			d.Reason += fmt.Sprintf("; not growing: %s unknown (%s)", t.unknownOpt[0].key, t.unknownOpt[0].unknown)
+		} else if t.missed {
 			d.Reason += "; not growing: a required signal has no new sample"
 		}
 	}
-	if (d.Mode == ModeRunning || d.Mode == ModeThrottled) && d.Code != CodeWarmingUp {
-		d.Budget = c.budget
-	}
+	return pausedBy
+}
+
+// gated returns each job's gates that shut it now (its job rules over
+// target), less those an exemption lifts.
+func (c *Controller) gated(now time.Time, snap signals.Snapshot, exempt map[Job][]Hold) map[Job][]gate {
 	var gated map[Job][]gate
 	for _, j := range c.order {
 		gs := c.gatesFor(now, snap, j, c.jobs[j])
@@ -383,7 +448,12 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 			gated[j] = gs
 		}
 	}
-	d.Jobs = c.allocate(now, d.Budget, d.Mode, d.Code, d.Reason, holds, scaled, gated, exemptions{holds: exempt, from: pausedBy})
+	return gated
+}
+
+// pageExemptWhileCritical adds one event for each job that runs through
+// a critical pause under an exemption, once per pause.
+func (c *Controller) pageExemptWhileCritical(now time.Time, d *Decision) {
 	for _, j := range c.order {
 		s, jd := c.jobs[j], d.Jobs[j]
 		switch {
@@ -396,7 +466,4 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 				Message: fmt.Sprintf("job %s runs while critical, at %.3g batches/s: exempt from %s by hold %s by %s: %s", j, jd.Rate, h.Exempt, h.ID, h.Actor, h.Reason)})
 		}
 	}
-	c.prev = d
-	c.prev.Events = nil
-	return d
 }
