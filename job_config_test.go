@@ -2,7 +2,9 @@ package throttled_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
@@ -26,8 +28,17 @@ func TestRefusedJobIsNotRegistered(t *testing.T) {
 		if err == nil {
 			t.Fatal("an invalid job configuration was accepted")
 		}
-		if tc.Controller().Registered("cfg-refused") {
-			t.Errorf("Job refused the configuration (%v) but the job stays registered with the controller", err)
+		// A registered job has a decision at every step: the first step
+		// after the refusal must not name it.
+		refused := time.Now()
+		pgtest.Eventually(t, 10*time.Second, func() error {
+			if d := tc.Decision(); !d.At.After(refused) {
+				return fmt.Errorf("no step since the refusal (last at %s)", d.At)
+			}
+			return nil
+		})
+		if _, ok := tc.Decision().Jobs["cfg-refused"]; ok {
+			t.Errorf("Job refused the configuration (%v) but the controller still decides for the job", err)
 		}
 	})
 	t.Run("coordinated", func(t *testing.T) {

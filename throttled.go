@@ -522,9 +522,6 @@ func (c *Client) LocalHolds() *throttle.LocalHolds { return c.holds }
 // by default and it could not run, why not.
 func (c *Client) ForegroundLatency() (on bool, off string) { return c.latency, c.latencyOff }
 
-// Controller is the client's controller.
-func (c *Client) Controller() *throttle.Controller { return c.ctl }
-
 // SamplerStats is how sampling each server has gone in this process.
 func (c *Client) SamplerStats() []signals.ServerStats { return c.poller.Stats() }
 
