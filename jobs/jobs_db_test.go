@@ -21,6 +21,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/limit"
 )
 
 // TestMain runs the tests or, with THROTTLED_TEST_JOB_DSN set, one
@@ -68,18 +69,18 @@ func pool(t *testing.T, c *pgcluster.Cluster) *pgxpool.Pool {
 	return p
 }
 
-// fixedPacer grants at a fixed rate through a real throttle.Limiter and
+// fixedPacer grants at a fixed rate through a real limit.Limiter and
 // counts the grants.
 type fixedPacer struct {
-	l      *throttle.Limiter
+	l      *limit.Limiter
 	grants atomic.Int64
 	mu     sync.Mutex
 	at     []time.Time
 }
 
 func newFixedPacer(rate float64, burst int) *fixedPacer {
-	l := throttle.NewLimiter("test", nil)
-	l.Apply(throttle.Allocation{Rate: rate, Burst: burst, MaxInFlight: 100})
+	l := limit.New("test", nil)
+	l.Apply(limit.Allocation{Rate: rate, Burst: burst, MaxInFlight: 100})
 	return &fixedPacer{l: l}
 }
 

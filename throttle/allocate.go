@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"fmt"
+	"github.com/throttled/throttled/throttle/limit"
 	"math"
 	"strings"
 	"time"
@@ -222,13 +223,13 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 // allocation turns a rate into a token bucket: a burst of one tick's
 // tokens (at least 1) and an in-flight cap by Little's law with 50 %
 // headroom (at least 1).
-func allocation(rate float64, avgDur, tick time.Duration) Allocation {
+func allocation(rate float64, avgDur, tick time.Duration) limit.Allocation {
 	if rate <= 0 {
-		return Allocation{}
+		return limit.Allocation{}
 	}
 	inflight := 1
 	if avgDur > 0 {
 		inflight = max(1, int(math.Ceil(rate*avgDur.Seconds()*1.5)))
 	}
-	return Allocation{Rate: rate, Burst: max(1, int(math.Ceil(rate*tick.Seconds()))), MaxInFlight: inflight}
+	return limit.Allocation{Rate: rate, Burst: max(1, int(math.Ceil(rate*tick.Seconds()))), MaxInFlight: inflight}
 }

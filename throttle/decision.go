@@ -1,6 +1,10 @@
 package throttle
 
-import "time"
+import (
+	"time"
+
+	"github.com/throttled/throttled/throttle/limit"
+)
 
 // Mode is the controller's state.
 type Mode string
@@ -34,7 +38,7 @@ const (
 
 // JobDecision is one job's share of a decision.
 type JobDecision struct {
-	Allocation
+	limit.Allocation
 	State JobState
 	// Code says why, as one of a closed set; Reason says why in words
 	// ("" when running freely).

@@ -17,8 +17,4 @@ var (
 	// ErrUnknownHold reports a hold ID that names no active hold: never
 	// added, already released, or expired.
 	ErrUnknownHold = errors.New("throttle: unknown hold")
-	// ErrClosed marks a wait that ended (its context done) while the gate
-	// was closed. Such errors also wrap the context's error and carry the
-	// close reason in their text.
-	ErrClosed = errors.New("throttle: gate closed")
 )

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"github.com/throttled/throttled/throttle/limit"
 	"slices"
 	"sync"
 	"time"
@@ -19,22 +20,22 @@ const ReasonNotRegistered = "job not registered with the controller"
 type Limiters struct {
 	now  func() time.Time
 	mu   sync.Mutex
-	m    map[Job]*Limiter
+	m    map[Job]*limit.Limiter
 	last Decision // the decision applied last
 }
 
 // NewLimiters returns an empty set. now nil means time.Now.
 func NewLimiters(now func() time.Time) *Limiters {
-	return &Limiters{now: now, m: map[Job]*Limiter{}}
+	return &Limiters{now: now, m: map[Job]*limit.Limiter{}}
 }
 
 // Get returns j's limiter, creating it (closed) on first use.
-func (ls *Limiters) Get(j Job) *Limiter {
+func (ls *Limiters) Get(j Job) *limit.Limiter {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	l, ok := ls.m[j]
 	if !ok {
-		l = NewLimiter(j, ls.now)
+		l = limit.New(string(j), ls.now)
 		ls.m[j] = l
 	}
 	return l
@@ -49,7 +50,7 @@ func (ls *Limiters) Apply(d Decision) {
 	for j, jd := range d.Jobs {
 		l, ok := ls.m[j]
 		if !ok {
-			l = NewLimiter(j, ls.now)
+			l = limit.New(string(j), ls.now)
 			ls.m[j] = l
 		}
 		l.Apply(jd.Allocation)
@@ -102,7 +103,7 @@ func (ls *Limiters) explain(j Job) (JobDecision, Decision, bool) {
 // Explainer interfaces.
 type Pacer struct {
 	job Job
-	l   *Limiter
+	l   *limit.Limiter
 	ls  *Limiters
 	c   *Controller
 }
@@ -131,7 +132,7 @@ func (p *Pacer) Allow() (func(rows int64, took time.Duration, err error), bool) 
 	return p.done(g), true
 }
 
-func (p *Pacer) done(g Grant) func(rows int64, took time.Duration, err error) {
+func (p *Pacer) done(g limit.Grant) func(rows int64, took time.Duration, err error) {
 	return g.Done(func(rows int64, took time.Duration, err error) {
 		p.c.Report(p.job, Feedback{Rows: rows, Duration: took, Err: err})
 	})

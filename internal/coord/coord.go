@@ -30,6 +30,7 @@ import (
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/limit"
 )
 
 // leaderLockKey is the session advisory lock the leader holds ("thrldr").
@@ -87,7 +88,7 @@ func (e *Engine) denied(err error) error {
 type worker struct {
 	id      string
 	cfg     jobs.Config
-	l       *throttle.Limiter
+	l       *limit.Limiter
 	batches atomic.Int64
 	errors  atomic.Int64
 	durUs   atomic.Int64
@@ -126,7 +127,7 @@ func (w *worker) lapse(reason string) {
 // lease applies a valid allocation until remaining has passed: a timer
 // pauses the worker then unless a heartbeat renews it first, so a worker
 // never works past its lease, however slow its heartbeats.
-func (w *worker) lease(a throttle.Allocation, remaining time.Duration, st throttle.JobStatus) {
+func (w *worker) lease(a limit.Allocation, remaining time.Duration, st throttle.JobStatus) {
 	// Under w.mu throughout, so a stop cannot land between the check and
 	// the limiter's resume: a removed worker's in-flight heartbeat never
 	// revives it.
@@ -193,7 +194,7 @@ func (w *worker) Allow() (func(int64, time.Duration, error), bool) {
 	return w.done(g), true
 }
 
-func (w *worker) done(g throttle.Grant) func(int64, time.Duration, error) {
+func (w *worker) done(g limit.Grant) func(int64, time.Duration, error) {
 	return g.Done(func(_ int64, took time.Duration, err error) {
 		w.batches.Add(1)
 		w.durUs.Add(took.Microseconds())
@@ -353,7 +354,7 @@ func (e *Engine) Register(ctx context.Context, cfg jobs.Config) (*worker, error)
 	if w, ok := e.workers[j]; ok {
 		return w, nil
 	}
-	w := &worker{id: e.procID + "/" + cfg.Name, cfg: cfg, l: throttle.NewLimiter(j, nil), st: throttle.JobStatus{Job: j}}
+	w := &worker{id: e.procID + "/" + cfg.Name, cfg: cfg, l: limit.New(string(j), nil), st: throttle.JobStatus{Job: j}}
 	w.lapse("waiting for the leader's first allocation")
 	if err := e.upsert(ctx, w); err != nil {
 		return nil, err
@@ -571,7 +572,7 @@ func (e *Engine) beat(ctx context.Context, w *worker) {
 	default:
 		st := throttle.JobStatus{State: throttle.JobState(lease.State), Code: throttle.Code(lease.Code), Reason: lease.Reason, Binding: lease.Binding}
 		st.Code = throttle.CodeFor(st.State, st.Code) // a row an older leader wrote has none, or a stale one
-		a := throttle.Allocation{Rate: lease.Rate, Burst: lease.Burst, MaxInFlight: lease.MaxInFlight}
+		a := limit.Allocation{Rate: lease.Rate, Burst: lease.Burst, MaxInFlight: lease.MaxInFlight}
 		// Ratio holds scale this worker's lease here, whichever process
 		// placed them: the leader's allocations are unscaled.
 		if _, by := throttle.Scale(known); by != nil && a.Rate > 0 {
@@ -773,10 +774,10 @@ func (e *Engine) lead(ctx context.Context) {
 		jd := d.Jobs[j]
 		n := float64(len(ws))
 		for _, w := range ws {
-			a := throttle.Allocation{}
+			a := limit.Allocation{}
 			state, code, reason := jd.State, jd.Code, jd.Reason
 			if jd.Rate > 0 {
-				a = throttle.Allocation{Rate: jd.Rate / n, Burst: int(math.Max(1, math.Ceil(float64(jd.Burst)/n))),
+				a = limit.Allocation{Rate: jd.Rate / n, Burst: int(math.Max(1, math.Ceil(float64(jd.Burst)/n))),
 					MaxInFlight: int(math.Max(1, math.Ceil(float64(jd.MaxInFlight)/n)))}
 				if a.Rate < throttle.SlowRate && jd.Rate >= throttle.SlowRate {
 					// The job runs, but this worker's share of it is too

@@ -7,10 +7,10 @@ import (
 
 	"github.com/riverqueue/river/rivertype"
 	"github.com/throttled/throttled/jobs/riverpace"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/limit"
 )
 
-type limiterPacer struct{ l *throttle.Limiter }
+type limiterPacer struct{ l *limit.Limiter }
 
 func (p limiterPacer) Wait(ctx context.Context) (func(int64, time.Duration, error), error) {
 	release, err := p.l.Wait(ctx)
@@ -25,8 +25,8 @@ func (p limiterPacer) Wait(ctx context.Context) (func(int64, time.Duration, erro
 // once MaxInFlight slots leaked every later job of the kind would be
 // snoozed forever.
 func TestPanickingJobReleasesItsPacerSlot(t *testing.T) {
-	l := throttle.NewLimiter("panic-slot", nil)
-	l.Apply(throttle.Allocation{Rate: 1000, Burst: 10, MaxInFlight: 1})
+	l := limit.New("panic-slot", nil)
+	l.Apply(limit.Allocation{Rate: 1000, Burst: 10, MaxInFlight: 1})
 	mw, err := riverpace.New(riverpace.Config{
 		PacerFor: func(*rivertype.JobRow) riverpace.Pacer { return limiterPacer{l} },
 		MaxWait:  200 * time.Millisecond,

@@ -1,4 +1,4 @@
-package throttle
+package limit
 
 import (
 	"context"
@@ -17,7 +17,7 @@ const (
 
 func benchLimiter(b *testing.B) *Limiter {
 	b.Helper()
-	l := NewLimiter("bench", nil)
+	l := New("bench", nil)
 	l.Apply(Allocation{Rate: benchRate, Burst: benchBurst, MaxInFlight: 1 << 20})
 	if open, reason := l.State(); !open {
 		b.Fatalf("gate closed: %s", reason)

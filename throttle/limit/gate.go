@@ -1,10 +1,16 @@
-package throttle
+package limit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 )
+
+// ErrClosed marks a wait that ended (its context done) while the gate was
+// closed. Such errors also wrap the context's error and carry the close
+// reason in their text.
+var ErrClosed = errors.New("limit: gate closed")
 
 // Gate is a pause gate: while it is closed, [Gate.Wait] blocks; when it
 // opens, every waiter wakes at once. A closed gate carries a reason, for

@@ -1,4 +1,4 @@
-package throttle
+package limit
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func mustBlock(t *testing.T, done <-chan grant, what string) {
 
 func TestLimiterNewFailsClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter("purge", nil)
+		l := New("purge", nil)
 		if open, reason := l.State(); open || reason != ReasonNoAllocation {
 			t.Fatalf("new Limiter State() = %v, %q; want closed, %q", open, reason, ReasonNoAllocation)
 		}
@@ -107,7 +107,7 @@ func countGrants(ctx context.Context, l *Limiter, workers int) int {
 func TestLimiterRate(t *testing.T) {
 	for _, workers := range []int{1, 4} {
 		synctest.Test(t, func(t *testing.T) {
-			l := NewLimiter("purge", nil)
+			l := New("purge", nil)
 			l.Apply(Allocation{Rate: 10, Burst: 1, MaxInFlight: workers})
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
@@ -123,7 +123,7 @@ func TestLimiterRateChangesKeepPace(t *testing.T) {
 	// reservations outstanding, rate.Limiter cannot give them all back and
 	// the bucket would sink into debt; the job must still get ∫rate dt.
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter("purge", nil)
+		l := New("purge", nil)
 		l.Apply(Allocation{Rate: 10, Burst: 1, MaxInFlight: 8})
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
@@ -142,7 +142,7 @@ func TestLimiterRateChangesKeepPace(t *testing.T) {
 
 func TestLimiterPauseResume(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter("purge", nil)
+		l := New("purge", nil)
 		l.Apply(Allocation{Rate: 100, Burst: 5, MaxInFlight: 5})
 		advance(time.Second) // fill the bucket
 		l.Pause("deploy")
@@ -184,7 +184,7 @@ func TestLimiterZeroRateDoesNotStrand(t *testing.T) {
 	// rate.Limiter's pitfall: after SetLimit(0), a waiter without a
 	// deadline never wakes, even when the limit is raised.
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter("purge", nil)
+		l := New("purge", nil)
 		l.Apply(Allocation{Rate: 1, Burst: 1, MaxInFlight: 1})
 		done := waitLimiter(context.Background(), l) // no deadline
 		advance(500 * time.Millisecond)              // asleep for its token, due at 1s
@@ -210,7 +210,7 @@ func TestLimiterZeroRateDoesNotStrand(t *testing.T) {
 
 func TestLimiterRateRaisedWakesSleeper(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter("purge", nil)
+		l := New("purge", nil)
 		l.Apply(Allocation{Rate: 0.01, Burst: 1, MaxInFlight: 1}) // first token due in 100s
 		done := waitLimiter(t.Context(), l)
 		advance(time.Second)
@@ -230,7 +230,7 @@ func TestLimiterRateRaisedWakesSleeper(t *testing.T) {
 
 func TestLimiterPauseDuringTokenWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter("purge", nil)
+		l := New("purge", nil)
 		l.Apply(Allocation{Rate: 0.1, Burst: 1, MaxInFlight: 1}) // token due at 10s
 		done := waitLimiter(t.Context(), l)
 		advance(time.Second)
@@ -255,7 +255,7 @@ func TestLimiterPauseAsTokenFallsDue(t *testing.T) {
 	// its token due.
 	synctest.Test(t, func(t *testing.T) {
 		var skew atomic.Int64
-		l := NewLimiter("purge", func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
+		l := New("purge", func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
 		l.Apply(Allocation{Rate: 0.1, Burst: 1, MaxInFlight: 1}) // token due at 10s
 		done := waitLimiter(t.Context(), l)
 		advance(time.Second)
@@ -276,7 +276,7 @@ func TestLimiterPauseGivesTokenBack(t *testing.T) {
 	// A waiter stopped by a pause has spent no token: resumed before its
 	// token was due, it gets it when it was due, not one interval later.
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter("purge", nil)
+		l := New("purge", nil)
 		start := time.Now()
 		l.Apply(Allocation{Rate: 0.1, Burst: 1, MaxInFlight: 1}) // token due at 10s
 		done := waitLimiter(t.Context(), l)
@@ -297,7 +297,7 @@ func TestLimiterPauseGivesTokenBack(t *testing.T) {
 
 func TestLimiterMaxInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter("purge", nil)
+		l := New("purge", nil)
 		l.Apply(Allocation{Rate: math.Inf(1), Burst: 1, MaxInFlight: 2})
 		a := waitLimiter(t.Context(), l)
 		b := waitLimiter(t.Context(), l)
@@ -347,7 +347,7 @@ func TestLimiterMaxInFlight(t *testing.T) {
 
 func TestLimiterReleaseIdempotent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter("purge", nil)
+		l := New("purge", nil)
 		l.Apply(Allocation{Rate: math.Inf(1), Burst: 1, MaxInFlight: 1})
 		release, err := l.Wait(t.Context())
 		if err != nil {
@@ -398,7 +398,7 @@ func TestLimiterWaitNeverOutlivesCtx(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				l := NewLimiter("purge", nil)
+				l := New("purge", nil)
 				tc.setup(t, l)
 				inFlight := l.InFlight()
 
@@ -436,7 +436,7 @@ func TestLimiterWaitNeverOutlivesCtx(t *testing.T) {
 
 func TestLimiterWaitCanceledCtxTakesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter("purge", nil)
+		l := New("purge", nil)
 		l.Apply(Allocation{Rate: 1, Burst: 1, MaxInFlight: 1})
 		advance(time.Second) // one token in the bucket
 		ctx, cancel := context.WithCancel(t.Context())
@@ -452,7 +452,7 @@ func TestLimiterWaitCanceledCtxTakesNothing(t *testing.T) {
 
 func TestLimiterAllowAt(t *testing.T) {
 	ms := time.Millisecond
-	l := NewLimiter("purge", func() time.Time { return t0 })
+	l := New("purge", func() time.Time { return t0 })
 	step := func(at time.Time, want bool) Grant {
 		t.Helper()
 		release, ok := l.AllowAt(at)
@@ -504,7 +504,7 @@ func TestLimiterStaleReleaseOfAReusedGrant(t *testing.T) {
 	// grant's release, called again, must not free the second's slot,
 	// whichever of Wait's paths granted it.
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter("purge", nil)
+		l := New("purge", nil)
 		l.Apply(Allocation{Rate: math.Inf(1), Burst: 1, MaxInFlight: 1})
 		first, err := l.Wait(t.Context())
 		if err != nil {
@@ -537,7 +537,7 @@ func TestLimiterWaitDoesNotPassAQueuedWaiter(t *testing.T) {
 	// finds no token now and queues behind it, even once the bucket
 	// refills past the sleeper's due time.
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter("purge", nil)
+		l := New("purge", nil)
 		l.Apply(Allocation{Rate: 1, Burst: 2, MaxInFlight: 4}) // first token due at 1s
 		first := waitLimiter(t.Context(), l)
 		synctest.Wait()
@@ -555,7 +555,7 @@ func TestLimiterWaitDoesNotPassAQueuedWaiter(t *testing.T) {
 // often it is called.
 func TestGrantDoneReleasesAndReportsOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter("purge", nil)
+		l := New("purge", nil)
 		l.Apply(Allocation{Rate: math.Inf(1), Burst: 1, MaxInFlight: 1})
 		g, err := l.Wait(t.Context())
 		if err != nil {
@@ -584,7 +584,7 @@ func TestGrantDoneReleasesAndReportsOnce(t *testing.T) {
 // caller served at once.
 func TestLimiterWaitedReportsUnmetDemand(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLimiter("purge", nil)
+		l := New("purge", nil)
 		if l.Waited() {
 			t.Fatal("a new limiter reports a wait")
 		}
@@ -617,3 +617,6 @@ func TestLimiterWaitedReportsUnmetDemand(t *testing.T) {
 		}
 	})
 }
+
+// t0 is the tests' fixed start on the explicit-time methods.
+var t0 = time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)

@@ -1,4 +1,4 @@
-package throttle
+package limit
 
 import (
 	"context"
@@ -45,10 +45,10 @@ const reasonPaused = "paused"
 // waiter that reserved at a tiny rate, and a rate of 0 never strands a
 // waiter (the bucket's rate is never set to 0; the gate closes instead).
 //
-// The zero value is not usable; create a Limiter with [NewLimiter]. A
+// The zero value is not usable; create a Limiter with [New]. A
 // Limiter is safe for concurrent use.
 type Limiter struct {
-	job    Job
+	job    string
 	now    func() time.Time
 	bucket *rate.Limiter
 	gate   Gate
@@ -121,13 +121,13 @@ type slotClaim struct {
 	gen atomic.Uint64
 }
 
-// NewLimiter returns a Limiter for job with Allocation{}: no work until
+// New returns a Limiter for job with Allocation{}: no work until
 // [Limiter.Apply] grants some. now is the clock; nil means time.Now. Wait
 // sets timers on the runtime clock, so now must agree with it (a fake now
 // is for the explicit-time methods, AllowAt and ApplyAt; test waits in a
-// testing/synctest bubble instead). job is not validated here; see
-// [Job.Validate].
-func NewLimiter(job Job, now func() time.Time) *Limiter {
+// testing/synctest bubble instead). job names the job in errors and
+// status; it is not validated here.
+func New(job string, now func() time.Time) *Limiter {
 	if now == nil {
 		now = time.Now
 	}
@@ -144,8 +144,8 @@ func NewLimiter(job Job, now func() time.Time) *Limiter {
 	return l
 }
 
-// Job returns the job this Limiter paces.
-func (l *Limiter) Job() Job { return l.job }
+// Job returns the name of the job this Limiter paces.
+func (l *Limiter) Job() string { return l.job }
 
 // Apply is shorthand for ApplyAt(now(), a).
 func (l *Limiter) Apply(a Allocation) { l.ApplyAt(l.now(), a) }
