@@ -121,7 +121,8 @@ BENCH_OUT   := out/bench.txt
 bench: deps-postgres ## run the micro-benchmarks beside their anchors, then the idle- and quiet-primary rows on a throwaway pair (about 15 minutes); tables in docs/BENCHMARKS.md
 	@mkdir -p out
 	@set -eo pipefail; \
-	$(GO) test -run='^$$' -bench='^Benchmark(LimiterWait|Step)' -benchmem -count=$(BENCH_COUNT) ./throttle | tee $(BENCH_OUT); \
+	$(GO) test -run='^$$' -bench='^BenchmarkLimiterWait' -benchmem -count=$(BENCH_COUNT) ./throttle/limit | tee $(BENCH_OUT); \
+	$(GO) test -run='^$$' -bench='^BenchmarkStep' -benchmem -count=$(BENCH_COUNT) ./throttle | tee -a $(BENCH_OUT); \
 	$(GO) test -run='^$$' -bench='^BenchmarkClientAcquire' -benchmem -count=$(BENCH_COUNT) . | tee -a $(BENCH_OUT); \
 	$(GO) test -run='^$$' -bench='^Benchmark(Check|Acquire)' -benchmem -count=$(BENCH_COUNT) ./sidecar | tee -a $(BENCH_OUT); \
 	$(GO) test -run='^$$' -bench='^BenchmarkTick$$' -benchmem -count=$(BENCH_COUNT) ./signals | tee -a $(BENCH_OUT); \

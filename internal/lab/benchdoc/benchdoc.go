@@ -150,8 +150,8 @@ var constant = Goal{"≤ 1.5× workers=1, one sampler session", func(r *Result, 
 
 // Goals are issue 11's targets, by "package name/benchmark name".
 var Goals = map[string]Goal{
-	"throttle/LimiterWait":         fastAndFree,
-	"throttle/LimiterWaitParallel": fastAndFree,
+	"limit/LimiterWait":         fastAndFree,
+	"limit/LimiterWaitParallel": fastAndFree,
 	"sidecar/Check": {"≥ 0.8× anchor's req/s", func(_ *Result, ratio float64, ok bool) bool {
 		return ok && ratio >= 0.8
 	}},

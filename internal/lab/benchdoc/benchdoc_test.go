@@ -6,7 +6,7 @@ import (
 )
 
 const sample = `goos: linux
-pkg: github.com/throttled/throttled/throttle
+pkg: github.com/throttled/throttled/throttle/limit
 BenchmarkLimiterWait-2          4959702   120.0 ns/op   0 B/op   0 allocs/op
 BenchmarkLimiterWait-2          4959702   140.0 ns/op   0 B/op   0 allocs/op
 BenchmarkLimiterWaitAnchor-2    6204640   100.0 ns/op   0 B/op   0 allocs/op
@@ -26,8 +26,8 @@ func TestTable(t *testing.T) {
 		t.Fatalf("%d results; want 6", len(rs))
 	}
 	for _, tc := range []struct{ name, anchor, ratio, met string }{
-		{"throttle/LimiterWait", "LimiterWaitAnchor", "1.30× (ns/op)", "yes"},
-		{"throttle/LimiterWaitParallel", "LimiterWaitParallelAnchor", "1.20× (ns/op)", "no"}, // 1 alloc
+		{"limit/LimiterWait", "LimiterWaitAnchor", "1.30× (ns/op)", "yes"},
+		{"limit/LimiterWaitParallel", "LimiterWaitParallelAnchor", "1.20× (ns/op)", "no"}, // 1 alloc
 		{"sidecar/Check", "CheckAnchor", "0.75× (req/s)", "no"},
 	} {
 		row := rowOf(t, Table(rs), tc.name)
@@ -35,7 +35,7 @@ func TestTable(t *testing.T) {
 			t.Errorf("%s: anchor %q ratio %q met %q; want %q %q %q", tc.name, row[4], row[5], row[7], tc.anchor, tc.ratio, tc.met)
 		}
 	}
-	if row := rowOf(t, Table(rs), "throttle/LimiterWait"); row[2] != "130 ns/op (120–140)" {
+	if row := rowOf(t, Table(rs), "limit/LimiterWait"); row[2] != "130 ns/op (120–140)" {
 		t.Errorf("readings %q", row[2])
 	}
 }
