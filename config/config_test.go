@@ -388,7 +388,7 @@ func TestListenAddress(t *testing.T) {
 	}
 }
 
-// The README's examples of rules on the horizon, slot and wraparound
+// docs/SIGNALS.md's examples of rules on the horizon, slot and wraparound
 // signals are valid as written and reach the controller's rules.
 func TestRulesOnHorizonSlotsAndWraparound(t *testing.T) {
 	src := smallest + `
