@@ -48,8 +48,8 @@ func newRootCmd(out, errOut io.Writer) *cobra.Command {
 	lf.register(root.PersistentFlags())
 	root.AddCommand(
 		newRunCmd(&lf),
-		newSignalsCmd(&lf),
-		newExecCmd(&lf),
+		newSignalsCmd(&lf, new(signalsOptions)),
+		newExecCmd(&lf, new(execOptions)),
 		newMigrateCmd(&lf),
 		newPlaceHoldCmd(&lf, "pause"),
 		newPlaceHoldCmd(&lf, "throttle"),

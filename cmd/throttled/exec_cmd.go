@@ -92,20 +92,8 @@ func (o *execOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.pauseOnVacuum, "pause-on-vacuum", false, "pause while a vacuum (autovacuum or manual) runs on a --table, and resume after it")
 }
 
-// parseExecFlags parses the flags of `throttled exec` as the command
-// does, reading the environment through getenv.
-func parseExecFlags(args []string, getenv func(string) string, errOut io.Writer) (execOptions, error) {
-	var o execOptions
-	fs := newFlagSet("exec", errOut, &o.log)
-	o.register(fs)
-	if err := parseArgs(fs, args); err != nil {
-		return o, err
-	}
-	return o, o.check(fs, getenv)
-}
-
-func newExecCmd(lf *logFlags) *cobra.Command {
-	var o execOptions
+// newExecCmd is `throttled exec`, parsing into o.
+func newExecCmd(lf *logFlags, o *execOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exec --job NAME --sql STATEMENT [flags]",
 		Short: "run an ad-hoc batch statement under the throttle until it affects no row",
@@ -124,7 +112,7 @@ running it again continues from the checkpoint.`,
 				return fail(cmd.ErrOrStderr(), "exec", err)
 			}
 			o.log = *lf
-			return runExec(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runExec(cmd.Context(), *o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		}),
 	}
 	cmd.Flags().SortFlags = false

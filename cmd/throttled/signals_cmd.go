@@ -67,21 +67,8 @@ func (o *signalsOptions) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.custom, "custom", nil, "a custom signal to read too, as NAME=QUERY: one row of one number, run READ ONLY every second (repeatable)")
 }
 
-// parseSignalsFlags parses the flags of `throttled signals` as the
-// command does. The primary DSN may come from THROTTLED_PRIMARY_DSN
-// (getenv) so that its password stays out of the process list.
-func parseSignalsFlags(args []string, getenv func(string) string, errOut io.Writer) (signalsOptions, error) {
-	var o signalsOptions
-	fs := newFlagSet("signals", errOut, &o.log)
-	o.register(fs)
-	if err := parseArgs(fs, args); err != nil {
-		return o, err
-	}
-	return o, o.check(fs, getenv)
-}
-
-func newSignalsCmd(lf *logFlags) *cobra.Command {
-	var o signalsOptions
+// newSignalsCmd is `throttled signals`, parsing into o.
+func newSignalsCmd(lf *logFlags, o *signalsOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "signals",
 		Short: "sample the primary's and replicas' health once, or --watch",
@@ -99,7 +86,7 @@ prints the second reading. Run it as a role granted pg_monitor, not a superuser.
 				return fail(cmd.ErrOrStderr(), "signals", err)
 			}
 			o.log = *lf
-			return runSignals(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runSignals(cmd.Context(), *o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		}),
 	}
 	cmd.Flags().SortFlags = false
