@@ -211,33 +211,6 @@ func applyEnv(fs *pflag.FlagSet, getenv func(string) string) (given map[string]b
 	return given, usageError(errors.Join(errs...))
 }
 
-// newFlagSet is a flag set that parses like a command's: for the parse
-// functions the tests and fuzz targets call.
-func newFlagSet(name string, errOut io.Writer, lf *logFlags) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(errOut)
-	fs.SortFlags = false
-	if lf != nil {
-		lf.register(fs)
-	}
-	return fs
-}
-
-// parseArgs parses args into fs as a command would: flags only, errors
-// worded in flag names.
-func parseArgs(fs *pflag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return usageError(flagError(err))
-	}
-	if fs.NArg() > 0 {
-		return usageError(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
-	}
-	return nil
-}
-
 // flagError rewords pflag's errors as one line naming the flag and the
 // value.
 func flagError(err error) error {

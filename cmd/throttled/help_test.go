@@ -159,19 +159,22 @@ func TestEnvironmentBehindFlags(t *testing.T) {
 		t.Fatalf("bad THROTTLED_CORES: %v", err)
 	}
 	// --primary-dsn given beats a sidecar named by THROTTLED_ADDR.
+	// coordFlags as the holds command registers them, parsed by it.
 	var cf coordFlags
-	fs := newFlagSet("holds", &bytes.Buffer{}, nil)
-	cf.register(fs, false, "")
-	if err := parseArgs(fs, []string{"--primary-dsn", "postgres://flag/db"}); err != nil {
+	holdsCmd := &cobra.Command{Use: "holds", Args: cobra.NoArgs}
+	cf.register(holdsCmd.Flags(), false, "")
+	if err := parseWith(holdsCmd, &logFlags{}, []string{"--primary-dsn", "postgres://flag/db"}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
+	fs := holdsCmd.Flags()
 	env["THROTTLED_ADDR"], env["THROTTLED_TOKEN"] = "http://127.0.0.1:1", "t"
 	if err := cf.resolve(fs, getenv); err != nil || cf.addr != "" || cf.dsn != "postgres://flag/db" {
 		t.Fatalf("--primary-dsn with THROTTLED_ADDR set: %v, addr %q, dsn %q", err, cf.addr, cf.dsn)
 	}
 	cf = coordFlags{}
-	fs = newFlagSet("holds", &bytes.Buffer{}, nil)
-	cf.register(fs, false, "")
+	holdsCmd = &cobra.Command{Use: "holds", Args: cobra.NoArgs}
+	cf.register(holdsCmd.Flags(), false, "")
+	fs = holdsCmd.Flags()
 	if err := cf.resolve(fs, getenv); err != nil || cf.addr != "http://127.0.0.1:1" || cf.token != "t" {
 		t.Fatalf("THROTTLED_ADDR alone: %v, addr %q", err, cf.addr)
 	}

@@ -308,19 +308,28 @@ func activeIDs(t *testing.T, store *holds.Store) []string {
 func TestResumeAll(t *testing.T) {
 	store, dsn, hs := resumeAllSetup(t)
 	ctx := context.Background()
-	resumeWith := func(con console, args ...string) (int, string, string) {
+	// Each answer is typed on the command's standard input: on a
+	// terminal, or on a pipe (no terminal to ask on); none is an empty
+	// pipe.
+	type answer struct {
+		text     string
+		terminal bool
+	}
+	resumeWith := func(a answer, args ...string) (int, string, string) {
+		t.Helper()
+		typed(t, a.text, a.terminal)
 		var out, errOut bytes.Buffer
-		code := resume(ctx, append([]string{"--primary-dsn", dsn, "--actor", "bob", "--reason", "incident over"}, args...), con, &out, &errOut)
+		code := run(ctx, append([]string{"resume", "--primary-dsn", dsn, "--actor", "bob", "--reason", "incident over"}, args...), &out, &errOut)
 		return code, out.String(), errOut.String()
 	}
 	all := fmt.Sprint([]string{hs[0].ID, hs[1].ID, hs[2].ID})
 
 	// Not a terminal, no --yes: refused before anything is read.
-	if code, _, errOut := resumeWith(console{in: strings.NewReader("yes\n")}, "--all"); code != exitUsage || !strings.Contains(errOut, "add --yes") {
+	if code, _, errOut := resumeWith(answer{text: "yes\n"}, "--all"); code != exitUsage || !strings.Contains(errOut, "add --yes") {
 		t.Fatalf("--all without a terminal or --yes: exit %d: %s", code, errOut)
 	}
 	// On a terminal, the prompt lists every hold; anything but yes keeps them.
-	code, _, errOut := resumeWith(console{in: strings.NewReader("n\n"), terminal: true}, "--all")
+	code, _, errOut := resumeWith(answer{text: "n\n", terminal: true}, "--all")
 	if code != exitError || !strings.Contains(errOut, "3 active holds, of every scope") || !strings.Contains(errOut, "Release all 3?") ||
 		!strings.Contains(errOut, "not confirmed; nothing released") {
 		t.Fatalf("--all answered n: exit %d: %s", code, errOut)
@@ -334,30 +343,30 @@ func TestResumeAll(t *testing.T) {
 		t.Fatalf("after a refused confirmation: %s; want %s", got, all)
 	}
 	// --scope all is the hold on all jobs alone.
-	code, out, errOut := resumeWith(console{}, "--scope", "all")
+	code, out, errOut := resumeWith(answer{}, "--scope", "all")
 	if code != exitOK || !strings.Contains(out, "released hold "+hs[2].ID+" on all") {
 		t.Fatalf("--scope all: exit %d: %s%s", code, out, errOut)
 	}
 	if got := fmt.Sprint(activeIDs(t, store)); got != fmt.Sprint([]string{hs[0].ID, hs[1].ID}) {
 		t.Fatalf("after --scope all: %s; want the job and group holds", got)
 	}
-	if code, _, errOut := resumeWith(console{}, "--scope", "all"); code != exitError || !strings.Contains(errOut, "no active hold on exactly all") {
+	if code, _, errOut := resumeWith(answer{}, "--scope", "all"); code != exitError || !strings.Contains(errOut, "no active hold on exactly all") {
 		t.Fatalf("--scope all again: exit %d: %s", code, errOut)
 	}
 	// Confirmed on a terminal: every hold of every scope.
-	code, out, errOut = resumeWith(console{in: strings.NewReader("yes\n"), terminal: true}, "--all")
+	code, out, errOut = resumeWith(answer{text: "yes\n", terminal: true}, "--all")
 	if code != exitOK || !strings.Contains(out, "released hold "+hs[0].ID+" on job:purge") || !strings.Contains(out, "released hold "+hs[1].ID+" on group:archive_") {
 		t.Fatalf("--all confirmed: exit %d: %s%s", code, out, errOut)
 	}
 	if got := activeIDs(t, store); len(got) != 0 {
 		t.Fatalf("after --all: %v still active", got)
 	}
-	if code, out, _ := resumeWith(console{}, "--all", "--yes"); code != exitOK || !strings.Contains(out, "no active holds") {
+	if code, out, _ := resumeWith(answer{}, "--all", "--yes"); code != exitOK || !strings.Contains(out, "no active holds") {
 		t.Fatalf("--all --yes with nothing held: exit %d: %s", code, out)
 	}
 	// --yes: no question, even without a terminal.
 	_, _, hs = resumeAllSetup(t)
-	if code, out, errOut := resumeWith(console{}, "--all", "--yes"); code != exitOK || strings.Count(out, "released hold") != 3 || strings.Contains(errOut, "Release all") {
+	if code, out, errOut := resumeWith(answer{}, "--all", "--yes"); code != exitOK || strings.Count(out, "released hold") != 3 || strings.Contains(errOut, "Release all") {
 		t.Fatalf("--all --yes: exit %d: %s%s", code, out, errOut)
 	}
 	es, err := store.AuditSince(ctx, hs[0].Created.Add(-time.Second))
@@ -396,12 +405,12 @@ func TestResumeAllThroughASidecar(t *testing.T) {
 	t.Cleanup(hsrv.Close)
 	t.Setenv("THROTTLED_TOKEN", opsToken)
 	var out, errOut bytes.Buffer
-	if code := resume(ctx, []string{"--addr", hsrv.URL, "--scope", "job:purge"}, console{}, &out, &errOut); code != exitOK ||
+	if code := run(ctx, []string{"resume", "--addr", hsrv.URL, "--scope", "job:purge"}, &out, &errOut); code != exitOK ||
 		!strings.Contains(out.String(), "released hold "+hs[0].ID+" on job:purge") {
 		t.Fatalf("--addr --scope job:purge: exit %d: %s%s", code, out.String(), errOut.String())
 	}
 	out.Reset()
-	if code := resume(ctx, []string{"--addr", hsrv.URL, "--all", "--yes", "--reason", "done"}, console{}, &out, &errOut); code != exitOK ||
+	if code := run(ctx, []string{"resume", "--addr", hsrv.URL, "--all", "--yes", "--reason", "done"}, &out, &errOut); code != exitOK ||
 		strings.Count(out.String(), "released hold") != 2 || !strings.Contains(out.String(), hs[2].ID+" on all") {
 		t.Fatalf("--addr --all --yes: exit %d: %s%s", code, out.String(), errOut.String())
 	}

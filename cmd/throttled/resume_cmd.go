@@ -72,22 +72,6 @@ func newResumeCmd(lf *logFlags) *cobra.Command {
 	return c
 }
 
-// resume parses args as resume's flags and runs it, asking on con: the
-// tests' way in, with a console of their own.
-func resume(ctx context.Context, args []string, con console, out, errOut io.Writer) int {
-	var o resumeOptions
-	fs := newFlagSet("resume", errOut, nil)
-	o.cf.register(fs, true, "")
-	o.register(fs)
-	if err := parseArgs(fs, args); err != nil {
-		return fail(errOut, "resume", err)
-	}
-	if err := o.cf.resolve(fs, os.Getenv); err != nil {
-		return fail(errOut, "resume", err)
-	}
-	return o.run(ctx, con, out, errOut)
-}
-
 // run releases what o chose, asking on con before --all.
 func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Writer) int {
 	cf, id, job, prefix, scope, reason, every, yes, latched := o.cf, o.id, o.job, o.prefix, o.scope, o.reason, o.every, o.yes, o.latched
