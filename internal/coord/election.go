@@ -5,13 +5,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/internal/coord/store"
 )
 
 // election.go: who leads: the session advisory lock, kept, sought or
 // deferred.
-
-// leaderLockKey is the session advisory lock the leader holds ("thrldr").
-const leaderLockKey = 0x7468726c6472
 
 // elect keeps the lock if it has it, or tries to take it.
 func (e *Engine) elect(ctx context.Context) {
@@ -25,8 +23,9 @@ func (e *Engine) elect(ctx context.Context) {
 		}
 		e.election = conn
 	}
+	session := store.New(e.election) // the lock is this session's
 	if e.leader {
-		if _, err := e.election.Exec(ectx, "SELECT 1"); err != nil {
+		if err := session.Ping(ectx); err != nil {
 			e.election.Close(context.WithoutCancel(ctx))
 			e.election = nil
 			e.stepDown("leader session lost: " + err.Error())
@@ -44,15 +43,13 @@ func (e *Engine) elect(ctx context.Context) {
 		return
 	}
 	if e.deferLead > 0 {
-		var quiet bool
-		err := e.election.QueryRow(ectx, `SELECT coalesce((SELECT published_at < now() - make_interval(secs => $1) FROM throttled.leader WHERE id = 1), true)`,
-			e.deferLead.Seconds()).Scan(&quiet)
+		quiet, err := session.LeaderQuiet(ectx, e.deferLead)
 		if err != nil || !quiet {
 			return // a leader published recently, or we cannot tell: let it lead
 		}
 	}
-	var got bool
-	if err := e.election.QueryRow(ectx, "SELECT pg_try_advisory_lock($1)", int64(leaderLockKey)).Scan(&got); err != nil {
+	got, err := session.TryLeaderLock(ectx)
+	if err != nil {
 		e.election.Close(context.WithoutCancel(ctx))
 		e.election = nil
 		return
