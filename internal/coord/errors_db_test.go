@@ -4,71 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/jackc/pgx/v5"
 	"github.com/throttled/throttled/internal/coord"
-	"github.com/throttled/throttled/internal/schema"
-	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
 // A coordination role refused a privilege: workers pause, and say which GRANT.
-
-// coordinatorRole is a non-superuser coordination role made for the tests
-// of its privileges: the other coordinated tests coordinate as the
-// bootstrap superuser, from whom no privilege can be revoked.
-const coordinatorRole = "throttled_coordinator"
-
-// coordinationRole creates coordinatorRole with the privileges coordinated
-// mode needs on the pair's throttled schema (migrated first, as the
-// superuser) and returns its DSN and a superuser connection. The role and
-// its grants are dropped when the test ends, after the test's clients
-// have closed.
-func coordinationRole(t *testing.T, c *pgcluster.Cluster) (dsn string, admin *pgx.Conn) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin = pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
-	if _, err := schema.Migrate(ctx, admin); err != nil {
-		t.Fatal(err)
-	}
-	password := fmt.Sprintf("coord-%d", time.Now().UnixNano())
-	for _, q := range []string{
-		fmt.Sprintf(`DO $$ BEGIN
-			IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%[1]s') THEN CREATE ROLE %[1]s LOGIN; END IF; END $$`, coordinatorRole),
-		fmt.Sprintf("ALTER ROLE %s LOGIN NOSUPERUSER PASSWORD '%s'", coordinatorRole, password),
-		// Open migrates: CREATE SCHEMA and TABLE IF NOT EXISTS check the
-		// privilege to create before they find the objects there.
-		"GRANT CREATE ON DATABASE postgres TO " + coordinatorRole,
-		"GRANT USAGE, CREATE ON SCHEMA throttled TO " + coordinatorRole,
-		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA throttled TO " + coordinatorRole,
-		"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA throttled TO " + coordinatorRole,
-	} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		for _, q := range []string{"DROP OWNED BY " + coordinatorRole, "DROP ROLE " + coordinatorRole} {
-			if _, err := admin.Exec(ctx, q); err != nil {
-				t.Errorf("%s: %v", q, err)
-			}
-		}
-	})
-	u, err := url.Parse(c.Primary.DSN(pgcluster.RolePlain))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword(coordinatorRole, password)
-	return u.String(), admin
-}
 
 // A coordination role that loses write access to throttled's tables
 // fails closed, and says it is a permission problem. Before, a heartbeat
@@ -83,14 +28,14 @@ func TestCoordinationRoleWithoutWriteAccessPausesWorkers(t *testing.T) {
 	for _, tc := range []struct {
 		name, revoke, grant, table string
 	}{
-		{"workers", "REVOKE UPDATE ON throttled.workers FROM " + coordinatorRole,
-			"GRANT UPDATE ON throttled.workers TO " + coordinatorRole, "throttled.workers"},
-		{"leader", "REVOKE INSERT, UPDATE ON throttled.leader FROM " + coordinatorRole,
-			"GRANT INSERT, UPDATE ON throttled.leader TO " + coordinatorRole, "throttled.leader"},
+		{"workers", "REVOKE UPDATE ON throttled.workers FROM " + coord.CoordinatorRole,
+			"GRANT UPDATE ON throttled.workers TO " + coord.CoordinatorRole, "throttled.workers"},
+		{"leader", "REVOKE INSERT, UPDATE ON throttled.leader FROM " + coord.CoordinatorRole,
+			"GRANT INSERT, UPDATE ON throttled.leader TO " + coord.CoordinatorRole, "throttled.leader"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := pgtest.Cluster(t)
-			dsn, admin := coordinationRole(t, c)
+			dsn, admin := coord.NewCoordinatorRole(t, c)
 			var logs pgtest.Buffer
 			opts := coordinated(t, c, 20)
 			opts.CoordinationDSN = dsn
@@ -126,7 +71,7 @@ func TestCoordinationRoleWithoutWriteAccessPausesWorkers(t *testing.T) {
 				t.Errorf("paused %s after the revoke; want within the lease (%s) and a heartbeat", d, coord.DefaultLease)
 			}
 			_, reason, _, _ := p.Explain()
-			for _, want := range []string{"permission", "42501", tc.table, coordinatorRole} {
+			for _, want := range []string{"permission", "42501", tc.table, coord.CoordinatorRole} {
 				if !strings.Contains(reason, want) {
 					t.Errorf("reason %q does not mention %q", reason, want)
 				}

@@ -38,6 +38,15 @@ type worker struct {
 	granted bool               // a running allocation was applied once
 }
 
+// newWorker returns the worker id of job cfg.Name, paused until its first
+// lease.
+func newWorker(id string, cfg jobs.Config) *worker {
+	j := throttle.Job(cfg.Name)
+	w := &worker{id: id, cfg: cfg, l: throttle.NewLimiter(j, nil), st: throttle.JobStatus{Job: j}}
+	w.lapse("waiting for the leader's first allocation")
+	return w
+}
+
 // isStopped reports whether the worker was removed.
 func (w *worker) isStopped() bool {
 	w.mu.Lock()
@@ -164,8 +173,7 @@ func (e *Engine) Register(ctx context.Context, cfg jobs.Config) (*worker, error)
 	if w, ok := e.workers[j]; ok {
 		return w, nil
 	}
-	w := &worker{id: e.procID + "/" + cfg.Name, cfg: cfg, l: throttle.NewLimiter(j, nil), st: throttle.JobStatus{Job: j}}
-	w.lapse("waiting for the leader's first allocation")
+	w := newWorker(e.procID+"/"+cfg.Name, cfg)
 	if err := e.upsert(ctx, w); err != nil {
 		return nil, err
 	}
