@@ -3,6 +3,8 @@
 // and lease) and throttled.leader (the leader's last decision, its critical
 // pause, and a person's request to resume it). The leader, the workers,
 // the CLI's status and the tests read and write them only through a Store.
+// It also runs the election's statements (election.go): the leader's
+// session advisory lock, and whether a leader publishes.
 // It is a leaf over pgx: its types are plain, and the coordination engine
 // (package coord) turns them into throttle's.
 package store

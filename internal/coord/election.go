@@ -1,0 +1,64 @@
+package coord
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/internal/coord/store"
+)
+
+// election.go: who leads: the session advisory lock, kept, sought or
+// deferred.
+
+// elect keeps the lock if it has it, or tries to take it.
+func (e *Engine) elect(ctx context.Context) {
+	ectx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if e.election == nil || e.election.IsClosed() {
+		e.stepDown("lost the election session")
+		conn, err := pgx.ConnectConfig(ectx, e.pool.Config().ConnConfig.Copy())
+		if err != nil {
+			return
+		}
+		e.election = conn
+	}
+	session := store.New(e.election) // the lock is this session's
+	if e.leader {
+		if err := session.Ping(ectx); err != nil {
+			e.election.Close(context.WithoutCancel(ctx))
+			e.election = nil
+			e.stepDown("leader session lost: " + err.Error())
+			return
+		}
+		// A deferring leader (it cannot page) yields to a live process
+		// that prefers to lead: closing the session releases the lock.
+		if e.deferLead > 0 {
+			if yes, err := e.db().PreferredAlive(ectx, e.procID, e.lease); err == nil && yes {
+				e.election.Close(context.WithoutCancel(ctx))
+				e.election = nil
+				e.stepDown("a process that pages (a sidecar) is running: it leads")
+			}
+		}
+		return
+	}
+	if e.deferLead > 0 {
+		quiet, err := session.LeaderQuiet(ectx, e.deferLead)
+		if err != nil || !quiet {
+			return // a leader published recently, or we cannot tell: let it lead
+		}
+	}
+	got, err := session.TryLeaderLock(ectx)
+	if err != nil {
+		e.election.Close(context.WithoutCancel(ctx))
+		e.election = nil
+		return
+	}
+	if got {
+		if err := e.becomeLeader(ctx); err != nil {
+			e.log.Warn("cannot lead", "error", err)
+			e.election.Close(context.WithoutCancel(ctx)) // releases the lock
+			e.election = nil
+		}
+	}
+}
