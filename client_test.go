@@ -72,7 +72,9 @@ func TestClientStopsJobsWhileTheSamplerLacksItsGrant(t *testing.T) {
 	if d.Binding != "primary_load" || !strings.Contains(d.Reason, `GRANT pg_monitor TO "throttled_monitor"`) {
 		t.Errorf("stale on %q for %q; want primary_load, naming the grant", d.Binding, d.Reason)
 	}
-	if _, r, _, _ := p.Explain(); !strings.Contains(r, "GRANT pg_monitor") {
+	js := p.Status()
+	r := js.Reason
+	if !strings.Contains(r, "GRANT pg_monitor") {
 		t.Errorf("job paused for %q; want the grant named", r)
 	}
 	// It stays stopped while the grant is missing: no tick reads a zero.

@@ -21,8 +21,9 @@ import (
 
 // gated reports nil once p is paused by a gate whose reason holds want.
 func gated(p throttled.Pacer, want string) error {
-	st, r, _, _ := p.Explain()
-	if st != string(throttle.JobPaused) || !strings.HasPrefix(r, "gated: ") || !strings.Contains(r, want) {
+	js := p.Status()
+	st, r := js.State, js.Reason
+	if st != throttle.JobPaused || !strings.HasPrefix(r, "gated: ") || !strings.Contains(r, want) {
 		return fmt.Errorf("%s: %s; want gated on %s", st, r, want)
 	}
 	return nil

@@ -40,8 +40,10 @@ func latch(t *testing.T, c *pgcluster.Cluster, tc *throttled.Client, job string)
 	}
 	t.Cleanup(func() { load.Stop() })
 	pgtest.Eventually(t, 20*time.Second, func() error {
-		if st, r, _, _ := p.Explain(); st != string(throttle.JobPaused) || !strings.Contains(r, "latched") {
-			return errors.New("not latched yet: " + st + ": " + r)
+		js := p.Status()
+		st, r := js.State, js.Reason
+		if st != throttle.JobPaused || !strings.Contains(r, "latched") {
+			return errors.New("not latched yet: " + string(st) + ": " + r)
 		}
 		return nil
 	})
@@ -54,8 +56,9 @@ func stillPaused(t *testing.T, p throttled.Pacer, d time.Duration, what string) 
 	t.Helper()
 	pgtest.Steady(t, d, func() error {
 		if running(p) == nil {
-			st, r, _, _ := p.Explain()
-			return errors.New(what + " ended a latched critical pause; job now " + st + ": " + r)
+			js := p.Status()
+			st, r := js.State, js.Reason
+			return errors.New(what + " ended a latched critical pause; job now " + string(st) + ": " + r)
 		}
 		return nil
 	})

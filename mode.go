@@ -28,7 +28,6 @@ const DefaultLease = coord.DefaultLease
 type Pacer interface {
 	Wait(ctx context.Context) (func(rows int64, took time.Duration, err error), error)
 	Allow() (func(rows int64, took time.Duration, err error), bool)
-	Explain() (state, reason, binding string, rate float64)
 	// Status is the job's status, typed: its state, reason code and text,
 	// binding signal, rate and the holds that apply.
 	Status() throttle.JobStatus

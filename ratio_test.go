@@ -33,7 +33,7 @@ func TestARatioHoldScalesARunningWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rate := func() float64 { _, _, _, r := p.Explain(); return r }
+	rate := func() float64 { return p.Status().Rate }
 	pgtest.Eventually(t, 20*time.Second, func() error {
 		if r := rate(); r < 7 {
 			return fmt.Errorf("rate %v; want the whole budget, 8", r)
@@ -46,8 +46,9 @@ func TestARatioHoldScalesARunningWorker(t *testing.T) {
 	}
 	t.Cleanup(func() { store.Release(context.Background(), h.ID, "alice", throttle.SourceCLI, "test over") })
 	pgtest.Eventually(t, 10*time.Second, func() error {
-		st, reason, _, r := p.Explain()
-		if st != string(throttle.JobThrottled) || math.Abs(r-2) > 0.5 || !strings.Contains(reason, "scaled to 25% by hold "+h.ID) {
+		js := p.Status()
+		st, reason, r := js.State, js.Reason, js.Rate
+		if st != throttle.JobThrottled || math.Abs(r-2) > 0.5 || !strings.Contains(reason, "scaled to 25% by hold "+h.ID) {
 			return fmt.Errorf("%s at %v (%s); want throttled at a quarter of 8, naming the hold", st, r, reason)
 		}
 		return nil
@@ -59,7 +60,9 @@ func TestARatioHoldScalesARunningWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, 20*time.Second, func() error {
-		if st, _, _, r := p.Explain(); st != string(throttle.JobRunning) || r < 7 {
+		js := p.Status()
+		st, r := js.State, js.Rate
+		if st != throttle.JobRunning || r < 7 {
 			return fmt.Errorf("%s at %v; want running at the whole budget again", st, r)
 		}
 		return nil

@@ -74,7 +74,9 @@ func TestReactionToInducedConditions(t *testing.T) {
 		if err := running(p); err != nil {
 			return err
 		}
-		if st, r, _, _ := p.Explain(); st != string(throttle.JobRunning) {
+		js := p.Status()
+		st, r := js.State, js.Reason
+		if st != throttle.JobRunning {
 			return fmt.Errorf("%s: %s", st, r)
 		}
 		return nil
@@ -87,7 +89,9 @@ func TestReactionToInducedConditions(t *testing.T) {
 		start := time.Now()
 		pgtest.Eventually(t, 20*time.Second, func() error {
 			d := tc.Decision()
-			if st, _, _, _ := p.Explain(); d.Binding != signal || st == string(throttle.JobRunning) {
+			js := p.Status()
+			st := js.State
+			if d.Binding != signal || st == throttle.JobRunning {
 				return fmt.Errorf("binding %q, job %s (%s); want the job held back on %s", d.Binding, st, d.Reason, signal)
 			}
 			return nil
@@ -163,7 +167,9 @@ func TestReactionToInducedConditions(t *testing.T) {
 	start := time.Now()
 	pgtest.Eventually(t, 20*time.Second, func() error {
 		d := tc.Decision()
-		if st, _, _, _ := p.Explain(); st != string(throttle.JobPaused) && d.Binding != "pgbouncer_waiting_clients_max" {
+		js := p.Status()
+		st := js.State
+		if st != throttle.JobPaused && d.Binding != "pgbouncer_waiting_clients_max" {
 			return fmt.Errorf("binding %q, job %s (%s); want it held back on the pool", d.Binding, st, d.Reason)
 		}
 		return nil

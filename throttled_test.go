@@ -69,7 +69,9 @@ func runningJob(t *testing.T, opts throttled.Options, job string) (*throttled.Cl
 }
 
 func running(p throttled.Pacer) error {
-	if st, r, _, _ := p.Explain(); st == string(throttle.JobPaused) {
+	js := p.Status()
+	st, r := js.State, js.Reason
+	if st == throttle.JobPaused {
 		return fmt.Errorf("%s: %s", st, r)
 	}
 	return nil

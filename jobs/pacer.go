@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/throttle"
 )
 
 // Pacer hands out permission to start one batch attempt. The throttle
@@ -21,11 +22,10 @@ type Allower interface {
 	Allow() (done func(rows int64, took time.Duration, err error), ok bool)
 }
 
-// Explainer is a Pacer that can say why its job is held back: its state
-// ("running", "throttled" or "paused"), the reason in words, the binding
-// signal and its current rate (batches per second).
+// Explainer is a Pacer that can say why its job is held back: its
+// status, typed (state, code, reason, binding signal, rate and holds).
 type Explainer interface {
-	Explain() (state, reason, binding string, rate float64)
+	Status() throttle.JobStatus
 }
 
 // Stretcher is a Pacer that knows how stretched the foreground is: its

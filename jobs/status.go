@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/throttled/throttled/throttle"
 )
 
 // State is a job's state.
@@ -26,6 +28,9 @@ type Status struct {
 	State State
 	// Reason says why the job is held back, failed or stopped.
 	Reason string
+	// Code is why, for machines, when the pacer says: one of
+	// throttle's closed set.
+	Code throttle.Code
 	// Binding is the signal holding the job back, when the pacer says.
 	Binding string
 	// Rate is the job's allocation, batches per second, when the pacer
@@ -54,8 +59,8 @@ func (j *Job) Status() Status {
 	j.mu.Unlock()
 	if s.State == StateRunning {
 		if ex, ok := j.pacer.(Explainer); ok {
-			state, reason, binding, rate := ex.Explain()
-			s.State, s.Reason, s.Binding, s.Rate = State(state), reason, binding, rate
+			st := ex.Status()
+			s.State, s.Code, s.Reason, s.Binding, s.Rate = State(st.State), st.Code, st.Reason, st.Binding, st.Rate
 			switch s.State {
 			case StateRunning, StateThrottled, StatePaused:
 			default:

@@ -209,7 +209,8 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, tok config.Toke
 		s.gmu.Unlock()
 		resp.Tokens = append(resp.Tokens, id)
 	}
-	_, reason, _, rate := p.Explain()
+	st := p.Status()
+	reason, rate := st.Reason, st.Rate
 	resp.Rate = rate
 	if len(resp.Tokens) == 0 {
 		// Unreported tokens hold in-flight slots: say whose, so a 429 on

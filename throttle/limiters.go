@@ -151,13 +151,6 @@ func (p *Pacer) ForegroundStretch() (stretch float64, at time.Time, ok bool) {
 	return d.Foreground, d.ForegroundAt, true
 }
 
-// Explain says why the job is held back: its state, the reason, the
-// decision's binding signal and its rate.
-func (p *Pacer) Explain() (state, reason, binding string, rate float64) {
-	st := p.Status()
-	return string(st.State), st.Reason, st.Binding, st.Rate
-}
-
 // Status is the job's part of the last decision, typed; before the first
 // decision the job is paused, unavailable.
 func (p *Pacer) Status() JobStatus {

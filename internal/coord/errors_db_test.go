@@ -62,7 +62,9 @@ func TestCoordinationRoleWithoutWriteAccessPausesWorkers(t *testing.T) {
 				if running(p) == nil {
 					return errors.New("the worker still runs")
 				}
-				if _, r, _, _ := p.Explain(); !strings.Contains(r, "GRANT") {
+				js := p.Status()
+				r := js.Reason
+				if !strings.Contains(r, "GRANT") {
 					return fmt.Errorf("paused for %q; want the missing GRANT named", r)
 				}
 				return nil
@@ -70,7 +72,8 @@ func TestCoordinationRoleWithoutWriteAccessPausesWorkers(t *testing.T) {
 			if d := time.Since(revokedAt); d > coord.DefaultLease+time.Second {
 				t.Errorf("paused %s after the revoke; want within the lease (%s) and a heartbeat", d, coord.DefaultLease)
 			}
-			_, reason, _, _ := p.Explain()
+			js := p.Status()
+			reason := js.Reason
 			for _, want := range []string{"permission", "42501", tc.table, coord.CoordinatorRole} {
 				if !strings.Contains(reason, want) {
 					t.Errorf("reason %q does not mention %q", reason, want)

@@ -44,7 +44,9 @@ func TestCoordinatedLeaderSlowStartsAfterStaleSignals(t *testing.T) {
 	if max := before * 0.25; d.Budget > max {
 		t.Errorf("first decision after the stale episode: budget %v (mode %s); want at most SlowStart of %v = %v", d.Budget, d.Mode, before, max)
 	}
-	if _, r, _, rate := p.Explain(); rate > before*0.25 {
+	js := p.Status()
+	r, rate := js.Reason, js.Rate
+	if rate > before*0.25 {
 		t.Errorf("job restarted at %v/s (%s); want at most %v", rate, r, before*0.25)
 	}
 }
@@ -57,7 +59,8 @@ func TestCoordinatedLeaderReportsStaleMode(t *testing.T) {
 	loseSampler(t, c)
 	pgtest.Eventually(t, 15*time.Second, func() error {
 		if d := tc.Decision(); d.Mode != "stale" {
-			st, r, _, _ := p.Explain()
+			js := p.Status()
+			st, r := js.State, js.Reason
 			return fmt.Errorf("leader's decision is %q (%s), made at %s; the job is %s: %s", d.Mode, d.Reason, d.At.Format(time.TimeOnly), st, r)
 		}
 		return nil
@@ -203,7 +206,8 @@ func TestColdStartAfterASpikeAndTenTakeovers(t *testing.T) {
 			defer cancel()
 			done, err := p.Wait(wctx)
 			took := time.Since(begun)
-			state, reason, binding, rate := p.Explain()
+			js := p.Status()
+			state, reason, binding, rate := js.State, js.Reason, js.Binding, js.Rate
 			if err == nil {
 				done(1000, 10*time.Millisecond, nil)
 			}

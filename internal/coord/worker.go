@@ -152,11 +152,6 @@ func (w *worker) done(g limit.Grant) func(int64, time.Duration, error) {
 	})
 }
 
-func (w *worker) Explain() (state, reason, binding string, rate float64) {
-	st := w.Status()
-	return string(st.State), st.Reason, st.Binding, st.Rate
-}
-
 func (w *worker) Status() throttle.JobStatus {
 	w.mu.Lock()
 	defer w.mu.Unlock()

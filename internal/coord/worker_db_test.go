@@ -99,7 +99,8 @@ func TestNewWorkerWaitsForItsFirstLeaseQuietly(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	pgtest.Eventually(t, 15*time.Second, func() error {
-		_, r, _, _ := p.Explain()
+		js := p.Status()
+		r := js.Reason
 		seen[r] = true
 		return running(p)
 	})

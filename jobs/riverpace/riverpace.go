@@ -20,6 +20,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"github.com/throttled/throttled/throttle"
 )
 
 // Pacer is the jobs library's pacer: permission to start one unit of
@@ -28,9 +29,10 @@ type Pacer interface {
 	Wait(ctx context.Context) (done func(rows int64, took time.Duration, err error), err error)
 }
 
-// Explainer is a Pacer that can say whether it is paused.
+// Explainer is a Pacer that can say whether it is paused: its status,
+// typed.
 type Explainer interface {
-	Explain() (state, reason, binding string, rate float64)
+	Status() throttle.JobStatus
 }
 
 // Config configures a [Middleware].
@@ -77,7 +79,7 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 		return doInner(ctx)
 	}
 	if ex, ok := p.(Explainer); ok {
-		if state, _, _, _ := ex.Explain(); state == "paused" {
+		if ex.Status().State == throttle.JobPaused {
 			return river.JobSnooze(m.cfg.Snooze)
 		}
 	}

@@ -110,7 +110,9 @@ func TestRiverJobsArePacedAndSnoozedWhilePaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, 5*time.Second, func() error {
-		if st, _, _, _ := pacer.Explain(); st != "paused" {
+		js := pacer.Status()
+		st := js.State
+		if st != "paused" {
 			return fmt.Errorf("pacer state %s", st)
 		}
 		return nil

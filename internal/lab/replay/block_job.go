@@ -96,11 +96,11 @@ func (p gatedPacer) BatchBounds() (int, int, time.Duration, bool) {
 	return 0, 0, 0, false
 }
 
-func (p gatedPacer) Explain() (string, string, string, float64) {
+func (p gatedPacer) Status() throttle.JobStatus {
 	if e, ok := p.inner.(jobs.Explainer); ok {
-		return e.Explain()
+		return e.Status()
 	}
-	return "", "", "", 0
+	return throttle.JobStatus{}
 }
 
 // blockJob is one policy's cleanup job in a block.

@@ -540,8 +540,9 @@ func auditRows(t *testing.T, ctx context.Context, c *patronicluster.Cluster) int
 }
 
 func pausedBy(p throttled.Pacer, reason string) error {
-	st, r, _, _ := p.Explain()
-	if st != string(throttle.JobPaused) || !strings.Contains(r, reason) {
+	js := p.Status()
+	st, r := js.State, js.Reason
+	if st != throttle.JobPaused || !strings.Contains(r, reason) {
 		return fmt.Errorf("held job is %s (%s); want paused by the hold %q", st, r, reason)
 	}
 	return nil
