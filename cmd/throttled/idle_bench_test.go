@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/throttled/throttled/internal/coord/store"
 	"github.com/throttled/throttled/internal/lab/benchdoc"
 	"github.com/throttled/throttled/internal/lab/replay"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
@@ -108,7 +107,7 @@ func forgetDecision(ctx context.Context, admin *pgxpool.Pool) error {
 		return err
 	}
 	defer conn.Release()
-	return store.New(conn.Conn()).Reset(ctx)
+	return pgtest.ForgetLeader(ctx, conn.Conn())
 }
 
 // execArgsFor is the exec command line the rows run: the flags,

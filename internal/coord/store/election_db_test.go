@@ -26,7 +26,7 @@ func setup(t *testing.T) (*pgcluster.Cluster, *pgx.Conn) {
 	if _, err := schema.Migrate(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.New(admin).Reset(ctx); err != nil {
+	if err := pgtest.ForgetLeader(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
 	return c, admin

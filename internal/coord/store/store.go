@@ -337,10 +337,3 @@ func (s *Store) Status(ctx context.Context, within time.Duration) (l Leader, ok 
 	})
 	return l, ok, ws, on(WorkersTable, err)
 }
-
-// Reset empties the leader's table: a test's clean start.
-func (s *Store) Reset(ctx context.Context) error {
-	_, err := s.db.Exec(ctx, `DO $$ BEGIN
-		IF to_regclass('throttled.leader') IS NOT NULL THEN DELETE FROM throttled.leader; END IF; END $$`)
-	return on(LeaderTable, err)
-}

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/throttled/throttled/internal/coord/store"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 )
 
@@ -88,9 +87,17 @@ func forgetLeader(ctx context.Context, t testing.TB) {
 		t.Fatalf("pgtest: connect: %v", err)
 	}
 	defer conn.Close(context.Background())
-	if err := store.New(conn).Reset(ctx); err != nil {
+	if err := ForgetLeader(ctx, conn); err != nil {
 		t.Fatalf("pgtest: forget the last leader's decision: %v", err)
 	}
+}
+
+// ForgetLeader empties throttled.leader, where it exists: the next leader
+// starts cold, as on a fresh cluster.
+func ForgetLeader(ctx context.Context, conn *pgx.Conn) error {
+	_, err := conn.Exec(ctx, `DO $$ BEGIN
+		IF to_regclass('throttled.leader') IS NOT NULL THEN DELETE FROM throttled.leader; END IF; END $$`)
+	return err
 }
 
 // Connect opens a connection to s as role, closed when the test ends.
