@@ -24,17 +24,7 @@ type readings struct {
 // grow under it.
 func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision) {
 	pSig, binding := r.worst.pressure, r.worst.key
-	// Batch errors: over MaxErrorFraction with enough batches to judge,
-	// they cut like a breach; with too few, they only stop growth.
-	errFrac := 0.0
-	if r.batches > 0 {
-		errFrac = float64(r.errors) / float64(r.batches)
-	}
-	errJudged := r.batches >= c.cfg.MinErrorBatches
-	errPressure := 0.0
-	if errJudged {
-		errPressure = errFrac / c.cfg.MaxErrorFraction
-	}
+	errFrac, errPressure := c.errorPressure(r)
 	errorsBind := errPressure > 1 && errPressure > pSig
 	p := pSig
 	if errorsBind {
@@ -45,71 +35,17 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 		d.Mode, d.Code, d.Reason = ModeThrottled, CodeNotGrowing, "throttled: no rule has a usable signal; not growing"
 		return
 	}
-	// Over target: the smoothed pressure says so, or two new raw samples
-	// in a row do (the smoothing would otherwise delay the cut by
-	// seconds). A sample seen before is not a second reading.
-	if r.anyFresh {
-		if r.maxRawFresh > 1 {
-			c.rawOver++
-		} else {
-			c.rawOver = 0
-		}
-		// Readings in a row at the emergency level are evidence when
-		// even one Resolution step lower each is over target.
-		if r.rawWorst.rawPress >= c.cfg.EmergencyPressure && r.rawWorst.oneStepLower() > 1 {
-			c.trail = append(c.trail, r.rawWorst.rawPress)
-			if n := c.cfg.EmergencyReadings; len(c.trail) > n {
-				c.trail = c.trail[len(c.trail)-n:]
-			}
-		} else {
-			c.trail = c.trail[:0]
-		}
-	}
+	c.countReadings(r)
 	signalOver := pSig > 1 || c.rawOver >= 2
 	over := signalOver || errPressure > 1
 	if over && !c.overTarget {
-		// A new breach: remember the budget it began at. A breach that
-		// begins before the budget has grown since the last cut is the
-		// last one going on: the budget it began at is the cut's, not a
-		// rate that breached, and remembering it would ratchet the
-		// ceiling down with every cut.
-		grewSinceCut := c.changedAt.After(c.cutAt)
-		settle := 2 * time.Duration(c.cfg.GrowEvery) * c.cfg.Tick
-		switch {
-		case c.ceiling == 0 || now.Sub(c.ceilingAt) >= c.cfg.BreachMemory || grewSinceCut && c.budget < c.ceiling || c.budget > c.ceiling:
-			c.rememberBreach(c.budget, now)
-		case now.Sub(c.cutAt) < settle:
-			// Over again within moments of the cut, before any growth:
-			// the cut is still taking effect, and this is the breach
-			// that was; the ceiling stays the budget that breached.
-			c.ceilingAt = now
-		default:
-			// Over again at a budget that held since the cut: the cut
-			// was not enough. Split the difference between the budget
-			// that breached and this one, so a pressure that stays
-			// teaches the ceiling within a few breaches while no cut
-			// becomes the ceiling outright.
-			c.ceiling, c.ceilingAt = math.Sqrt(c.ceiling*c.budget), now
-		}
-		c.ceilingLag = integrates(r.worst.name) && pSig > 1 || integrates(r.rawWorst.name) && c.rawOver >= 2
+		c.breachBegins(now, r, pSig)
 	}
 	c.overTarget = over
 	if over {
 		c.lastOverAt = now
 	}
-	// Errors alone never cut below a quarter of the budget they began at:
-	// when they do not depend on the rate, cutting further buys nothing.
-	// A signal over target cuts as far as it must.
-	floor := 0.0
-	switch {
-	case errPressure <= 1:
-		c.errorFloor = 0
-	case !signalOver:
-		if c.errorFloor == 0 {
-			c.errorFloor = c.budget * c.cfg.SlowStart
-		}
-		floor = c.errorFloor
-	}
+	floor := c.errorCutFloor(errPressure, signalOver)
 	describe := fmt.Sprintf("%s at %.2f of target", binding, p)
 	switch {
 	case errorsBind:
@@ -122,36 +58,11 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 			binding, r.rawWorst.rawPress, r.rawWorst.pressure)
 	}
 	d.Binding = binding
-	// An emergency needs evidence that the pressure is real and
-	// sustained, never one reading: EmergencyReadings new readings in a
-	// row at the level (each over target even one Resolution step lower:
-	// one session fewer on few cores), or the smoothed pressure at the
-	// level with as many readings in a row over target. The cut names the
-	// signal and the readings that gave the evidence.
-	emergency, evidence, eBinding, eName := "", 0.0, "", signals.Name("")
-	need := c.cfg.EmergencyReadings
-	switch {
-	case len(c.trail) >= need && r.rawWorst.key != "":
-		emergency = fmt.Sprintf("%s at %.2f of target or more at %d readings in a row (%s of target; smoothed %.2f)",
-			r.rawWorst.key, c.cfg.EmergencyPressure, need, formatTrail(c.trail), r.rawWorst.pressure)
-		evidence, eBinding, eName = r.rawWorst.rawPress, r.rawWorst.key, r.rawWorst.name
-	case pSig >= c.cfg.EmergencyPressure && c.rawOver >= need:
-		emergency = fmt.Sprintf("%s at %.2f of target, smoothed, and over target at %d readings in a row", r.worst.key, pSig, c.rawOver)
-		evidence, eBinding, eName = pSig, r.worst.key, r.worst.name
-	}
-	tick := c.cfg.Tick
-	// Replica lag integrates the excess of WAL over what the replica
-	// applies: a cut shows in it only as the backlog drains, seconds
-	// later. So an emergency cut on lag is repeated at the next tick only
-	// on evidence of more pressure than the last one's; three cuts of
-	// EmergencyCut in a row on a lag already falling left 1/64 of the
-	// budget. (Load answers a cut within a tick: its cuts repeat.)
-	if emergency != "" && integrates(eName) && now.Sub(c.cutAt) < 2*tick-tick/2 && evidence <= c.emergencyAt {
-		emergency = ""
-	}
+	emergency, evidence, eBinding := c.emergency(now, r, pSig)
 	if emergency != "" {
 		d.Binding = eBinding
 	}
+	tick := c.cfg.Tick
 	switch {
 	case emergency != "":
 		// Evidence of an emergency is evidence of a breach: the breach
@@ -178,24 +89,143 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 	case errFrac > c.cfg.MaxErrorFraction:
 		d.Mode, d.Code, d.Reason = ModeThrottled, CodeHolding, fmt.Sprintf("throttled: %s; holding: %d of the last %d batches failed", describe, r.errors, r.batches)
 	default:
-		// Under target: the signal is named only when it is what limits
-		// the budget; otherwise the reason says what does.
-		var limit string
-		var code Code
-		if r.rising.key != "" {
-			// A budget past what the replica applies shows first as lag
-			// rising at every sample, long before the lag reaches its
-			// target: growing further would only make the cut later and
-			// deeper.
-			limit, code = fmt.Sprintf("%s rising, at %.2f of target; budget %.3g/s held", r.rising.key, r.rising.rawPress, c.budget), CodeBinding
-			d.Binding = r.rising.key
-		} else {
-			limit, code = c.grow(now, max(pSig, r.maxRaw), r.worst.key, frozen)
+		c.underTarget(now, r, pSig, frozen, d)
+	}
+}
+
+// errorPressure is the share of the window's batches that failed, and
+// that share over MaxErrorFraction: 0 with too few batches to judge
+// (MinErrorBatches), when failures only stop growth.
+func (c *Controller) errorPressure(r readings) (errFrac, errPressure float64) {
+	if r.batches > 0 {
+		errFrac = float64(r.errors) / float64(r.batches)
+	}
+	if r.batches >= c.cfg.MinErrorBatches {
+		errPressure = errFrac / c.cfg.MaxErrorFraction
+	}
+	return errFrac, errPressure
+}
+
+// countReadings counts new readings over target in a row, and keeps the
+// trail of new readings at the emergency level. Over target means the
+// smoothed pressure says so, or two new raw samples in a row do (the
+// smoothing would otherwise delay the cut by seconds). A sample seen
+// before is not a second reading.
+func (c *Controller) countReadings(r readings) {
+	if !r.anyFresh {
+		return
+	}
+	if r.maxRawFresh > 1 {
+		c.rawOver++
+	} else {
+		c.rawOver = 0
+	}
+	// Readings in a row at the emergency level are evidence when even
+	// one Resolution step lower each is over target.
+	if r.rawWorst.rawPress >= c.cfg.EmergencyPressure && r.rawWorst.oneStepLower() > 1 {
+		c.trail = append(c.trail, r.rawWorst.rawPress)
+		if n := c.cfg.EmergencyReadings; len(c.trail) > n {
+			c.trail = c.trail[len(c.trail)-n:]
 		}
-		d.Mode, d.Code, d.Reason = ModeRunning, code, "running: "+limit
-		if code != CodeBinding {
-			d.Binding = ""
+	} else {
+		c.trail = c.trail[:0]
+	}
+}
+
+// breachBegins remembers the budget a new breach began at. A breach that
+// begins before the budget has grown since the last cut is the last one
+// going on: the budget it began at is the cut's, not a rate that
+// breached, and remembering it would ratchet the ceiling down with every
+// cut.
+func (c *Controller) breachBegins(now time.Time, r readings, pSig float64) {
+	grewSinceCut := c.changedAt.After(c.cutAt)
+	settle := 2 * time.Duration(c.cfg.GrowEvery) * c.cfg.Tick
+	switch {
+	case c.ceiling == 0 || now.Sub(c.ceilingAt) >= c.cfg.BreachMemory || grewSinceCut && c.budget < c.ceiling || c.budget > c.ceiling:
+		c.rememberBreach(c.budget, now)
+	case now.Sub(c.cutAt) < settle:
+		// Over again within moments of the cut, before any growth: the
+		// cut is still taking effect, and this is the breach that was;
+		// the ceiling stays the budget that breached.
+		c.ceilingAt = now
+	default:
+		// Over again at a budget that held since the cut: the cut was
+		// not enough. Split the difference between the budget that
+		// breached and this one, so a pressure that stays teaches the
+		// ceiling within a few breaches while no cut becomes the ceiling
+		// outright.
+		c.ceiling, c.ceilingAt = math.Sqrt(c.ceiling*c.budget), now
+	}
+	c.ceilingLag = integrates(r.worst.name) && pSig > 1 || integrates(r.rawWorst.name) && c.rawOver >= 2
+}
+
+// errorCutFloor is the least a cut may leave. Errors alone never cut
+// below a quarter of the budget they began at: when they do not depend on
+// the rate, cutting further buys nothing. A signal over target cuts as
+// far as it must.
+func (c *Controller) errorCutFloor(errPressure float64, signalOver bool) float64 {
+	switch {
+	case errPressure <= 1:
+		c.errorFloor = 0
+	case !signalOver:
+		if c.errorFloor == 0 {
+			c.errorFloor = c.budget * c.cfg.SlowStart
 		}
+		return c.errorFloor
+	}
+	return 0
+}
+
+// emergency returns the evidence of an emergency, in words, with the
+// reading that gave it and the signal's key; "" for none. An emergency
+// needs evidence that the pressure is real and sustained, never one
+// reading: EmergencyReadings new readings in a row at the level (each
+// over target even one Resolution step lower: one session fewer on few
+// cores), or the smoothed pressure at the level with as many readings in
+// a row over target.
+func (c *Controller) emergency(now time.Time, r readings, pSig float64) (emergency string, evidence float64, key string) {
+	var name signals.Name
+	need := c.cfg.EmergencyReadings
+	switch {
+	case len(c.trail) >= need && r.rawWorst.key != "":
+		emergency = fmt.Sprintf("%s at %.2f of target or more at %d readings in a row (%s of target; smoothed %.2f)",
+			r.rawWorst.key, c.cfg.EmergencyPressure, need, formatTrail(c.trail), r.rawWorst.pressure)
+		evidence, key, name = r.rawWorst.rawPress, r.rawWorst.key, r.rawWorst.name
+	case pSig >= c.cfg.EmergencyPressure && c.rawOver >= need:
+		emergency = fmt.Sprintf("%s at %.2f of target, smoothed, and over target at %d readings in a row", r.worst.key, pSig, c.rawOver)
+		evidence, key, name = pSig, r.worst.key, r.worst.name
+	}
+	// Replica lag integrates the excess of WAL over what the replica
+	// applies: a cut shows in it only as the backlog drains, seconds
+	// later. So an emergency cut on lag is repeated at the next tick only
+	// on evidence of more pressure than the last one's; three cuts of
+	// EmergencyCut in a row on a lag already falling left 1/64 of the
+	// budget. (Load answers a cut within a tick: its cuts repeat.)
+	tick := c.cfg.Tick
+	if emergency != "" && integrates(name) && now.Sub(c.cutAt) < 2*tick-tick/2 && evidence <= c.emergencyAt {
+		return "", 0, ""
+	}
+	return emergency, evidence, key
+}
+
+// underTarget grows the budget, or holds it while an integrating signal
+// rises. The signal is named only when it is what limits the budget;
+// otherwise the reason says what does.
+func (c *Controller) underTarget(now time.Time, r readings, pSig float64, frozen bool, d *Decision) {
+	var limit string
+	var code Code
+	if r.rising.key != "" {
+		// A budget past what the replica applies shows first as lag
+		// rising at every sample, long before the lag reaches its target:
+		// growing further would only make the cut later and deeper.
+		limit, code = fmt.Sprintf("%s rising, at %.2f of target; budget %.3g/s held", r.rising.key, r.rising.rawPress, c.budget), CodeBinding
+		d.Binding = r.rising.key
+	} else {
+		limit, code = c.grow(now, max(pSig, r.maxRaw), r.worst.key, frozen)
+	}
+	d.Mode, d.Code, d.Reason = ModeRunning, code, "running: "+limit
+	if code != CodeBinding {
+		d.Binding = ""
 	}
 }
 
