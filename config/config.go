@@ -41,6 +41,8 @@ type Config struct {
 	// Every other field a reload applies.
 	PrimaryDSN      string `restart:"primary dsn"`
 	CoordinationDSN string `restart:"coordination_dsn"`
+	// coordinationIsDSN: coordination_dsn was left out, so it is dsn.
+	coordinationIsDSN bool
 	// PgBouncerDSN is the admin console of the PgBouncer in front of the
 	// primary (dbname=pgbouncer), for its pool signals; "" for none.
 	PgBouncerDSN string  `restart:"pgbouncer dsn"`
@@ -285,7 +287,7 @@ func (c *Config) buildPrimary(doc *file, v *validator) {
 		v.bad(p.Range, "primary: dsn is empty (an env() of an unset or empty variable?)")
 	}
 	v.dsn(p.Range, "primary: dsn", c.PrimaryDSN)
-	c.CoordinationDSN = c.PrimaryDSN
+	c.CoordinationDSN, c.coordinationIsDSN = c.PrimaryDSN, p.CoordinationDSN == nil
 	if p.CoordinationDSN != nil {
 		c.CoordinationDSN = *p.CoordinationDSN
 		if strings.TrimSpace(c.CoordinationDSN) == "" {

@@ -12,11 +12,12 @@ import (
 )
 
 var env = map[string]string{
-	"THROTTLED_PRIMARY_DSN":    "postgres://monitor@db1/app",
-	"THROTTLED_TOKEN_OPS":      "ops-secret-0123456789",
-	"THROTTLED_TOKEN_VIEWER":   "viewer-secret-0123456789",
-	"THROTTLED_WEBHOOK_SECRET": "hook-secret",
-	"THROTTLED_GRAFANA_SECRET": "grafana-secret-0123456789",
+	"THROTTLED_PRIMARY_DSN":      "postgres://monitor@db1/app",
+	"THROTTLED_COORDINATION_DSN": "postgres://throttled@db1/app",
+	"THROTTLED_TOKEN_OPS":        "ops-secret-0123456789",
+	"THROTTLED_TOKEN_VIEWER":     "viewer-secret-0123456789",
+	"THROTTLED_WEBHOOK_SECRET":   "hook-secret",
+	"THROTTLED_GRAFANA_SECRET":   "grafana-secret-0123456789",
 }
 
 func getenv(k string) string { return env[k] }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/throttled/throttled/internal/schema"
 	"github.com/throttled/throttled/signals"
 )
 
@@ -77,6 +78,16 @@ func (c *Config) Live(ctx context.Context) error {
 				c.at(c.places.replicas[name]), name, known))
 		}
 	}
+	// Coordination writes schema throttled (the workers' leases, the
+	// leader's publication, migrations at start): a role that may not is
+	// refused here, before run starts, in the file's words.
+	if err := checkCoordination(ctx, c.CoordinationDSN); err != nil {
+		field := "coordination_dsn"
+		if c.coordinationIsDSN {
+			field = "coordination_dsn (left out, so dsn: the sampler's pg_monitor role)"
+		}
+		errs = append(errs, fmt.Errorf("config: %s: primary: %s: %w", primary, field, err))
+	}
 	// Each custom signal runs once as the sampler will run it, contained
 	// as the sampler contains it: a query that fails, or reads anything but
 	// one finite number (NaN and the infinities are refused), is an error
@@ -110,4 +121,15 @@ func (c *Config) checkReplicaDSNs(ctx context.Context) []error {
 	}
 	wg.Wait()
 	return errs
+}
+
+// checkCoordination connects as the coordination role and checks that it
+// may write schema throttled, changing nothing.
+func checkCoordination(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return schema.CheckWrite(ctx, conn)
 }

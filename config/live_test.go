@@ -13,9 +13,18 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// runnable is the smallest configuration with a coordination role that
+// may write schema throttled: run refuses the sampler's pg_monitor role
+// there.
+var runnable = strings.Replace(smallest, "  cores = 2\n", "  cores = 2\n  coordination_dsn = env(\"THROTTLED_COORDINATION_DSN\")\n", 1)
+
 func TestLiveRefusesAReplicaThatDoesNotExist(t *testing.T) {
 	c := pgtest.Cluster(t)
+	smallest := runnable
 	get := func(k string) string {
+		if k == "THROTTLED_COORDINATION_DSN" {
+			return c.Primary.DSN(pgcluster.RoleAdmin)
+		}
 		if k == "THROTTLED_PRIMARY_DSN" {
 			return c.Primary.DSN(pgcluster.RoleMonitor)
 		}
@@ -37,6 +46,9 @@ func TestLiveRefusesAReplicaThatDoesNotExist(t *testing.T) {
 		t.Fatalf("retired replica: %v", err)
 	}
 	atReplica, _ := Parse("throttled.hcl", []byte(smallest), func(k string) string {
+		if k == "THROTTLED_COORDINATION_DSN" {
+			return c.Primary.DSN(pgcluster.RoleAdmin)
+		}
 		if k == "THROTTLED_PRIMARY_DSN" {
 			return c.Replica.DSN(pgcluster.RoleMonitor)
 		}
@@ -54,6 +66,7 @@ func TestLiveRefusesAReplicaThatDoesNotExist(t *testing.T) {
 // another name) are each refused at the replica block's line.
 func TestLiveChecksEveryReplicaDSN(t *testing.T) {
 	c := pgtest.Cluster(t)
+	smallest := runnable
 	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
 	// A second physical slot, so that a block named "spare" exists on the
 	// primary while no server is that replica.
@@ -72,6 +85,9 @@ func TestLiveChecksEveryReplicaDSN(t *testing.T) {
 		return strings.Replace(smallest, "replica \"replica1\" {\n", fmt.Sprintf("replica %q {\n  dsn = %q\n", name, dsn), 1)
 	}
 	get := func(k string) string {
+		if k == "THROTTLED_COORDINATION_DSN" {
+			return c.Primary.DSN(pgcluster.RoleAdmin)
+		}
 		if k == "THROTTLED_PRIMARY_DSN" {
 			return c.Primary.DSN(pgcluster.RoleMonitor)
 		}
@@ -82,11 +98,11 @@ func TestLiveChecksEveryReplicaDSN(t *testing.T) {
 	}{
 		{"the replica", withReplica("replica1", c.Replica.DSN(pgcluster.RoleMonitor)), ""},
 		{"the primary", withReplica("replica1", c.Primary.DSN(pgcluster.RoleMonitor)),
-			`config: throttled.hcl:5: replica "replica1": dsn: signals: wrong kind of server: a replica DSN points at 127.0.0.1:`},
+			`config: throttled.hcl:6: replica "replica1": dsn: signals: wrong kind of server: a replica DSN points at 127.0.0.1:`},
 		{"unreachable", withReplica("replica1", fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", pgcluster.RoleMonitor, closedPort)),
-			fmt.Sprintf(`config: throttled.hcl:5: replica "replica1": dsn: signals: server unreachable: connect to replica 127.0.0.1:%d`, closedPort)},
+			fmt.Sprintf(`config: throttled.hcl:6: replica "replica1": dsn: signals: server unreachable: connect to replica 127.0.0.1:%d`, closedPort)},
 		{"another replica", withReplica("spare", c.Replica.DSN(pgcluster.RoleMonitor)),
-			`config: throttled.hcl:5: replica "spare": dsn reaches the replica named "replica1"`},
+			`config: throttled.hcl:6: replica "spare": dsn reaches the replica named "replica1"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := Parse("throttled.hcl", []byte(tc.src), get)
@@ -115,6 +131,7 @@ func TestLiveChecksEveryReplicaDSN(t *testing.T) {
 // pg_monitor, that run then refused.
 func TestLiveChecksThePrimaryRoleAsTheSamplerWill(t *testing.T) {
 	c := pgtest.Cluster(t)
+	smallest := runnable
 	for _, tc := range []struct {
 		role, want string
 	}{
@@ -122,6 +139,9 @@ func TestLiveChecksThePrimaryRoleAsTheSamplerWill(t *testing.T) {
 		{pgcluster.RolePlain, "GRANT pg_monitor"},
 	} {
 		cfg, err := Parse("throttled.hcl", []byte(smallest), func(k string) string {
+			if k == "THROTTLED_COORDINATION_DSN" {
+				return c.Primary.DSN(pgcluster.RoleAdmin)
+			}
 			if k == "THROTTLED_PRIMARY_DSN" {
 				return c.Primary.DSN(tc.role)
 			}
@@ -145,7 +165,11 @@ func TestLiveChecksThePrimaryRoleAsTheSamplerWill(t *testing.T) {
 // naming the function, before anything connects.
 func TestLiveRefusesNonFiniteAndLastingCustomSignals(t *testing.T) {
 	c := pgtest.Cluster(t)
+	smallest := runnable
 	get := func(k string) string {
+		if k == "THROTTLED_COORDINATION_DSN" {
+			return c.Primary.DSN(pgcluster.RoleAdmin)
+		}
 		if k == "THROTTLED_PRIMARY_DSN" {
 			return c.Primary.DSN(pgcluster.RoleMonitor)
 		}

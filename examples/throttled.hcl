@@ -9,8 +9,10 @@ primary {
   # No SQL reveals the core count; primary_load is on-CPU sessions per core.
   cores = 16
   # Holds, the audit log and worker leases live in schema "throttled" of
-  # the primary itself; this role must be able to write it. Defaults to dsn.
-  # coordination_dsn = env("THROTTLED_COORDINATION_DSN")
+  # the primary itself; this role must be able to write it (own the schema,
+  # or have CREATE on the database). Left out, it is dsn, and the sampler's
+  # pg_monitor role may not: check-config --live and run refuse that.
+  coordination_dsn = env("THROTTLED_COORDINATION_DSN")
 }
 
 # Every replica that paces the jobs. required: missing or stale stops all

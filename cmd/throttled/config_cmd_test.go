@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,10 @@ job "purge" {
 		{"no listen block", src("", "", ""), "a listen block is required to run"},
 		{"duplicate signal", src("", listen(freeAddr(t)), "signal \"primary_load\" {\n  target = 0.5\n}\nsignal \"primary_load\" {\n  target = 0.6\n}\n"),
 			`signal "primary_load" is configured twice`},
+		{"coordination by the sampler's role", strings.Replace(src("", listen(freeAddr(t)), ""), c.Primary.DSN(pgcluster.RoleAdmin), monitor(c.Primary), 1),
+			`primary: coordination_dsn: schema: role "throttled_monitor" may not create or change schema throttled (permission denied for database postgres)`},
+		{"no coordination_dsn with a sampler's dsn", regexp.MustCompile(`(?m)^  coordination_dsn.*\n`).ReplaceAllString(src("", listen(freeAddr(t)), ""), ""),
+			`primary: coordination_dsn (left out, so dsn: the sampler's pg_monitor role): schema: role "throttled_monitor" may not create or change schema throttled`},
 		{"critical within the emergency cut", src("", listen(freeAddr(t)), "signal \"primary_load\" {\n  target = 0.8\n  critical = 1.0\n}\n"),
 			`signal "primary_load": critical 1 is too close to target 0.8`},
 	} {

@@ -216,7 +216,8 @@ func TestCheckConfig(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, replica string) string {
 		p := dir + "/" + name
-		src := fmt.Sprintf("primary {\n  dsn = %q\n  cores = 2\n}\nreplica %q {\n  policy = \"required\"\n}\nlisten {\n  address = \"127.0.0.1:18087\"\n}\n", c.Primary.DSN(pgcluster.RoleMonitor), replica)
+		src := fmt.Sprintf("primary {\n  dsn = %q\n  coordination_dsn = %q\n  cores = 2\n}\nreplica %q {\n  policy = \"required\"\n}\nlisten {\n  address = \"127.0.0.1:18087\"\n}\n",
+			c.Primary.DSN(pgcluster.RoleMonitor), c.Primary.DSN(pgcluster.RoleAdmin), replica)
 		if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
 			t.Fatal(err)
 		}

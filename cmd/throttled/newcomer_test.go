@@ -67,7 +67,7 @@ func TestNewcomerTranscript(t *testing.T) {
 
 	tr.step("2. Lint the example configuration, offline, with no secrets",
 		"CI can run this: nothing is connected to and no secret needs to be present. `--secrets` also checks them; `--live` checks against the cluster.")
-	for _, k := range []string{"THROTTLED_TOKEN_OPS", "THROTTLED_TOKEN_VIEWER", "THROTTLED_GRAFANA_SECRET", "THROTTLED_WEBHOOK_SECRET", "THROTTLED_PRIMARY_DSN"} {
+	for _, k := range []string{"THROTTLED_TOKEN_OPS", "THROTTLED_TOKEN_VIEWER", "THROTTLED_GRAFANA_SECRET", "THROTTLED_WEBHOOK_SECRET", "THROTTLED_PRIMARY_DSN", "THROTTLED_COORDINATION_DSN"} {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
