@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
@@ -16,7 +17,7 @@ import (
 func TestRemovedJobGrantsNothingMore(t *testing.T) {
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
-	tc, p := runningJob(t, coordinated(t, c, 20), "remove-race")
+	tc, p := clienttest.RunningJob(t, clienttest.Coordinated(t, c, 20), "remove-race")
 	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
 	watch := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
 	waiting := func(like string) func() error {

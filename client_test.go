@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
@@ -44,7 +45,7 @@ func TestClientStopsJobsWhileTheSamplerLacksItsGrant(t *testing.T) {
 		if s, _ := tc.Snapshot().Get("primary_load", nil); s.Err != nil || s.Raw != 0.5 {
 			return fmt.Errorf("primary_load raw %v, %v; want 0.5", s.Raw, s.Err)
 		}
-		return running(p)
+		return clienttest.Running(p)
 	})
 
 	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
@@ -63,7 +64,7 @@ func TestClientStopsJobsWhileTheSamplerLacksItsGrant(t *testing.T) {
 		if d := tc.Decision(); d.Mode != throttle.ModeStale {
 			return fmt.Errorf("mode %s (%s); want stale", d.Mode, d.Reason)
 		}
-		if running(p) == nil {
+		if clienttest.Running(p) == nil {
 			return errors.New("the job still runs")
 		}
 		return nil
@@ -87,5 +88,5 @@ func TestClientStopsJobsWhileTheSamplerLacksItsGrant(t *testing.T) {
 	})
 
 	exec(grant)
-	pgtest.Eventually(t, 20*time.Second, func() error { return running(p) })
+	pgtest.Eventually(t, 20*time.Second, func() error { return clienttest.Running(p) })
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
@@ -25,7 +26,7 @@ import (
 func TestAnExemptionHoldRunsItsJobThroughALagCritical(t *testing.T) {
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
-	opts := coordinated(t, c, 8)
+	opts := clienttest.Coordinated(t, c, 8)
 	opts.ReplicaDSNs = []string{c.Replica.DSN(pgcluster.RoleMonitor)}
 	opts.Controller.Rules = map[signals.Name]throttle.Rule{signals.ReplicaLagBytes: {Target: 1 << 20, Critical: 2 << 20}}
 	tc, err := throttled.Open(ctx, opts)
@@ -41,7 +42,7 @@ func TestAnExemptionHoldRunsItsJobThroughALagCritical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pgtest.Eventually(t, 20*time.Second, func() error { return running(exempt) })
+	pgtest.Eventually(t, 20*time.Second, func() error { return clienttest.Running(exempt) })
 	pool, err := pgxpool.New(ctx, c.Primary.DSN(pgcluster.RoleAdmin))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ func TestAnExemptionHoldRunsItsJobThroughALagCritical(t *testing.T) {
 		t.Fatalf("stored hold %+v; want an exemption from replica_lag_bytes", h)
 	}
 	// With nothing critical, the exemption changes nothing.
-	if err := running(exempt); err != nil {
+	if err := clienttest.Running(exempt); err != nil {
 		t.Fatal(err)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
@@ -78,8 +79,8 @@ func TestJobRulesGateOnlyTheJobsTheyBind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pgtest.Eventually(t, 20*time.Second, func() error { return running(busy) })
-	pgtest.Eventually(t, 20*time.Second, func() error { return running(quiet) })
+	pgtest.Eventually(t, 20*time.Second, func() error { return clienttest.Running(busy) })
+	pgtest.Eventually(t, 20*time.Second, func() error { return clienttest.Running(quiet) })
 
 	// Autovacuum on gate_busy: a vacuum sleeping 100 ms per page's cost.
 	exec("ALTER SYSTEM SET autovacuum_naptime = '1s'")
@@ -89,7 +90,7 @@ func TestJobRulesGateOnlyTheJobsTheyBind(t *testing.T) {
 	started := waitVacuum(t, admin, "gate_busy")
 	pgtest.Eventually(t, 10*time.Second, func() error { return gated(busy, `vacuum_running{table="public.gate_busy"}`) })
 	t.Logf("reaction: vacuum on the job's table → job gated in %s", time.Since(started).Round(10*time.Millisecond))
-	if err := running(quiet); err != nil {
+	if err := clienttest.Running(quiet); err != nil {
 		t.Errorf("purge-quiet, which never touches gate_busy: %v; want running", err)
 	}
 	// The metrics carry the table, and every series once.
@@ -115,7 +116,7 @@ func TestJobRulesGateOnlyTheJobsTheyBind(t *testing.T) {
 	exec("ALTER TABLE gate_busy SET (autovacuum_enabled = off)")
 	exec("SELECT pg_cancel_backend(pid) FROM pg_stat_progress_vacuum WHERE relid = 'gate_busy'::regclass")
 	ended := time.Now()
-	pgtest.Eventually(t, 15*time.Second, func() error { return running(busy) })
+	pgtest.Eventually(t, 15*time.Second, func() error { return clienttest.Running(busy) })
 	t.Logf("reaction: vacuum ended → job running in %s (gate_hold 1s)", time.Since(ended).Round(10*time.Millisecond))
 
 	// The custom signal: purge-quiet is bound by every job rule, purge-busy
@@ -124,14 +125,14 @@ func TestJobRulesGateOnlyTheJobsTheyBind(t *testing.T) {
 	filled := time.Now()
 	pgtest.Eventually(t, 10*time.Second, func() error { return gated(quiet, "queue_depth at 50, over 10") })
 	t.Logf("reaction: custom signal over target → job gated in %s (every 500ms)", time.Since(filled).Round(10*time.Millisecond))
-	if err := running(busy); err != nil {
+	if err := clienttest.Running(busy); err != nil {
 		t.Errorf("purge-busy, which names only vacuum_running: %v; want running", err)
 	}
 	if n, err := testutil.GatherAndCount(reg, "throttled_signals_value"); err != nil || n == 0 {
 		t.Errorf("gather: %d series, %v", n, err)
 	}
 	exec("DELETE FROM gate_queue")
-	pgtest.Eventually(t, 10*time.Second, func() error { return running(quiet) })
+	pgtest.Eventually(t, 10*time.Second, func() error { return clienttest.Running(quiet) })
 }
 
 // waitVacuum waits until a vacuum runs on table and returns when it was

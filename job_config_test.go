@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
@@ -42,7 +43,7 @@ func TestRefusedJobIsNotRegistered(t *testing.T) {
 		}
 	})
 	t.Run("coordinated", func(t *testing.T) {
-		tc, err := throttled.Open(ctx, coordinated(t, c, 20))
+		tc, err := throttled.Open(ctx, clienttest.Coordinated(t, c, 20))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +68,7 @@ func TestRefusedJobIsNotRegistered(t *testing.T) {
 func TestCoordinatedUpdateJobRefusesBadLimits(t *testing.T) {
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
-	tc, err := throttled.Open(ctx, coordinated(t, c, 20))
+	tc, err := throttled.Open(ctx, clienttest.Coordinated(t, c, 20))
 	if err != nil {
 		t.Fatal(err)
 	}

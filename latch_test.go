@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
@@ -18,7 +19,7 @@ import (
 // latching is coordinated mode where one session on CPU (of 2 cores),
 // 0.5, is critical, and the first critical pause latches.
 func latching(t *testing.T, c *pgcluster.Cluster) throttled.Options {
-	opts := coordinated(t, c, 20)
+	opts := clienttest.Coordinated(t, c, 20)
 	opts.Controller.Rules = map[signals.Name]throttle.Rule{signals.PrimaryLoad: {Target: 0.2, Critical: 0.5, Required: true}}
 	opts.Controller.LatchAfter = 1
 	return opts
@@ -33,7 +34,7 @@ func latch(t *testing.T, c *pgcluster.Cluster, tc *throttled.Client, job string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pgtest.Eventually(t, 20*time.Second, func() error { return running(p) })
+	pgtest.Eventually(t, 20*time.Second, func() error { return clienttest.Running(p) })
 	load, err := c.CPULoad(context.Background(), 1, time.Minute, "")
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func latch(t *testing.T, c *pgcluster.Cluster, tc *throttled.Client, job string)
 func stillPaused(t *testing.T, p throttled.Pacer, d time.Duration, what string) {
 	t.Helper()
 	pgtest.Steady(t, d, func() error {
-		if running(p) == nil {
+		if clienttest.Running(p) == nil {
 			js := p.Status()
 			st, r := js.State, js.Reason
 			return errors.New(what + " ended a latched critical pause; job now " + string(st) + ": " + r)
@@ -87,7 +88,7 @@ func TestReloadDoesNotEndALatchedCriticalPause(t *testing.T) {
 // the critical pause the last one published.
 func TestFailoverDoesNotEndALatchedCriticalPause(t *testing.T) {
 	c := pgtest.Cluster(t)
-	a, b := leaderAndFollower(t, latching(t, c))
+	a, b := clienttest.LeaderAndFollower(t, latching(t, c))
 	p := latch(t, c, b, "latch-failover")
 	a.Close() // the leader goes away (deploy, crash)
 	pgtest.Eventually(t, 10*time.Second, func() error {
@@ -114,7 +115,7 @@ func TestResumeReachesTheLeadersLatch(t *testing.T) {
 	if err := tc.ResumeLatched(ctx, "alice", "load gone, checked"); err != nil {
 		t.Fatalf("ResumeLatched while the leader's decision is latched (%s): %v", tc.Decision().Reason, err)
 	}
-	pgtest.Eventually(t, 20*time.Second, func() error { return running(p) })
+	pgtest.Eventually(t, 20*time.Second, func() error { return clienttest.Running(p) })
 	if err := tc.ResumeLatched(ctx, "alice", "again"); !errors.Is(err, throttled.ErrNotLatched) {
 		t.Fatalf("a second resume: %v; want ErrNotLatched", err)
 	}

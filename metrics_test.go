@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
@@ -135,7 +136,7 @@ func TestLimitedSecondsMetrics(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts throttled.Options
-	}{{"solo", solo}, {"coordinated", coordinated(t, c, 50)}} {
+	}{{"solo", solo}, {"coordinated", clienttest.Coordinated(t, c, 50)}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opts.NoForegroundLatency = true
 			cl, err := throttled.Open(ctx, tc.opts)
@@ -150,8 +151,8 @@ func TestLimitedSecondsMetrics(t *testing.T) {
 				t.Fatal(err)
 			}
 			pgtest.Eventually(t, 20*time.Second, func() error {
-				if running(p) != nil {
-					return running(p)
+				if clienttest.Running(p) != nil {
+					return clienttest.Running(p)
 				}
 				if s := cl.LimitedSeconds(job)[throttle.WhyFullRate]; s < 2 {
 					return fmt.Errorf("%.1f s at full rate: %s", s, cl.WhySlow(job))

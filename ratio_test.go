@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/throttle"
@@ -23,7 +24,7 @@ import (
 func TestARatioHoldScalesARunningWorker(t *testing.T) {
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
-	tc, p := runningJob(t, coordinated(t, c, 8), "ratio-job")
+	tc, p := clienttest.RunningJob(t, clienttest.Coordinated(t, c, 8), "ratio-job")
 	pool, err := pgxpool.New(ctx, c.Primary.DSN(pgcluster.RoleAdmin))
 	if err != nil {
 		t.Fatal(err)

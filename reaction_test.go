@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
@@ -71,7 +72,7 @@ func TestReactionToInducedConditions(t *testing.T) {
 	defer stopJob()
 	go j.Run(jctx)
 	calm := func() error {
-		if err := running(p); err != nil {
+		if err := clienttest.Running(p); err != nil {
 			return err
 		}
 		js := p.Status()

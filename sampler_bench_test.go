@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/internal/schema"
+	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
@@ -204,7 +205,7 @@ func openWorkers(b *testing.B, c *pgcluster.Cluster, samplerDSN string, workers 
 	}
 	pgtest.Eventually(b, 30*time.Second, func() error {
 		for _, p := range pacers {
-			if err := running(p); err != nil {
+			if err := clienttest.Running(p); err != nil {
 				return err
 			}
 		}

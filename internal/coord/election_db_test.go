@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
@@ -21,9 +22,9 @@ import (
 func TestADeferringProcessLeadsOnlyWhenNoneElseDoes(t *testing.T) {
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
-	deferring := coordinated(t, c, 5)
+	deferring := clienttest.Coordinated(t, c, 5)
 	deferring.DeferLeadership = 2 * time.Second
-	eager := coordinated(t, c, 5)
+	eager := clienttest.Coordinated(t, c, 5)
 	// The eager one leads first; the deferring one, started after, waits
 	// for it to stop publishing.
 	a, err := throttled.Open(ctx, eager)

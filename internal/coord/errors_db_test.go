@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/throttled/throttled/internal/coord"
+	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
@@ -37,10 +38,10 @@ func TestCoordinationRoleWithoutWriteAccessPausesWorkers(t *testing.T) {
 			c := pgtest.Cluster(t)
 			dsn, admin := coord.NewCoordinatorRole(t, c)
 			var logs pgtest.Buffer
-			opts := coordinated(t, c, 20)
+			opts := clienttest.Coordinated(t, c, 20)
 			opts.CoordinationDSN = dsn
 			opts.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
-			client, p := runningJob(t, opts, "grant-"+tc.name)
+			client, p := clienttest.RunningJob(t, opts, "grant-"+tc.name)
 			pgtest.Eventually(t, 10*time.Second, func() error {
 				if !client.Leader() {
 					return errors.New("the only process does not lead yet")
@@ -59,7 +60,7 @@ func TestCoordinationRoleWithoutWriteAccessPausesWorkers(t *testing.T) {
 			exec(tc.revoke)
 			revokedAt := time.Now()
 			pgtest.Eventually(t, coord.DefaultLease+5*time.Second, func() error {
-				if running(p) == nil {
+				if clienttest.Running(p) == nil {
 					return errors.New("the worker still runs")
 				}
 				js := p.Status()
@@ -89,7 +90,7 @@ func TestCoordinationRoleWithoutWriteAccessPausesWorkers(t *testing.T) {
 				t.Errorf("the log does not name the grant on %s:\n%s", tc.table, log)
 			}
 			exec(tc.grant)
-			pgtest.Eventually(t, 15*time.Second, func() error { return running(p) })
+			pgtest.Eventually(t, 15*time.Second, func() error { return clienttest.Running(p) })
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
@@ -23,23 +24,23 @@ import (
 // decides through a stale primary sample too, so it slow-starts after.
 func TestCoordinatedLeaderSlowStartsAfterStaleSignals(t *testing.T) {
 	c := pgtest.Cluster(t)
-	tc, p := runningJob(t, coordinated(t, c, 20), "stale-restart")
+	tc, p := clienttest.RunningJob(t, clienttest.Coordinated(t, c, 20), "stale-restart")
 	pgtest.Eventually(t, 20*time.Second, func() error {
 		if d := tc.Decision(); !tc.Leader() || d.Budget != 20 {
 			return fmt.Errorf("leader %v, budget %v", tc.Leader(), d.Budget)
 		}
-		return running(p)
+		return clienttest.Running(p)
 	})
 	before := tc.Decision().Budget
 	restore := loseSampler(t, c)
 	pgtest.Eventually(t, 15*time.Second, func() error {
-		if running(p) == nil {
+		if clienttest.Running(p) == nil {
 			return errors.New("still running with no sample of the primary")
 		}
 		return nil
 	})
 	restore()
-	pgtest.Eventually(t, 30*time.Second, func() error { return running(p) })
+	pgtest.Eventually(t, 30*time.Second, func() error { return clienttest.Running(p) })
 	d := tc.Decision()
 	if max := before * 0.25; d.Budget > max {
 		t.Errorf("first decision after the stale episode: budget %v (mode %s); want at most SlowStart of %v = %v", d.Budget, d.Mode, before, max)
@@ -55,7 +56,7 @@ func TestCoordinatedLeaderSlowStartsAfterStaleSignals(t *testing.T) {
 // audit log and the pager (which pages on a long stale decision) see it.
 func TestCoordinatedLeaderReportsStaleMode(t *testing.T) {
 	c := pgtest.Cluster(t)
-	tc, p := runningJob(t, coordinated(t, c, 20), "stale-mode")
+	tc, p := clienttest.RunningJob(t, clienttest.Coordinated(t, c, 20), "stale-mode")
 	loseSampler(t, c)
 	pgtest.Eventually(t, 15*time.Second, func() error {
 		if d := tc.Decision(); d.Mode != "stale" {
@@ -116,7 +117,7 @@ func TestColdStartAfterASpikeAndTenTakeovers(t *testing.T) {
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
 	admin := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
-	opts := coordinated(t, c, 10)
+	opts := clienttest.Coordinated(t, c, 10)
 	opts.Controller.InitialBudget = 1
 	opts.Controller.QuietPeriod = 2 * time.Second
 

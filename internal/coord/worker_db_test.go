@@ -12,6 +12,7 @@ import (
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/coord"
 	"github.com/throttled/throttled/internal/coord/store"
+	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
@@ -24,7 +25,7 @@ import (
 // lease lapses between publications while nothing is wrong.
 func TestLeaseOutlivesTheTick(t *testing.T) {
 	c := pgtest.Cluster(t)
-	opts := coordinated(t, c, 20)
+	opts := clienttest.Coordinated(t, c, 20)
 	opts.Controller.Tick = 4 * time.Second
 	tc, err := throttled.Open(context.Background(), opts)
 	if err != nil {
@@ -35,8 +36,8 @@ func TestLeaseOutlivesTheTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pgtest.Eventually(t, 20*time.Second, func() error { return running(p) })
-	pgtest.Steady(t, 2*opts.Controller.Tick, func() error { return running(p) })
+	pgtest.Eventually(t, 20*time.Second, func() error { return clienttest.Running(p) })
+	pgtest.Steady(t, 2*opts.Controller.Tick, func() error { return clienttest.Running(p) })
 }
 
 // Every worker stops within its lease when the database hangs, however
@@ -44,7 +45,7 @@ func TestLeaseOutlivesTheTick(t *testing.T) {
 func TestEveryWorkerStopsWithinTheLease(t *testing.T) {
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
-	tc, err := throttled.Open(ctx, coordinated(t, c, 80))
+	tc, err := throttled.Open(ctx, clienttest.Coordinated(t, c, 80))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestEveryWorkerStopsWithinTheLease(t *testing.T) {
 	}
 	pgtest.Eventually(t, 20*time.Second, func() error {
 		for _, p := range ps {
-			if err := running(p); err != nil {
+			if err := clienttest.Running(p); err != nil {
 				return err
 			}
 		}
@@ -72,7 +73,7 @@ func TestEveryWorkerStopsWithinTheLease(t *testing.T) {
 	hungAt := time.Now()
 	pgtest.Eventually(t, 30*time.Second, func() error {
 		for _, p := range ps {
-			if running(p) == nil {
+			if clienttest.Running(p) == nil {
 				return errors.New("a worker still runs")
 			}
 		}
@@ -88,7 +89,7 @@ func TestEveryWorkerStopsWithinTheLease(t *testing.T) {
 // answers (a new row's lease is -infinity, which must read as expired).
 func TestNewWorkerWaitsForItsFirstLeaseQuietly(t *testing.T) {
 	c := pgtest.Cluster(t)
-	tc, err := throttled.Open(context.Background(), coordinated(t, c, 20))
+	tc, err := throttled.Open(context.Background(), clienttest.Coordinated(t, c, 20))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestNewWorkerWaitsForItsFirstLeaseQuietly(t *testing.T) {
 		js := p.Status()
 		r := js.Reason
 		seen[r] = true
-		return running(p)
+		return clienttest.Running(p)
 	})
 	for r := range seen {
 		if strings.Contains(r, "cannot reach") {
@@ -115,12 +116,12 @@ func TestNewWorkerWaitsForItsFirstLeaseQuietly(t *testing.T) {
 // coordinated mode even when another process leads and never sees it.
 func TestNonLeaderHonoursItsInProcessHolds(t *testing.T) {
 	c := pgtest.Cluster(t)
-	_, b := leaderAndFollower(t, coordinated(t, c, 20))
+	_, b := clienttest.LeaderAndFollower(t, clienttest.Coordinated(t, c, 20))
 	p, err := b.Pacer(jobs.Config{Name: "local-hold"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pgtest.Eventually(t, 15*time.Second, func() error { return running(p) })
+	pgtest.Eventually(t, 15*time.Second, func() error { return clienttest.Running(p) })
 	if b.Leader() {
 		t.Fatal("second process leads; the test needs a follower")
 	}
@@ -128,7 +129,7 @@ func TestNonLeaderHonoursItsInProcessHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, 2*time.Second, func() error {
-		if running(p) == nil {
+		if clienttest.Running(p) == nil {
 			return errors.New("still running under its own process's hold")
 		}
 		return nil
@@ -148,7 +149,7 @@ func TestNonLeaderHonoursItsInProcessHolds(t *testing.T) {
 // (the sidecar's /check then answers 500, not 417).
 func TestUnconfirmedHoldsOutrankALocalHold(t *testing.T) {
 	c := pgtest.Cluster(t)
-	tc, p := runningJob(t, coordinated(t, c, 20), "unconfirmed-first")
+	tc, p := clienttest.RunningJob(t, clienttest.Coordinated(t, c, 20), "unconfirmed-first")
 	if _, err := tc.LocalHolds().Add(throttle.HoldRequest{Scope: throttle.OneJob("unconfirmed-first"), Source: throttle.SourceManual,
 		Reason: "local", TTL: time.Hour}); err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestUnconfirmedHoldsOutrankALocalHold(t *testing.T) {
 // seconds in the row grow and match the process's own count.
 func TestWorkerHeartbeatWritesLimitedSeconds(t *testing.T) {
 	c := pgtest.Cluster(t)
-	tc, _ := runningJob(t, coordinated(t, c, 10), "limited_rows")
+	tc, _ := clienttest.RunningJob(t, clienttest.Coordinated(t, c, 10), "limited_rows")
 	conn := pgtest.Connect(t, c.Primary, pgcluster.RoleMonitor)
 	var first float64
 	pgtest.Eventually(t, 20*time.Second, func() error {
