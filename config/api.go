@@ -2,7 +2,6 @@ package config
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/throttled/throttled/internal/textsafe"
 	"github.com/throttled/throttled/throttle"
@@ -39,9 +38,8 @@ func (c *Config) buildHolds(doc *file, v *validator) {
 	if h := doc.Holds; h != nil {
 		p.Default = v.duration(h.Range, "default_ttl", h.DefaultTTL, 0)
 		p.Max = v.duration(h.Range, "max_ttl", h.MaxTTL, 0)
-		if err := p.Check(); err != nil {
-			for _, e := range strings.Split(err.Error(), "\n") {
-				e = strings.NewReplacer("default TTL", "default_ttl", "max TTL", "max_ttl").Replace(e)
+		if ps := p.Problems("default_ttl", "max_ttl"); len(ps) > 0 {
+			for _, e := range ps {
 				v.bad(h.Range, "holds: %s", e)
 			}
 			p = throttle.TTLPolicy{}

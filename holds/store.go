@@ -187,14 +187,18 @@ func (s *Store) tooLong(ctx context.Context, err error, ttl time.Duration) error
 	return fmt.Errorf("%w: TTL %s: %s", throttle.ErrInvalidHold, ttl, pgErr.Message)
 }
 
+// selectTTLs reads the cluster's hold policy, in seconds: the default,
+// then the cap.
+const selectTTLs = `SELECT extract(epoch FROM default_hold_ttl)::float8, extract(epoch FROM max_hold_ttl)::float8
+	FROM throttled.settings WHERE id = 1`
+
 // ClusterTTL returns the cluster's hold policy: the default life of a
 // hold whose request gives none (throttled.settings.default_hold_ttl)
 // and the cap on every hold's life (max_hold_ttl), which the database
 // enforces.
 func (s *Store) ClusterTTL(ctx context.Context) (throttle.TTLPolicy, error) {
 	var def, max float64
-	if err := s.db.QueryRow(ctx, `SELECT extract(epoch FROM default_hold_ttl)::float8, extract(epoch FROM max_hold_ttl)::float8
-		FROM throttled.settings WHERE id = 1`).Scan(&def, &max); err != nil {
+	if err := s.db.QueryRow(ctx, selectTTLs).Scan(&def, &max); err != nil {
 		return throttle.TTLPolicy{}, fmt.Errorf("holds: read the cluster's hold TTLs: %w", err)
 	}
 	return throttle.TTLPolicy{Default: seconds(def), Max: seconds(max)}, nil
@@ -236,8 +240,7 @@ func (s *Store) SetTTL(ctx context.Context, p throttle.TTLPolicy, actor string, 
 			set_config('throttled.reason', $3, true)`, actor, string(source), reason); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT extract(epoch FROM default_hold_ttl)::float8, extract(epoch FROM max_hold_ttl)::float8
-			FROM throttled.settings WHERE id = 1 FOR UPDATE`).Scan(&def, &max); err != nil {
+		if err := tx.QueryRow(ctx, selectTTLs+" FOR UPDATE").Scan(&def, &max); err != nil {
 			return err
 		}
 		// One statement, so the check that the default is not over the

@@ -29,18 +29,29 @@ type TTLPolicy struct {
 // both are set. An unset Default is never over Max: it is filled under it.
 func (p TTLPolicy) Check() error {
 	var errs []error
+	for _, e := range p.Problems("default TTL", "max TTL") {
+		errs = append(errs, errors.New(e))
+	}
+	return errors.Join(errs...)
+}
+
+// Problems is what Check finds, one line each, naming Default and Max as
+// the caller's words for them (a configuration file's default_ttl and
+// max_ttl).
+func (p TTLPolicy) Problems(defaultName, maxName string) []string {
+	var out []string
 	for _, f := range []struct {
 		name string
 		ttl  time.Duration
-	}{{"default TTL", p.Default}, {"max TTL", p.Max}} {
+	}{{defaultName, p.Default}, {maxName, p.Max}} {
 		if f.ttl != 0 && f.ttl < MinHoldTTL {
-			errs = append(errs, fmt.Errorf("%s %s is under the shortest hold, %s", f.name, f.ttl, MinHoldTTL))
+			out = append(out, fmt.Sprintf("%s %s is under the shortest hold, %s", f.name, f.ttl, MinHoldTTL))
 		}
 	}
 	if p.Default > 0 && p.Max > 0 && p.Default > p.Max {
-		errs = append(errs, fmt.Errorf("default TTL %s exceeds max TTL %s", p.Default, p.Max))
+		out = append(out, fmt.Sprintf("%s %s exceeds %s %s", defaultName, p.Default, maxName, p.Max))
 	}
-	return errors.Join(errs...)
+	return out
 }
 
 // Filled is p with its unset fields at their defaults: Max at
