@@ -115,10 +115,6 @@ func Migrate(ctx context.Context, db Beginner) ([]Migration, error) {
 		return nil, fmt.Errorf("schema: begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var role string // for a refusal's words
-	if err := tx.QueryRow(ctx, "SELECT current_user").Scan(&role); err != nil {
-		return nil, fmt.Errorf("schema: begin: %w", err)
-	}
 	for _, q := range []string{
 		"SET LOCAL lock_timeout = '10s'",
 		"SET LOCAL statement_timeout = '60s'",
@@ -132,7 +128,9 @@ func Migrate(ctx context.Context, db Beginner) ([]Migration, error) {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-				return nil, cannotWrite(role, err)
+				// Ended first: the refused transaction answers nothing.
+				_ = tx.Rollback(ctx)
+				return nil, cannotWrite(currentRole(ctx, db), err)
 			}
 			return nil, fmt.Errorf("schema: %s: %w", strings.Fields(q)[0], err)
 		}

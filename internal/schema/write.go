@@ -64,6 +64,19 @@ func CheckWrite(ctx context.Context, db Beginner) error {
 	return nil
 }
 
+// currentRole is the session's role, for a refusal's words; "" when it
+// cannot be read.
+func currentRole(ctx context.Context, db Beginner) string {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return ""
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var role string
+	_ = tx.QueryRow(ctx, "SELECT current_user").Scan(&role)
+	return role
+}
+
 // cannotWrite turns a refusal of the schema's statements into an error
 // wrapping ErrCannotWrite that names the role; other errors pass as they
 // are.

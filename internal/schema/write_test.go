@@ -56,3 +56,13 @@ func TestCheckWriteNamesTheRoleAndWhatItLacks(t *testing.T) {
 		t.Fatalf("the check left %d schemas of the role's, %v", n, err)
 	}
 }
+
+// Migrate as a role that may not write says which role, as CheckWrite does.
+func TestMigrateNamesTheRoleThatMayNotWrite(t *testing.T) {
+	c := pgtest.Cluster(t)
+	monitor := pgtest.Connect(t, c.Primary, pgcluster.RoleMonitor)
+	_, err := Migrate(context.Background(), monitor)
+	if !errors.Is(err, ErrCannotWrite) || !strings.Contains(err.Error(), `role "`+pgcluster.RoleMonitor+`" may not create or change schema throttled`) {
+		t.Fatalf("Migrate as the sampler's role: %v", err)
+	}
+}
