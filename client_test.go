@@ -70,7 +70,7 @@ func TestClientStopsJobsWhileTheSamplerLacksItsGrant(t *testing.T) {
 		return nil
 	})
 	d := tc.Decision()
-	if d.Binding != "primary_load" || !strings.Contains(d.Reason, `GRANT pg_monitor TO "throttled_monitor"`) {
+	if d.Binding.String() != "primary_load" || !strings.Contains(d.Reason, `GRANT pg_monitor TO "throttled_monitor"`) {
 		t.Errorf("stale on %q for %q; want primary_load, naming the grant", d.Binding, d.Reason)
 	}
 	js := p.Status()

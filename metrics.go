@@ -119,8 +119,8 @@ func Why(st throttle.JobStatus) string {
 		return "hold"
 	case st.Code == throttle.CodeExempt:
 		return "exempt" // past a pause the exemption's signal causes, not bound by it
-	case st.Binding != "" && st.Code.Go():
-		return "binding " + st.Binding
+	case !st.Binding.IsZero() && st.Code.Go():
+		return "binding " + st.Binding.String()
 	case st.Code == "":
 		return string(st.State)
 	}
@@ -161,8 +161,8 @@ func (c *Client) CollectMetrics(ch chan<- prometheus.Metric, jobs []JobMetrics) 
 			ch <- prometheus.MustNewConstMetric(descMode, prometheus.GaugeValue, boolf(d.Mode == m), string(m))
 		}
 		ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, d.Budget)
-		if d.Binding != "" {
-			ch <- prometheus.MustNewConstMetric(descBinding, prometheus.GaugeValue, 1, d.Binding)
+		if !d.Binding.IsZero() {
+			ch <- prometheus.MustNewConstMetric(descBinding, prometheus.GaugeValue, 1, d.Binding.String())
 		}
 		ch <- prometheus.MustNewConstMetric(descLatched, prometheus.GaugeValue, boolf(d.Latched))
 		for _, st := range c.SamplerStats() {

@@ -38,9 +38,9 @@ func TestWhyIsBounded(t *testing.T) {
 		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h99", Holds: []throttle.Hold{odd}}, "hold:other"},
 		// A reason that reads like a hold is not one: the code decides.
 		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeUnavailable, Reason: "paused: hold h9 on all"}, "no valid allocation"},
-		{throttle.JobStatus{State: throttle.JobThrottled, Code: throttle.CodeCut, Reason: "throttled: cut by 30%: primary_load at 1.3 of target", Binding: "primary_load"}, "binding primary_load"},
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeCritical, Reason: "critical: primary_load reached 1.9 (critical 1)", Binding: "primary_load"}, "critical"},
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeStale, Reason: "stale: replica_lag_seconds (too old)", Binding: "replica_lag_seconds"}, "stale"},
+		{throttle.JobStatus{State: throttle.JobThrottled, Code: throttle.CodeCut, Reason: "throttled: cut by 30%: primary_load at 1.3 of target", Binding: throttle.Binding{Signal: "primary_load"}}, "binding primary_load"},
+		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeCritical, Reason: "critical: primary_load reached 1.9 (critical 1)", Binding: throttle.Binding{Signal: "primary_load"}}, "critical"},
+		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeStale, Reason: "stale: replica_lag_seconds (too old)", Binding: throttle.Binding{Signal: "replica_lag_seconds"}}, "stale"},
 		{throttle.JobStatus{State: throttle.JobRunning, Code: throttle.CodeSlowStart, Reason: "running: slow start: budget 2/s, doubling back toward 8/s"}, "slow_start"},
 		{throttle.JobStatus{State: throttle.JobThrottled, Code: throttle.CodeTooSlow, Reason: "throttled: 0.05 batches/s, one batch every 20s"}, "too_slow"},
 		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeGated, Reason: `gated: vacuum_running{table="public.events"} at 1, over 0`}, "gated"},

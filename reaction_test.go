@@ -92,7 +92,7 @@ func TestReactionToInducedConditions(t *testing.T) {
 			d := tc.Decision()
 			js := p.Status()
 			st := js.State
-			if d.Binding != signal || st == throttle.JobRunning {
+			if d.Binding.String() != signal || st == throttle.JobRunning {
 				return fmt.Errorf("binding %q, job %s (%s); want the job held back on %s", d.Binding, st, d.Reason, signal)
 			}
 			return nil
@@ -170,7 +170,7 @@ func TestReactionToInducedConditions(t *testing.T) {
 		d := tc.Decision()
 		js := p.Status()
 		st := js.State
-		if st != throttle.JobPaused && d.Binding != "pgbouncer_waiting_clients_max" {
+		if st != throttle.JobPaused && d.Binding.String() != "pgbouncer_waiting_clients_max" {
 			return fmt.Errorf("binding %q, job %s (%s); want it held back on the pool", d.Binding, st, d.Reason)
 		}
 		return nil

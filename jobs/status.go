@@ -32,7 +32,7 @@ type Status struct {
 	// throttle's closed set.
 	Code throttle.Code
 	// Binding is the signal holding the job back, when the pacer says.
-	Binding string
+	Binding throttle.Binding
 	// Rate is the job's allocation, batches per second, when the pacer
 	// says.
 	Rate      float64

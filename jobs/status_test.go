@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -19,13 +20,13 @@ func (p explaining) Status() throttle.JobStatus { return p.st }
 // A job's status takes its pacer's typed status: state, code, reason,
 // binding and rate; a state the jobs package does not know reads running.
 func TestStatusTakesThePacersTypedStatus(t *testing.T) {
-	held := throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h1", Binding: "primary_load", Rate: 0.5}
+	held := throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h1", Binding: throttle.Binding{Signal: signals.ReplicaLagSeconds, Labels: map[string]string{signals.LabelReplica: "r1"}}, Rate: 0.5}
 	j, err := New(Config{Name: "typed"}, nil, explaining{held}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := j.Status()
-	if st.State != StatePaused || st.Code != throttle.CodeHeld || st.Reason != held.Reason || st.Binding != held.Binding || st.Rate != held.Rate {
+	if st.State != StatePaused || st.Code != throttle.CodeHeld || st.Reason != held.Reason || !st.Binding.Equal(held.Binding) || st.Rate != held.Rate {
 		t.Fatalf("status %+v; want the pacer's %+v", st, held)
 	}
 	j, err = New(Config{Name: "typed"}, nil, explaining{throttle.JobStatus{State: "unknown"}}, nil)

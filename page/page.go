@@ -149,7 +149,7 @@ func (p *Pager) Decision(d throttle.Decision) {
 	since := p.staleSince
 	p.mu.Unlock()
 	if fireStale {
-		p.fire(Alert{Key: "stale", Cause: "stale", Signal: d.Binding, StartsAt: since,
+		p.fire(Alert{Key: "stale", Cause: "stale", Signal: d.Binding.String(), StartsAt: since,
 			Summary: fmt.Sprintf("stale for %s: %s; all work stopped", d.At.Sub(since).Round(time.Second), d.Reason)})
 	}
 	if !stale {

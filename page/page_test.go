@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -140,7 +141,7 @@ func TestStalePagesOnlyAfterItsThresholdAndRetriesAreCapped(t *testing.T) {
 	p := New(Config{Notifiers: []Notifier{Webhook{URL: srv.URL, Secret: "s"}}, StaleAfter: 30 * time.Second})
 	run(t, p)
 	stale := func(at time.Time) throttle.Decision {
-		return throttle.Decision{At: at, Mode: throttle.ModeStale, Binding: "primary_load", Reason: "stale: primary_load (age 4s)"}
+		return throttle.Decision{At: at, Mode: throttle.ModeStale, Binding: throttle.Binding{Signal: signals.PrimaryLoad}, Reason: "stale: primary_load (age 4s)"}
 	}
 	p.Decision(stale(t0))
 	p.Decision(stale(t0.Add(29 * time.Second)))

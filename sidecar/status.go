@@ -6,7 +6,6 @@ import (
 	"math"
 	"net/http"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/throttled/throttled/config"
@@ -56,7 +55,8 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request, _ config.Token) 
 	out := api.Status{Leader: s.client.Leader(), ConfigVersion: s.config().Version, Jobs: s.jobList()}
 	if out.Leader {
 		d := s.client.Decision()
-		out.Decision = &api.Decision{Mode: string(d.Mode), Budget: d.Budget, Binding: d.Binding, Reason: d.Reason, DecidedAt: d.At,
+		out.Decision = &api.Decision{Mode: string(d.Mode), Budget: d.Budget, Binding: d.Binding.String(), BindingSignal: string(d.Binding.Signal),
+			BindingLabels: d.Binding.Labels, Reason: d.Reason, DecidedAt: d.At,
 			Signals: signalsJSON(s.client.Snapshot())}
 	}
 	writeFiniteJSON(w, http.StatusOK, out)
@@ -218,7 +218,8 @@ func (s *Server) jobState(name string) (jobJSON, bool) {
 		return jobJSON{}, false
 	}
 	st := p.Status()
-	js := jobJSON{Job: api.Job{Job: name, State: string(st.State), Code: string(st.Code), Reason: st.Reason, Binding: st.Binding, Rate: st.Rate,
+	js := jobJSON{Job: api.Job{Job: name, State: string(st.State), Code: string(st.Code), Reason: st.Reason, Rate: st.Rate,
+		Binding: st.Binding.String(), BindingSignal: string(st.Binding.Signal), BindingLabels: st.Binding.Labels,
 		Holds: []string{}, Unavailable: st.Code == throttle.CodeUnavailable, LimitedSeconds: map[string]float64{}}, status: st}
 	limited := s.client.LimitedSeconds(name)
 	for w, secs := range limited {
@@ -292,16 +293,15 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, _ config.Token) {
 // bindingReading is the binding signal's latest value and its rule's
 // target, as freno's Value and Threshold; 0 and 0 when nothing binds or
 // the signal has no reading.
-func (s *Server) bindingReading(binding string) (value, threshold float64) {
-	if binding == "" {
+func (s *Server) bindingReading(b throttle.Binding) (value, threshold float64) {
+	if b.IsZero() {
 		return 0, 0
 	}
-	name, _, _ := strings.Cut(binding, "{")
 	for _, x := range s.client.Snapshot().Samples {
-		if string(x.Name) == name && x.Err == nil && x.Key() == binding {
+		if b.Of(x) && x.Err == nil {
 			value = x.Value
 			break
 		}
 	}
-	return value, s.config().Rules[signals.Name(name)].Target
+	return value, s.config().Rules[b.Signal].Target
 }

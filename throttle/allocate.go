@@ -2,10 +2,11 @@ package throttle
 
 import (
 	"fmt"
-	"github.com/throttled/throttled/throttle/limit"
 	"math"
 	"strings"
 	"time"
+
+	"github.com/throttled/throttled/throttle/limit"
 )
 
 // holds asks the hold source which holds apply to each job: those that
@@ -72,15 +73,6 @@ func (e exemptions) covers(j Job) (Hold, bool) {
 		}
 	}
 	return Hold{}, false
-}
-
-// keyName is the signal name of a sample's key: replica_lag for
-// replica_lag{replica="r1"}.
-func keyName(key string) string {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		return key[:i]
-	}
-	return key
 }
 
 func (c *Controller) anyJob() Job {

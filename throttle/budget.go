@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/throttled/throttled/signals"
 )
 
 // readings are what one step saw, for control.
@@ -23,15 +21,15 @@ type readings struct {
 // control is the ordinary step: cut over target, hold in the deadband,
 // grow under it.
 func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision) {
-	pSig, binding := r.worst.pressure, r.worst.key
+	pSig, binding := r.worst.pressure, r.worst.binding()
 	errFrac, errPressure := c.errorPressure(r)
 	errorsBind := errPressure > 1 && errPressure > pSig
 	p := pSig
 	if errorsBind {
-		p, binding = min(errPressure, c.cfg.EmergencyPressure*0.99), "job_error_fraction"
+		p, binding = min(errPressure, c.cfg.EmergencyPressure*0.99), Binding{Signal: BindingErrors}
 	}
 	d.Binding, d.Pressure = binding, p
-	if binding == "" {
+	if binding.IsZero() {
 		d.Mode, d.Code, d.Reason = ModeThrottled, CodeNotGrowing, "throttled: no rule has a usable signal; not growing"
 		return
 	}
@@ -53,7 +51,7 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 	case pSig <= 1 && c.rawOver >= 2 && r.rawWorst.key != "":
 		// Over on raw samples alone: name the signal whose samples they
 		// are, not the one with the highest smoothed pressure.
-		binding = r.rawWorst.key
+		binding = r.rawWorst.binding()
 		describe = fmt.Sprintf("%s samples over target twice in a row (now %.2f of target; smoothed %.2f)",
 			binding, r.rawWorst.rawPress, r.rawWorst.pressure)
 	}
@@ -177,23 +175,22 @@ func (c *Controller) errorCutFloor(errPressure float64, signalOver bool) float64
 }
 
 // emergency returns the evidence of an emergency, in words, with the
-// reading that gave it and the signal's key; "" for none. An emergency
+// reading that gave it and the signal; "" for none. An emergency
 // needs evidence that the pressure is real and sustained, never one
 // reading: EmergencyReadings new readings in a row at the level (each
 // over target even one Resolution step lower: one session fewer on few
 // cores), or the smoothed pressure at the level with as many readings in
 // a row over target.
-func (c *Controller) emergency(now time.Time, r readings, pSig float64) (emergency string, evidence float64, key string) {
-	var name signals.Name
+func (c *Controller) emergency(now time.Time, r readings, pSig float64) (emergency string, evidence float64, binding Binding) {
 	need := c.cfg.EmergencyReadings
 	switch {
 	case len(c.trail) >= need && r.rawWorst.key != "":
 		emergency = fmt.Sprintf("%s at %.2f of target or more at %d readings in a row (%s of target; smoothed %.2f)",
 			r.rawWorst.key, c.cfg.EmergencyPressure, need, formatTrail(c.trail), r.rawWorst.pressure)
-		evidence, key, name = r.rawWorst.rawPress, r.rawWorst.key, r.rawWorst.name
+		evidence, binding = r.rawWorst.rawPress, r.rawWorst.binding()
 	case pSig >= c.cfg.EmergencyPressure && c.rawOver >= need:
 		emergency = fmt.Sprintf("%s at %.2f of target, smoothed, and over target at %d readings in a row", r.worst.key, pSig, c.rawOver)
-		evidence, key, name = pSig, r.worst.key, r.worst.name
+		evidence, binding = pSig, r.worst.binding()
 	}
 	// Replica lag integrates the excess of WAL over what the replica
 	// applies: a cut shows in it only as the backlog drains, seconds
@@ -202,10 +199,10 @@ func (c *Controller) emergency(now time.Time, r readings, pSig float64) (emergen
 	// EmergencyCut in a row on a lag already falling left 1/64 of the
 	// budget. (Load answers a cut within a tick: its cuts repeat.)
 	tick := c.cfg.Tick
-	if emergency != "" && integrates(name) && now.Sub(c.cutAt) < 2*tick-tick/2 && evidence <= c.emergencyAt {
-		return "", 0, ""
+	if emergency != "" && integrates(binding.Signal) && now.Sub(c.cutAt) < 2*tick-tick/2 && evidence <= c.emergencyAt {
+		return "", 0, Binding{}
 	}
-	return emergency, evidence, key
+	return emergency, evidence, binding
 }
 
 // underTarget grows the budget, or holds it while an integrating signal
@@ -219,13 +216,13 @@ func (c *Controller) underTarget(now time.Time, r readings, pSig float64, frozen
 		// rising at every sample, long before the lag reaches its target:
 		// growing further would only make the cut later and deeper.
 		limit, code = fmt.Sprintf("%s rising, at %.2f of target; budget %.3g/s held", r.rising.key, r.rising.rawPress, c.budget), CodeBinding
-		d.Binding = r.rising.key
+		d.Binding = r.rising.binding()
 	} else {
 		limit, code = c.grow(now, max(pSig, r.maxRaw), r.worst.key, frozen)
 	}
 	d.Mode, d.Code, d.Reason = ModeRunning, code, "running: "+limit
 	if code != CodeBinding {
-		d.Binding = ""
+		d.Binding = Binding{}
 	}
 }
 

@@ -211,8 +211,8 @@ type Config struct {
 // CriticalState is a critical pause as a leader publishes it, for the
 // next one to take over.
 type CriticalState struct {
-	// Signal is the rule key that began it, such as "primary_load".
-	Signal string
+	// Signal is the signal that began it, such as primary_load.
+	Signal Binding
 	Since  time.Time
 	// Value is the reading that began it and Threshold the critical level
 	// it reached; Threshold 0 means neither is known (a leader that did

@@ -373,33 +373,33 @@ func (c *Controller) decide(now time.Time, t tickEvals, r readings, healthy, all
 		d.Mode, d.Latched = ModeCritical, c.critical.latched
 		d.Binding = c.critical.signal
 		d.Code, d.Reason = CodeCritical, c.criticalReason(now)
-		for k := range c.critical.members {
-			pausedBy = append(pausedBy, keyName(k))
+		for _, m := range c.critical.members {
+			pausedBy = append(pausedBy, string(m.name))
 		}
 	case len(t.staleReq) > 0:
 		if c.enterPause(ModeStale) {
 			d.Events = append(d.Events, Event{Kind: EventStale, At: now, Signal: t.staleReq[0].key, Jobs: c.runningJobs(),
 				Message: fmt.Sprintf("stale: %s (%s); all work stopped", t.staleReq[0].key, t.staleReq[0].unknown)})
 		}
-		d.Mode, d.Binding = ModeStale, t.staleReq[0].key
+		d.Mode, d.Binding = ModeStale, t.staleReq[0].binding()
 		var parts []string
 		for _, e := range t.staleReq {
 			parts = append(parts, fmt.Sprintf("%s (%s)", e.key, e.unknown))
 		}
 		d.Code, d.Reason = CodeStale, "stale: "+strings.Join(parts, ", ")
 		for _, e := range t.staleReq {
-			pausedBy = append(pausedBy, keyName(e.key))
+			pausedBy = append(pausedBy, string(e.name))
 		}
 	case len(t.warmingReq) > 0 && !allHeld:
 		// A required signal still learning its normal (the canary's
 		// baseline): no work until it knows, but nothing is wrong, so no
 		// event and no page; the budget before it is kept.
 		c.enterPause(ModeThrottled)
-		d.Mode, d.Binding = ModeThrottled, t.warmingReq[0].key
+		d.Mode, d.Binding = ModeThrottled, t.warmingReq[0].binding()
 		var parts []string
 		for _, e := range t.warmingReq {
 			parts = append(parts, fmt.Sprintf("%s (%s)", e.key, e.unknown))
-			pausedBy = append(pausedBy, keyName(e.key))
+			pausedBy = append(pausedBy, string(e.name))
 		}
 		d.Code, d.Reason = CodeWarmingUp, "warming up: "+strings.Join(parts, ", ")
 	case allHeld:
@@ -439,7 +439,7 @@ func (c *Controller) gated(now time.Time, snap signals.Snapshot, exempt map[Job]
 	for _, j := range c.order {
 		gs := c.gatesFor(now, snap, j, c.jobs[j])
 		if hs := exempt[j]; len(gs) > 0 && len(hs) > 0 {
-			gs = slices.DeleteFunc(gs, func(g gate) bool { return Exempts(hs, keyName(g.key)) })
+			gs = slices.DeleteFunc(gs, func(g gate) bool { return Exempts(hs, string(g.name)) })
 		}
 		if len(gs) > 0 {
 			if gated == nil {
@@ -462,7 +462,7 @@ func (c *Controller) pageExemptWhileCritical(now time.Time, d *Decision) {
 		case d.Mode == ModeCritical && !s.exemptPaged:
 			s.exemptPaged = true
 			h := jd.Holds[0]
-			d.Events = append(d.Events, Event{Kind: EventExemptCritical, At: now, Signal: d.Binding, Jobs: []JobRate{{Job: j, Rate: jd.Rate}},
+			d.Events = append(d.Events, Event{Kind: EventExemptCritical, At: now, Signal: d.Binding.String(), Jobs: []JobRate{{Job: j, Rate: jd.Rate}},
 				Message: fmt.Sprintf("job %s runs while critical, at %.3g batches/s: exempt from %s by hold %s by %s: %s", j, jd.Rate, h.Exempt, h.ID, h.Actor, h.Reason)})
 		}
 	}

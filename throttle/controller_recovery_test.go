@@ -70,7 +70,7 @@ func TestEmergencyCutNeedsMoreThanOneQuantizedStep(t *testing.T) {
 	before = h.last.Budget
 	h.step(world{load: 0.45, raw: 1.0, used: 0.3})
 	d = h.step(world{load: 0.5, raw: 1.0, used: 0.3})
-	if !strings.Contains(d.Reason, "emergency cut by 75%") || !strings.Contains(d.Reason, "primary_load at 1.30 of target or more at 2 readings in a row (1.43, 1.43 of target") || d.Binding != "primary_load" {
+	if !strings.Contains(d.Reason, "emergency cut by 75%") || !strings.Contains(d.Reason, "primary_load at 1.30 of target or more at 2 readings in a row (1.43, 1.43 of target") || d.Binding.String() != "primary_load" {
 		t.Fatalf("two samples at 1.43x target in a row on 4 cores: %v -> %v, binding %q (%s)", before, d.Budget, d.Binding, d.Reason)
 	}
 
@@ -113,7 +113,7 @@ func TestEmergencyCutNamesTheSignalWhoseSampleCausedIt(t *testing.T) {
 	if !strings.Contains(d.Reason, "emergency") {
 		t.Fatalf("no emergency cut on two continuous samples at 1.43x: %s", d.Reason)
 	}
-	if d.Binding != "primary_load" || !strings.Contains(d.Reason, "primary_load at 1.30 of target or more at 2 readings in a row (1.43, 1.43 of target") || strings.Contains(d.Reason, "connection_headroom") {
+	if d.Binding.String() != "primary_load" || !strings.Contains(d.Reason, "primary_load at 1.30 of target or more at 2 readings in a row (1.43, 1.43 of target") || strings.Contains(d.Reason, "connection_headroom") {
 		t.Fatalf("binding %q, reason %q; want primary_load named, not connection_headroom", d.Binding, d.Reason)
 	}
 }
@@ -162,7 +162,7 @@ func TestBindingIsNamedOnlyWhenItLimits(t *testing.T) {
 	idle := world{load: 0.02, used: 0.1} // headroom at 0.11 of target
 	f := setup(t, Config{MaxBudget: 10, InitialBudget: 10})
 	d := f.steps(3, idle)
-	if d.Mode != ModeRunning || d.Binding != "" || !strings.Contains(d.Reason, "max_rate") {
+	if d.Mode != ModeRunning || !d.Binding.IsZero() || !strings.Contains(d.Reason, "max_rate") {
 		t.Fatalf("at MaxBudget on an idle server: mode %s, binding %q, reason %q; want no binding, max_rate named", d.Mode, d.Binding, d.Reason)
 	}
 
@@ -171,19 +171,19 @@ func TestBindingIsNamedOnlyWhenItLimits(t *testing.T) {
 		g.tick++
 		d = g.c.Step(at(g.tick), snap(at(g.tick), idle)) // nobody uses the budget
 	}
-	if d.Binding != "" || !strings.Contains(d.Reason, "low utilization") {
+	if !d.Binding.IsZero() || !strings.Contains(d.Reason, "low utilization") {
 		t.Fatalf("unused budget: binding %q, reason %q", d.Binding, d.Reason)
 	}
 
 	h := setup(t, Config{MaxBudget: 100, InitialBudget: 10, PreviousBudget: 80})
 	h.step(idle)
-	if d = h.step(idle); d.Binding != "" || !strings.Contains(d.Reason, "inherited budget") {
+	if d = h.step(idle); !d.Binding.IsZero() || !strings.Contains(d.Reason, "inherited budget") {
 		t.Fatalf("taking over: binding %q, reason %q", d.Binding, d.Reason)
 	}
 
 	// Near the target the signal does limit the growth, and is named.
 	k := setup(t, Config{MaxBudget: 100, InitialBudget: 10})
-	if d = k.steps(3, world{load: 0.6, used: 0.1}); d.Binding != "primary_load" {
+	if d = k.steps(3, world{load: 0.6, used: 0.1}); d.Binding.String() != "primary_load" {
 		t.Fatalf("at 0.86 of target: binding %q, reason %q", d.Binding, d.Reason)
 	}
 }
@@ -218,13 +218,13 @@ func TestInheritedCriticalPauseNamesItsReading(t *testing.T) {
 		t.Fatalf("taken over: %s %q; want the reading 1.5 named", d.Mode, d.Reason)
 	}
 	// From a leader that did not publish the reading: say so, never 0.
-	old := setup(t, Config{MaxBudget: 100, InitialBudget: 40, Inherited: &CriticalState{Signal: "primary_load", Since: c0, Budget: 40}})
+	old := setup(t, Config{MaxBudget: 100, InitialBudget: 40, Inherited: &CriticalState{Signal: Binding{Signal: signals.PrimaryLoad}, Since: c0, Budget: 40}})
 	if d = old.step(world{load: 0.3, used: 0.1}); strings.Contains(d.Reason, "reached 0") || !strings.Contains(d.Reason, "unknown") {
 		t.Fatalf("unknown reading: %q", d.Reason)
 	}
 	// The quiet the last leader saw counts on.
 	quiet := setup(t, Config{MaxBudget: 100, InitialBudget: 40, QuietPeriod: 30 * time.Second,
-		Inherited: &CriticalState{Signal: "primary_load", Since: c0, Value: 1.5, Threshold: 1, Budget: 40, QuietSince: at(-29)}})
+		Inherited: &CriticalState{Signal: Binding{Signal: signals.PrimaryLoad}, Since: c0, Value: 1.5, Threshold: 1, Budget: 40, QuietSince: at(-29)}})
 	if d = quiet.step(world{load: 0.1, used: 0.1}); d.Mode == ModeCritical {
 		quiet.step(world{load: 0.1, used: 0.1})
 	}

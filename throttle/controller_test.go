@@ -139,7 +139,7 @@ func TestCutsWithinTwoTicksAndHoldsInTheDeadband(t *testing.T) {
 	if d.Budget >= before || d.Budget < before*0.5 {
 		t.Fatalf("over target: budget %v -> %v; want a cut of at most half", before, d.Budget)
 	}
-	if d.Mode != ModeThrottled || d.Binding != "primary_load" || !strings.Contains(d.Reason, "cut by") {
+	if d.Mode != ModeThrottled || d.Binding.String() != "primary_load" || !strings.Contains(d.Reason, "cut by") {
 		t.Fatalf("decision %+v", d)
 	}
 	// Deadband (0.95-1.0 of target): hold, however long.
@@ -247,7 +247,7 @@ func TestStaleRequiredSignalStopsWorkAndMissedTickFreezesGrowth(t *testing.T) {
 	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40})
 	before := f.steps(3, world{load: 0.3, used: 0.3}).Budget
 	d := f.step(world{load: 0.3, used: 0.3, age: 4 * time.Second})
-	if d.Mode != ModeStale || d.Budget != 0 || d.Binding != "primary_load" {
+	if d.Mode != ModeStale || d.Budget != 0 || d.Binding.String() != "primary_load" {
 		t.Fatalf("stale: %+v", d)
 	}
 	if !strings.HasPrefix(d.Reason, "stale: primary_load (age 4s over max_age 3s)") {
@@ -440,7 +440,7 @@ func TestBatchErrorsCutTheBudget(t *testing.T) {
 		f.c.Report("purge", Feedback{Duration: time.Millisecond, Err: errors.New("deadlock")})
 	}
 	d := f.step(world{load: 0.3, used: 0.3})
-	if d.Budget >= before || d.Binding != "job_error_fraction" || !strings.Contains(d.Reason, "batches failed") {
+	if d.Budget >= before || d.Binding.String() != "job_error_fraction" || !strings.Contains(d.Reason, "batches failed") {
 		t.Fatalf("errors: %v -> %v, %s %q", before, d.Budget, d.Binding, d.Reason)
 	}
 	// Errors that persist do not cut below a quarter of where they began.
@@ -548,7 +548,7 @@ func TestProperties(t *testing.T) {
 // rate. Reconfigure keeps the same pause.
 func TestInheritedLatchHoldsUntilAPersonResumes(t *testing.T) {
 	f := setup(t, Config{MaxBudget: 100, InitialBudget: 60, QuietPeriod: 5 * time.Second,
-		Inherited: &CriticalState{Signal: "primary_load", Since: c0, Latched: true, Budget: 80}})
+		Inherited: &CriticalState{Signal: Binding{Signal: signals.PrimaryLoad}, Since: c0, Latched: true, Budget: 80}})
 	if d := f.steps(30, world{load: 0.1, used: 0.3}); d.Mode != ModeCritical || !d.Latched || d.Budget != 0 {
 		t.Fatalf("inherited latch: %s %v budget %v", d.Mode, d.Latched, d.Budget)
 	}
@@ -560,7 +560,7 @@ func TestInheritedLatchHoldsUntilAPersonResumes(t *testing.T) {
 	if d := f.steps(10, world{load: 0.1, used: 0.3}); d.Mode != ModeCritical || !d.Latched {
 		t.Fatalf("after Reconfigure: %s latched %v", d.Mode, d.Latched)
 	}
-	if st := f.c.Critical(); st == nil || !st.Latched || st.Signal != "primary_load" || st.Budget != 80 {
+	if st := f.c.Critical(); st == nil || !st.Latched || !st.Signal.Equal(Binding{Signal: signals.PrimaryLoad}) || st.Budget != 80 {
 		t.Fatalf("Critical() = %+v", st)
 	}
 	if !f.c.Resume(at(f.tick), "alice") {

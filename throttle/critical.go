@@ -3,7 +3,6 @@ package throttle
 import (
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/throttled/throttled/signals"
@@ -11,7 +10,7 @@ import (
 
 type criticalPause struct {
 	since      time.Time
-	signal     string // the signal that began it
+	signal     Binding // the signal that began it
 	value      float64
 	threshold  float64
 	valueKnown bool    // value and threshold are the reading that began it
@@ -27,6 +26,7 @@ type criticalPause struct {
 }
 
 type resumeLevel struct {
+	name       signals.Name // the member's signal, for exemptions
 	at         float64
 	lowerWorse bool
 }
@@ -44,17 +44,17 @@ type pauseEpisode struct {
 // began it must go quiet for the quiet period (after a person resumes, if
 // latched), and the slow start after it counts from the budget before it.
 func (c *Controller) inherit(in CriticalState) {
-	key := in.Signal
-	name, _, _ := strings.Cut(key, "{")
-	rule, ok := c.cfg.Rules[signals.Name(name)]
+	b := in.Signal
+	rule, ok := c.cfg.Rules[b.Signal]
 	if !ok || rule.Critical == 0 {
 		// A rule since removed or relaxed: hold on primary_load's.
-		key, name, rule = string(signals.PrimaryLoad), string(signals.PrimaryLoad), c.cfg.Rules[signals.PrimaryLoad]
+		b, rule = Binding{Signal: signals.PrimaryLoad}, c.cfg.Rules[signals.PrimaryLoad]
 	}
-	rl := ruleEval{key: key, name: signals.Name(name), rule: rule}.resumeLevel(c.cfg.ResumeLevel)
-	c.critical = &criticalPause{since: in.Since, signal: key, threshold: rule.Critical, resumeAt: rl.at, lowerWorse: rl.lowerWorse,
-		members: map[string]resumeLevel{key: rl}, quiet: c.cfg.QuietPeriod, latched: in.Latched, quietSince: in.QuietSince}
-	if key == in.Signal && in.Threshold != 0 {
+	e := ruleEval{key: b.String(), name: b.Signal, labels: b.Labels, rule: rule}
+	rl := e.resumeLevel(c.cfg.ResumeLevel)
+	c.critical = &criticalPause{since: in.Since, signal: b, threshold: rule.Critical, resumeAt: rl.at, lowerWorse: rl.lowerWorse,
+		members: map[string]resumeLevel{e.key: rl}, quiet: c.cfg.QuietPeriod, latched: in.Latched, quietSince: in.QuietSince}
+	if b.Equal(in.Signal) && in.Threshold != 0 {
 		c.critical.value, c.critical.threshold, c.critical.valueKnown = in.Value, in.Threshold, true
 	}
 	c.pause = &pauseEpisode{mode: ModeCritical, budget: in.Budget}
@@ -90,7 +90,7 @@ func (c *Controller) Resume(now time.Time, actor string) bool {
 	}
 	c.critical.latched = false
 	c.critical.quiet = 0
-	c.prev.Events = append(c.prev.Events, Event{Kind: EventResumed, At: now, Signal: c.critical.signal,
+	c.prev.Events = append(c.prev.Events, Event{Kind: EventResumed, At: now, Signal: c.critical.signal.String(),
 		Message: fmt.Sprintf("latched critical pause on %s resumed by %s", c.critical.signal, actor)})
 	return true
 }
@@ -155,9 +155,9 @@ func (e ruleEval) pastCritical() bool {
 // the critical level divided by it.
 func (e ruleEval) resumeLevel(fraction float64) resumeLevel {
 	if lowerIsWorse(e.name) {
-		return resumeLevel{at: e.rule.Critical / fraction, lowerWorse: true}
+		return resumeLevel{name: e.name, at: e.rule.Critical / fraction, lowerWorse: true}
 	}
-	return resumeLevel{at: e.rule.Critical * fraction}
+	return resumeLevel{name: e.name, at: e.rule.Critical * fraction}
 }
 
 func (r resumeLevel) quiet(e ruleEval) bool {
@@ -186,7 +186,7 @@ func (c *Controller) startCritical(now time.Time, e ruleEval, budgetBefore float
 	}
 	rl := e.resumeLevel(c.cfg.ResumeLevel)
 	c.critical = &criticalPause{
-		since: now, signal: e.key, value: e.raw, threshold: e.rule.Critical, valueKnown: true, resumeAt: rl.at,
+		since: now, signal: e.binding(), value: e.raw, threshold: e.rule.Critical, valueKnown: true, resumeAt: rl.at,
 		lowerWorse: lowerIsWorse(e.name), members: map[string]resumeLevel{e.key: rl}, quiet: quiet,
 		latched: len(c.criticals) >= c.cfg.LatchAfter,
 	}
@@ -232,7 +232,7 @@ func (c *Controller) checkQuiet(now time.Time, evals []ruleEval, d *Decision) {
 	if cp.latched || now.Sub(cp.quietSince) < cp.quiet {
 		return
 	}
-	d.Events = append(d.Events, Event{Kind: EventRecovered, At: now, Signal: cp.signal, Threshold: cp.resumeAt,
+	d.Events = append(d.Events, Event{Kind: EventRecovered, At: now, Signal: cp.signal.String(), Threshold: cp.resumeAt,
 		Message: fmt.Sprintf("recovered: %s under %.3g for %s; work resumes at %.0f%% of the rate before the pause",
 			cp.signal, cp.resumeAt, now.Sub(cp.quietSince).Round(time.Second), 100*c.cfg.SlowStart)})
 	for key := range cp.members {

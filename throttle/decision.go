@@ -55,10 +55,10 @@ type Decision struct {
 	// Budget is the total rate, in tokens (batches) per second, that all
 	// jobs together may use now: 0 unless Mode is running or throttled.
 	Budget float64
-	// Binding is the key of the signal with the highest pressure (such as
-	// "primary_load" or `replica_lag_seconds{replica="r1"}`), or of the
-	// signal that made the mode.
-	Binding string
+	// Binding is the signal with the highest pressure (such as
+	// primary_load, or replica_lag_seconds with the label replica="r1"),
+	// or the signal that made the mode; zero when none does.
+	Binding Binding
 	// Pressure is the binding signal's value over its target (target over
 	// value for connection_headroom): above 1 is over target.
 	Pressure float64

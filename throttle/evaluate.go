@@ -13,8 +13,9 @@ import (
 
 // ruleEval is one rule applied to one sample.
 type ruleEval struct {
-	key        string
+	key        string // the sample's key (signals.Sample.Key): name and labels, for maps and messages
 	name       signals.Name
+	labels     map[string]string // the sample's labels; nil for a signal of the primary as a whole
 	rule       Rule
 	required   bool
 	value, raw float64 // as the rule reads it: the free fraction for headroom
@@ -25,6 +26,9 @@ type ruleEval struct {
 	at         time.Time
 	fresh      bool // a sample not seen at an earlier step
 }
+
+// binding is the signal e reads, as a decision names it.
+func (e ruleEval) binding() Binding { return Binding{Signal: e.name, Labels: e.labels} }
 
 // oneStepLower is the raw pressure the sample would have one Resolution
 // step better: what a single sample proves beyond quantization.
@@ -79,15 +83,16 @@ func (c *Controller) evaluateReplicas(now time.Time, snap signals.Snapshot, name
 		if policy == ReplicaIgnored {
 			continue
 		}
-		e := ruleEval{key: s.Key(), name: name, rule: rule, required: policy == ReplicaRequired}
+		e := ruleEval{key: s.Key(), name: name, labels: s.Labels, rule: rule, required: policy == ReplicaRequired}
 		c.read(now, &e, s)
 		out = append(out, e)
 	}
 	// A required replica that is not even in the snapshot is unknown.
 	for replica, p := range c.cfg.Replicas {
 		if p == ReplicaRequired && !seen[replica] {
-			key := signals.Sample{Name: name, Labels: map[string]string{signals.LabelReplica: replica}}.Key()
-			out = append(out, ruleEval{key: key, name: name, rule: rule, required: true, unknown: "not sampled"})
+			labels := map[string]string{signals.LabelReplica: replica}
+			key := signals.Sample{Name: name, Labels: labels}.Key()
+			out = append(out, ruleEval{key: key, name: name, labels: labels, rule: rule, required: true, unknown: "not sampled"})
 		}
 	}
 	slices.SortFunc(out, func(a, b ruleEval) int { return strings.Compare(a.key, b.key) })

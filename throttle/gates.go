@@ -46,7 +46,8 @@ func gateSignal(name signals.Name) string {
 
 // gate is one job rule's reading for one job.
 type gate struct {
-	key       string // the sample's key: vacuum_running{table="public.events"}
+	key       string       // the sample's key: vacuum_running{table="public.events"}
+	name      signals.Name // the rule's signal: vacuum_running
 	rule      Rule
 	value     float64
 	unknown   string
@@ -64,7 +65,7 @@ func (c *Controller) gatesFor(now time.Time, snap signals.Snapshot, j Job, s *jo
 		}
 		rule, ok := c.cfg.JobRules[name]
 		if !ok {
-			shut = append(shut, gate{key: string(name), unknown: "no job rule of that name"})
+			shut = append(shut, gate{key: string(name), name: name, unknown: "no job rule of that name"})
 			continue
 		}
 		for _, g := range c.readGates(now, snap, name, rule, s.cfg.Tables) {
@@ -98,23 +99,23 @@ func (c *Controller) gateNames(j JobConfig) []signals.Name {
 func (c *Controller) readGates(now time.Time, snap signals.Snapshot, name signals.Name, rule Rule, tables []string) []gate {
 	if name != signals.VacuumRunning {
 		s, ok := snap.Get(name, nil)
-		return []gate{c.readGate(now, string(name), rule, s, ok)}
+		return []gate{c.readGate(now, name, string(name), rule, s, ok)}
 	}
 	var out []gate
 	for _, t := range tables {
 		s, ok := signals.VacuumOn(snap, t)
 		key := signals.Sample{Name: name, Labels: map[string]string{signals.LabelTable: t}}.Key()
 		if !ok && s.Err != nil {
-			out = append(out, gate{key: key, rule: rule, unknown: "error: " + s.Err.Error()})
+			out = append(out, gate{key: key, name: name, rule: rule, unknown: "error: " + s.Err.Error()})
 			continue
 		}
-		out = append(out, c.readGate(now, key, rule, s, ok))
+		out = append(out, c.readGate(now, name, key, rule, s, ok))
 	}
 	return out
 }
 
-func (c *Controller) readGate(now time.Time, key string, rule Rule, s signals.Sample, ok bool) gate {
-	g := gate{key: key, rule: rule}
+func (c *Controller) readGate(now time.Time, name signals.Name, key string, rule Rule, s signals.Sample, ok bool) gate {
+	g := gate{key: key, name: name, rule: rule}
 	if !ok {
 		g.unknown = "not sampled"
 		return g

@@ -89,8 +89,8 @@ type JobStatus struct {
 	// Code is why, for machines; Reason is why, in words, with numbers.
 	Code   Code
 	Reason string
-	// Binding is the signal that limits the budget; "" when none does.
-	Binding string
+	// Binding is the signal that limits the budget; zero when none does.
+	Binding Binding
 	// Rate is the job's allocated rate, batches per second.
 	Rate float64
 	// Holds are the holds that apply to the job, oldest first.

@@ -80,7 +80,7 @@ func TestRulesOnHorizonSlotsAndWraparoundBind(t *testing.T) {
 		w.Samples = append(w.Samples, signals.Sample{Name: tc.name, Value: tc.value, Raw: tc.value, At: at(f.tick + 1)})
 		f.tick++
 		d := f.c.Step(at(f.tick), w)
-		if d.Code != CodeCut || d.Binding != string(tc.name) {
+		if d.Code != CodeCut || !d.Binding.Equal(Binding{Signal: tc.name}) {
 			t.Errorf("%s at %v (target %v): decision %s binding %q; want cut, binding it", tc.name, tc.value, tc.rule.Target, d.Code, d.Binding)
 		}
 	}

@@ -53,10 +53,6 @@ const (
 // whyHoldPrefix starts the why of a job a hold pauses or scales.
 const whyHoldPrefix = "hold:"
 
-// jobErrorBinding is the binding the budget names when failing batches,
-// not a signal, hold it.
-const jobErrorBinding = "job_error_fraction"
-
 // holdSources are the sources a hold's why may name.
 var holdSources = []Source{SourceManual, SourceAuto, SourceGrafanaAlert, SourceCLI, SourceWindow}
 
@@ -122,17 +118,16 @@ func WhyOf(st JobStatus) Why {
 	return WhyOther
 }
 
-// WhySignal is the why of a budget a binding signal limits: its name
-// without labels (`replica_lag_seconds{replica="r1"}` is
-// replica_lag_seconds) when a rule may name it, batch_errors for failing
-// batches, and other for anything else.
-func WhySignal(binding string) Why {
-	name, _, _ := strings.Cut(binding, "{")
+// WhySignal is the why of a budget a binding signal limits: its name,
+// without its labels (replica_lag_seconds for every replica's), when a
+// rule may name it, batch_errors for failing batches, and other for
+// anything else.
+func WhySignal(b Binding) Why {
 	switch {
-	case name == jobErrorBinding:
+	case b.Signal == BindingErrors:
 		return WhyBatchErrors
-	case slices.Contains(ruleSignals, signals.Name(name)):
-		return Why(name)
+	case slices.Contains(ruleSignals, b.Signal):
+		return Why(b.Signal)
 	}
 	return WhyOther
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/throttled/throttled/signals"
 )
 
 // A job's why comes from its code, its binding and its holds, never from
@@ -16,27 +18,27 @@ func TestWhyOfIsBoundedAndFromTheCode(t *testing.T) {
 		st   JobStatus
 		want Why
 	}{
-		{JobStatus{State: JobRunning, Code: CodeMaxRate, Binding: "primary_load"}, WhyFullRate},
-		{JobStatus{State: JobRunning, Code: CodeRunning, Binding: "primary_load"}, WhyGrowth},
-		{JobStatus{State: JobRunning, Code: CodeBinding, Binding: "foreground_latency"}, "foreground_latency"},
-		{JobStatus{State: JobThrottled, Code: CodeCut, Binding: `replica_lag_seconds{replica="r1"}`}, "replica_lag_seconds"},
-		{JobStatus{State: JobThrottled, Code: CodeHolding, Binding: "connection_headroom"}, "connection_headroom"},
-		{JobStatus{State: JobThrottled, Code: CodeHolding, Binding: "job_error_fraction"}, WhyBatchErrors},
-		{JobStatus{State: JobThrottled, Code: CodeTooSlow, Binding: "primary_load"}, "primary_load"},
+		{JobStatus{State: JobRunning, Code: CodeMaxRate, Binding: Binding{Signal: "primary_load"}}, WhyFullRate},
+		{JobStatus{State: JobRunning, Code: CodeRunning, Binding: Binding{Signal: "primary_load"}}, WhyGrowth},
+		{JobStatus{State: JobRunning, Code: CodeBinding, Binding: Binding{Signal: "foreground_latency"}}, "foreground_latency"},
+		{JobStatus{State: JobThrottled, Code: CodeCut, Binding: Binding{Signal: signals.ReplicaLagSeconds, Labels: map[string]string{signals.LabelReplica: "r1"}}}, "replica_lag_seconds"},
+		{JobStatus{State: JobThrottled, Code: CodeHolding, Binding: Binding{Signal: "connection_headroom"}}, "connection_headroom"},
+		{JobStatus{State: JobThrottled, Code: CodeHolding, Binding: Binding{Signal: "job_error_fraction"}}, WhyBatchErrors},
+		{JobStatus{State: JobThrottled, Code: CodeTooSlow, Binding: Binding{Signal: "primary_load"}}, "primary_load"},
 		// A signal no rule may name, or none, is the fallback word.
-		{JobStatus{State: JobThrottled, Code: CodeCut, Binding: `my_custom{x="1"}`}, WhyOther},
+		{JobStatus{State: JobThrottled, Code: CodeCut, Binding: Binding{Signal: "my_custom", Labels: map[string]string{"x": "1"}}}, WhyOther},
 		{JobStatus{State: JobThrottled, Code: CodeTooSlow}, WhyOther},
 		{JobStatus{State: JobRunning, Code: CodeSlowStart}, WhySlowStart},
 		{JobStatus{State: JobRunning, Code: CodeInherited}, WhySlowStart},
-		{JobStatus{State: JobRunning, Code: CodeBreach, Binding: "foreground_latency"}, WhyBreach},
+		{JobStatus{State: JobRunning, Code: CodeBreach, Binding: Binding{Signal: "foreground_latency"}}, WhyBreach},
 		{JobStatus{State: JobRunning, Code: CodeLowUtilization}, WhyLowUtilization},
 		{JobStatus{State: JobRunning, Code: CodeNotGrowing}, WhyNotGrowing},
-		{JobStatus{State: JobPaused, Code: CodeWarmingUp, Binding: "foreground_latency"}, WhyWarmingUp},
+		{JobStatus{State: JobPaused, Code: CodeWarmingUp, Binding: Binding{Signal: "foreground_latency"}}, WhyWarmingUp},
 		{JobStatus{State: JobPaused, Code: CodeUnavailable, Reason: "paused: hold h9 on all"}, WhyUnavailable},
 		{JobStatus{State: JobThrottled, Code: CodeExempt}, WhyExempt},
-		{JobStatus{State: JobPaused, Code: CodeGated, Binding: "primary_load"}, WhyGated},
-		{JobStatus{State: JobPaused, Code: CodeCritical, Binding: "primary_load"}, WhyCritical},
-		{JobStatus{State: JobPaused, Code: CodeStale, Binding: "replica_lag_seconds"}, WhyStale},
+		{JobStatus{State: JobPaused, Code: CodeGated, Binding: Binding{Signal: "primary_load"}}, WhyGated},
+		{JobStatus{State: JobPaused, Code: CodeCritical, Binding: Binding{Signal: "primary_load"}}, WhyCritical},
+		{JobStatus{State: JobPaused, Code: CodeStale, Binding: Binding{Signal: "replica_lag_seconds"}}, WhyStale},
 		{JobStatus{State: JobPaused, Code: CodeHeld, Holds: []Hold{manual, grafana}}, "hold:manual"},
 		{JobStatus{State: JobPaused, Code: CodeHeld, Holds: []Hold{{ID: "w", Source: SourceWindow}}}, "hold:window"},
 		{JobStatus{State: JobPaused, Code: CodeHeld, Holds: []Hold{{ID: "x", Source: "someone's script"}}}, "hold:other"},
@@ -63,7 +65,8 @@ func TestWhyOfIsBoundedAndFromTheCode(t *testing.T) {
 func TestWhyOfEveryCombinationIsInTheSet(t *testing.T) {
 	codes := []Code{"", CodeRunning, CodeBinding, CodeSlowStart, CodeInherited, CodeBreach, CodeMaxRate, CodeLowUtilization, CodeNotGrowing,
 		CodeHolding, CodeCut, CodeTooSlow, CodeScaled, CodeExempt, CodeHeld, CodeGated, CodeCritical, CodeStale, CodeWarmingUp, CodeUnavailable, "bogus"}
-	bindings := []string{"", "primary_load", `replica_lag_bytes{replica="r\"1"}`, "job_error_fraction", "vacuum_running{table=\"t\"}", "{", "anything at all"}
+	bindings := []Binding{{}, {Signal: signals.PrimaryLoad}, {Signal: signals.ReplicaLagBytes, Labels: map[string]string{signals.LabelReplica: `r"1`}},
+		{Signal: BindingErrors}, {Signal: signals.VacuumRunning, Labels: map[string]string{signals.LabelTable: "t"}}, {Signal: "{"}, {Signal: "anything at all"}}
 	sources := []Source{"", SourceManual, SourceAuto, SourceGrafanaAlert, SourceCLI, SourceWindow, "x:y"}
 	set := Whys()
 	seen := map[Why]bool{}

@@ -415,13 +415,9 @@ func demoRow(elapsed time.Duration, scene string, snap signals.Snapshot, d throt
 		}
 		return "running"
 	})
-	binding := d.Binding
-	if binding == "" {
-		binding = "-"
-	}
-	binding = strings.TrimPrefix(binding, "replica_lag_seconds")
-	if strings.HasPrefix(binding, "{") {
-		binding = "replica1 lag"
+	binding := firstNonEmpty(d.Binding.String(), "-")
+	if r := d.Binding.Labels[signals.LabelReplica]; r != "" && d.Binding.Signal == signals.ReplicaLagSeconds {
+		binding = r + " lag"
 	}
 	return fmt.Sprintf("%5.0fs  %-25s  %-11s  %-4s  %-4s  %-18s  %-7s  | %-9s  %6.2f  %-22s  | %-9s %6d  %4d",
 		elapsed.Seconds(), scene, load, lock, free, lag, paused, d.Mode, d.Budget, binding, st.State, st.Rows, st.BatchSize)

@@ -430,12 +430,12 @@ func progress(ctx context.Context, out io.Writer, job *jobs.Job, asJSON bool, pa
 		}
 		if asJSON {
 			_ = json.NewEncoder(out).Encode(execProgress{At: time.Now().UTC(), Rows: st.Rows, RowsPerSec: st.Rows - lastRows, Batches: st.Batches,
-				BatchSize: st.BatchSize, Rate: st.Rate, State: string(st.State), Binding: st.Binding, Reason: st.Reason})
+				BatchSize: st.BatchSize, Rate: st.Rate, State: string(st.State), Binding: st.Binding.String(), Reason: st.Reason})
 			lastRows = st.Rows
 			continue
 		}
 		line := fmt.Sprintf("%s  rows %d (+%d/s)  batches %d  size %d  rate %.3g/s  %s  binding %s",
-			time.Now().Format("15:04:05"), st.Rows, st.Rows-lastRows, st.Batches, st.BatchSize, st.Rate, st.State, firstNonEmpty(st.Binding, "-"))
+			time.Now().Format("15:04:05"), st.Rows, st.Rows-lastRows, st.Batches, st.BatchSize, st.Rate, st.State, firstNonEmpty(st.Binding.String(), "-"))
 		if st.State != jobs.StateRunning && st.Reason != "" {
 			line += "  (" + st.Reason + ")"
 		}

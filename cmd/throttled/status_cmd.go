@@ -13,6 +13,7 @@ import (
 	"github.com/throttled/throttled/internal/coord/store"
 	"github.com/throttled/throttled/internal/textsafe"
 	"github.com/throttled/throttled/sidecar/api"
+	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -60,12 +61,20 @@ func status(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
 	if err != nil {
 		return fail(errOut, "status", err)
 	}
-	// The JSON keeps the shape it always had: the leader's fields, then
-	// the workers.
+	// The JSON keeps the shape it always had: the leader's fields, with
+	// Binding as text, then the workers; BindingSignal and BindingLabels
+	// are the binding for programs, which never parse Binding.
+	binding := throttle.Binding{Signal: signals.Name(leader.Binding.Signal), Labels: leader.Binding.Labels}
 	st := struct {
-		store.Leader
-		Workers []store.WorkerState
-	}{leader, workers}
+		Leader, Mode  string
+		Binding       string
+		BindingSignal string
+		BindingLabels map[string]string `json:",omitempty"`
+		Reason        string
+		Budget        float64
+		PublishedAt   time.Time
+		Workers       []store.WorkerState
+	}{leader.Leader, leader.Mode, binding.String(), string(binding.Signal), leader.Binding.Labels, leader.Reason, leader.Budget, leader.PublishedAt, workers}
 	if cf.json {
 		_ = json.NewEncoder(out).Encode(st)
 		return exitOK
@@ -75,7 +84,7 @@ func status(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
 	} else {
 		fmt.Fprintf(out, "leader %s, %s ago: mode %s, budget %.2f batches/s, binding %s\nreason: %s\n",
 			textsafe.Line(leader.Leader), time.Since(leader.PublishedAt).Round(time.Millisecond), textsafe.Line(leader.Mode), leader.Budget,
-			textsafe.Line(firstNonEmpty(leader.Binding, "-")), textsafe.Line(leader.Reason))
+			textsafe.Line(firstNonEmpty(binding.String(), "-")), textsafe.Line(leader.Reason))
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKER\tJOB\tSTATE\tCODE\tRATE\tLEASE\tREASON")

@@ -68,3 +68,28 @@ func TestStatusFromTheDatabaseSaysWhereTheTimeWent(t *testing.T) {
 		t.Errorf("status --json: exit %d %s\n%s", code, errOut, out)
 	}
 }
+
+// status read from the database shows the leader's binding as its
+// sample's key, made from the signal's name and labels the leader
+// stored apart, and --json carries the name and labels themselves, so a
+// program never parses the key.
+func TestStatusFromTheDatabaseShowsTheBindingsLabels(t *testing.T) {
+	_, dsn := noHolds(t)
+	admin := pgtest.Connect(t, pgtest.Cluster(t).Primary, pgcluster.RoleAdmin)
+	ctx := context.Background()
+	if _, err := admin.Exec(ctx, `INSERT INTO throttled.leader (id, leader, budget, mode, binding, binding_labels, reason)
+		VALUES (1, 'binding-test', 0.5, 'throttled', 'replica_lag_seconds', '{"replica": "r1"}', 'cut')
+		ON CONFLICT (id) DO UPDATE SET leader = 'binding-test', budget = 0.5, mode = 'throttled', binding = 'replica_lag_seconds',
+			binding_labels = '{"replica": "r1"}', reason = 'cut', published_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec(context.Background(), "DELETE FROM throttled.leader") })
+	code, out, errOut := runCLI("status", "--primary-dsn", dsn)
+	if code != exitOK || !strings.Contains(out, `binding replica_lag_seconds{replica="r1"}`) {
+		t.Errorf("status: exit %d %s\n%s", code, errOut, out)
+	}
+	code, out, errOut = runCLI("status", "--primary-dsn", dsn, "--json")
+	if code != exitOK || !strings.Contains(out, `"Binding":"replica_lag_seconds{replica=\"r1\"}","BindingSignal":"replica_lag_seconds","BindingLabels":{"replica":"r1"}`) {
+		t.Errorf("status --json: exit %d %s\n%s", code, errOut, out)
+	}
+}

@@ -44,8 +44,8 @@ func (e *Engine) becomeLeader(ctx context.Context) error {
 	// ratchet the cluster's budget down by a quarter each (see
 	// throttle.Config.PreviousBudget).
 	ccfg.PreviousBudget = last
-	if cs := prev.Critical; cs.Signal != "" && cs.Since != nil && (cs.Latched || prev.Recent) {
-		in := &throttle.CriticalState{Signal: cs.Signal, Since: *cs.Since, Latched: cs.Latched, Budget: cs.PauseBudget}
+	if cs := prev.Critical; cs.Signal.Signal != "" && cs.Since != nil && (cs.Latched || prev.Recent) {
+		in := &throttle.CriticalState{Signal: fromStore(cs.Signal), Since: *cs.Since, Latched: cs.Latched, Budget: cs.PauseBudget}
 		if cs.Value != nil && cs.Threshold != nil {
 			in.Value, in.Threshold = *cs.Value, *cs.Threshold
 		}
@@ -148,7 +148,7 @@ func (e *Engine) lead(ctx context.Context) {
 	}
 	d := e.ctl.Step(snap.At, snap)
 	e.published(d)
-	pub := store.Publication{Leader: e.procID, Budget: d.Budget, Mode: string(d.Mode), Binding: d.Binding, Reason: d.Reason, Lease: e.lease}
+	pub := store.Publication{Leader: e.procID, Budget: d.Budget, Mode: string(d.Mode), Binding: toStore(d.Binding), Reason: d.Reason, Lease: e.lease}
 	for j, ws := range byJob {
 		jd := d.Jobs[j]
 		n := float64(len(ws))
@@ -169,7 +169,7 @@ func (e *Engine) lead(ctx context.Context) {
 		}
 	}
 	if cs := e.ctl.Critical(); cs != nil {
-		pub.Critical = store.Critical{Signal: cs.Signal, Since: &cs.Since, Latched: cs.Latched, PauseBudget: cs.Budget}
+		pub.Critical = store.Critical{Signal: toStore(cs.Signal), Since: &cs.Since, Latched: cs.Latched, PauseBudget: cs.Budget}
 		if cs.Threshold != 0 {
 			pub.Critical.Value, pub.Critical.Threshold = &cs.Value, &cs.Threshold
 		}
@@ -221,4 +221,18 @@ func (e *Engine) claimResume(ctx context.Context, now time.Time) {
 	default:
 		e.log.Info("a resume request found no latched critical pause", "by", by)
 	}
+}
+
+// toStore is b as the store keeps it: its signal's name and labels apart.
+func toStore(b throttle.Binding) store.Binding {
+	return store.Binding{Signal: string(b.Signal), Labels: b.Labels}
+}
+
+// fromStore is the binding the store kept; labels stored empty are nil,
+// as the controller makes them for a signal without any.
+func fromStore(b store.Binding) throttle.Binding {
+	if len(b.Labels) == 0 {
+		b.Labels = nil
+	}
+	return throttle.Binding{Signal: signals.Name(b.Signal), Labels: b.Labels}
 }

@@ -319,7 +319,7 @@ func (e *Engine) beat(ctx context.Context, w *worker) {
 		}
 		w.lapse("allocation lease expired: no leader renewed it")
 	default:
-		st := throttle.JobStatus{State: throttle.JobState(lease.State), Code: throttle.Code(lease.Code), Reason: lease.Reason, Binding: lease.Binding}
+		st := throttle.JobStatus{State: throttle.JobState(lease.State), Code: throttle.Code(lease.Code), Reason: lease.Reason, Binding: fromStore(lease.Binding)}
 		st.Code = throttle.CodeFor(st.State, st.Code) // a row an older leader wrote has none, or a stale one
 		a := limit.Allocation{Rate: lease.Rate, Burst: lease.Burst, MaxInFlight: lease.MaxInFlight}
 		// Ratio holds scale this worker's lease here, whichever process

@@ -54,8 +54,16 @@ type Decision struct {
 	Mode string `json:"mode"`
 	// Budget is the batches per second all jobs together may start.
 	Budget float64 `json:"budget"`
-	// Binding is the signal that limits the budget, "" when none does.
+	// Binding is the signal that limits the budget, "" when none does,
+	// as text for people: its name with its labels, as in
+	// replica_lag_seconds{replica="r1"}. A program reads binding_signal
+	// and binding_labels instead, and never parses it.
 	Binding string `json:"binding"`
+	// BindingSignal is the binding signal's name, "" when none binds.
+	BindingSignal string `json:"binding_signal"`
+	// BindingLabels are the binding sample's labels ({"replica": "r1"}),
+	// absent for a signal of the primary as a whole.
+	BindingLabels map[string]string `json:"binding_labels,omitempty"`
 	// Reason is the decision in words, with its numbers.
 	Reason    string    `json:"reason"`
 	DecidedAt time.Time `json:"decided_at"`
@@ -89,8 +97,14 @@ type Job struct {
 	Code string `json:"code"`
 	// Reason is why in words, with its numbers; never parse it.
 	Reason string `json:"reason"`
-	// Binding is the signal that limits the budget, "" when none does.
+	// Binding is the signal that limits the budget, "" when none does,
+	// as text for people (as in a Decision); never parse it.
 	Binding string `json:"binding"`
+	// BindingSignal is the binding signal's name, "" when none binds.
+	BindingSignal string `json:"binding_signal"`
+	// BindingLabels are the binding sample's labels ({"replica": "r1"}),
+	// absent for a signal of the primary as a whole.
+	BindingLabels map[string]string `json:"binding_labels,omitempty"`
 	// Rate is the job's allocated rate, batches per second.
 	Rate float64 `json:"rate"`
 	// Holds are the IDs of the holds that apply to the job.

@@ -108,6 +108,23 @@ type Counters struct {
 	Limited map[string]float64
 }
 
+// Binding is a binding signal as the leader stores it: the signal's name
+// and its sample's labels, apart (nil labels for none), so nothing that
+// reads it back parses a key.
+type Binding struct {
+	Signal string
+	Labels map[string]string
+}
+
+// labelsJSON is labels as a labels column takes them: an object, never
+// null.
+func labelsJSON(labels map[string]string) map[string]string {
+	if labels == nil {
+		return map[string]string{}
+	}
+	return labels
+}
+
 // Lease is a worker's allocation as the leader published it.
 type Lease struct {
 	Rate               float64
@@ -116,7 +133,8 @@ type Lease struct {
 	Remaining time.Duration
 	// State, Code, Reason and Binding are the job's status as the leader
 	// decided it; Code is "" in a row an older leader wrote.
-	State, Code, Reason, Binding string
+	State, Code, Reason string
+	Binding             Binding
 }
 
 // Beat records worker id's counters and heartbeat and returns its lease.
@@ -127,9 +145,9 @@ func (s *Store) Beat(ctx context.Context, id string, c Counters) (Lease, error) 
 	err := s.db.QueryRow(ctx, `UPDATE throttled.workers
 		SET heartbeat_at = now(), batches = $2, errors = $3, duration_ms = $4, waiting = $5, limited_seconds = $6
 		WHERE id = $1
-		RETURNING alloc_rate, alloc_burst, alloc_inflight, CASE WHEN lease_until > now() THEN extract(epoch FROM lease_until - now())::float8 ELSE 0 END, state, code, reason, binding`,
+		RETURNING alloc_rate, alloc_burst, alloc_inflight, CASE WHEN lease_until > now() THEN extract(epoch FROM lease_until - now())::float8 ELSE 0 END, state, code, reason, binding, binding_labels`,
 		id, c.Batches, c.Errors, c.DurationMs, c.Waiting, limitedJSON(c.Limited)).
-		Scan(&l.Rate, &l.Burst, &l.MaxInFlight, &remaining, &l.State, &l.Code, &l.Reason, &l.Binding)
+		Scan(&l.Rate, &l.Burst, &l.MaxInFlight, &remaining, &l.State, &l.Code, &l.Reason, &l.Binding.Signal, &l.Binding.Labels)
 	if err != nil {
 		return Lease{}, on(WorkersTable, err)
 	}
@@ -181,9 +199,9 @@ type Last struct {
 // leader ever published.
 func (s *Store) LastLeader(ctx context.Context) (Last, error) {
 	var l Last
-	err := s.db.QueryRow(ctx, `SELECT budget, published_at > now() - interval '1 minute', critical_signal, critical_since, latched, pause_budget,
+	err := s.db.QueryRow(ctx, `SELECT budget, published_at > now() - interval '1 minute', critical_signal, critical_labels, critical_since, latched, pause_budget,
 			critical_value, critical_threshold, critical_quiet_since
-		FROM throttled.leader WHERE id = 1`).Scan(&l.Budget, &l.Recent, &l.Signal, &l.Since, &l.Latched, &l.PauseBudget, &l.Value, &l.Threshold, &l.QuietSince)
+		FROM throttled.leader WHERE id = 1`).Scan(&l.Budget, &l.Recent, &l.Signal.Signal, &l.Signal.Labels, &l.Since, &l.Latched, &l.PauseBudget, &l.Value, &l.Threshold, &l.QuietSince)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Last{}, nil
 	}
@@ -217,7 +235,7 @@ func (s *Store) RequestResume(ctx context.Context, actor string) (bool, error) {
 // Critical is the critical pause a leader is in, as published and as a
 // new leader reads it back.
 type Critical struct {
-	Signal      string
+	Signal      Binding
 	Since       *time.Time
 	Latched     bool
 	PauseBudget float64
@@ -236,10 +254,11 @@ type WorkerLease struct {
 
 // Publication is what a leader publishes at each tick.
 type Publication struct {
-	Leader                string
-	Budget                float64
-	Mode, Binding, Reason string
-	Critical              Critical
+	Leader       string
+	Budget       float64
+	Mode, Reason string
+	Binding      Binding
+	Critical     Critical
 	// Lease is how long every worker's lease runs from now.
 	Lease   time.Duration
 	Workers []WorkerLease
@@ -259,19 +278,20 @@ func (s *Store) Publish(ctx context.Context, p Publication) error {
 	}
 	c := p.Critical
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO throttled.leader (id, leader, budget, mode, binding, reason, published_at,
-			critical_signal, critical_since, latched, pause_budget, critical_value, critical_threshold, critical_quiet_since)
-			VALUES (1, $1, $2, $3, $4, $5, now(), $6, $7, $8, $9, $10, $11, $12)
-			ON CONFLICT (id) DO UPDATE SET leader = $1, budget = $2, mode = $3, binding = $4, reason = $5, published_at = now(),
-			critical_signal = $6, critical_since = $7, latched = $8, pause_budget = $9,
+	b.Queue(`INSERT INTO throttled.leader (id, leader, budget, mode, binding, binding_labels, reason, published_at,
+			critical_signal, critical_labels, critical_since, latched, pause_budget, critical_value, critical_threshold, critical_quiet_since)
+			VALUES (1, $1, $2, $3, $4, $13, $5, now(), $6, $14, $7, $8, $9, $10, $11, $12)
+			ON CONFLICT (id) DO UPDATE SET leader = $1, budget = $2, mode = $3, binding = $4, binding_labels = $13, reason = $5, published_at = now(),
+			critical_signal = $6, critical_labels = $14, critical_since = $7, latched = $8, pause_budget = $9,
 			critical_value = $10, critical_threshold = $11, critical_quiet_since = $12,
 			resume_requested_at = CASE WHEN $8 THEN throttled.leader.resume_requested_at END,
 			resume_by = CASE WHEN $8 THEN throttled.leader.resume_by END`,
-		p.Leader, p.Budget, p.Mode, p.Binding, p.Reason, c.Signal, c.Since, c.Latched, c.PauseBudget, c.Value, c.Threshold, c.QuietSince)
+		p.Leader, p.Budget, p.Mode, p.Binding.Signal, p.Reason, c.Signal.Signal, c.Since, c.Latched, c.PauseBudget, c.Value, c.Threshold, c.QuietSince,
+		labelsJSON(p.Binding.Labels), labelsJSON(c.Signal.Labels))
 	b.Queue(`UPDATE throttled.workers w SET alloc_rate = u.rate, alloc_burst = u.burst, alloc_inflight = u.inflight,
-			lease_until = now() + make_interval(secs => $7), state = u.state, code = u.code, reason = u.reason, binding = $8
+			lease_until = now() + make_interval(secs => $7), state = u.state, code = u.code, reason = u.reason, binding = $8, binding_labels = $10
 		FROM unnest($1::text[], $2::float8[], $3::int[], $4::int[], $5::text[], $6::text[], $9::text[]) AS u(id, rate, burst, inflight, state, reason, code)
-		WHERE w.id = u.id`, ids, rates, bursts, inflights, states, reasons, p.Lease.Seconds(), p.Binding, codes)
+		WHERE w.id = u.id`, ids, rates, bursts, inflights, states, reasons, p.Lease.Seconds(), p.Binding.Signal, codes, labelsJSON(p.Binding.Labels))
 	b.Queue("DELETE FROM throttled.workers WHERE heartbeat_at < now() - interval '1 minute'")
 	br := s.db.SendBatch(ctx, b)
 	for _, table := range []string{LeaderTable, WorkersTable, WorkersTable} {
@@ -285,9 +305,10 @@ func (s *Store) Publish(ctx context.Context, p Publication) error {
 
 // Leader is the leader's last publication, for people.
 type Leader struct {
-	Leader, Mode, Binding, Reason string
-	Budget                        float64
-	PublishedAt                   time.Time
+	Leader, Mode, Reason string
+	Binding              Binding
+	Budget               float64
+	PublishedAt          time.Time
 }
 
 // WorkerState is one live worker's lease, for people.
@@ -315,8 +336,8 @@ func limitedJSON(m map[string]float64) map[string]float64 {
 // Status reads the leader's last publication (ok false when none) and the
 // workers that heartbeat within the last within.
 func (s *Store) Status(ctx context.Context, within time.Duration) (l Leader, ok bool, ws []WorkerState, err error) {
-	err = s.db.QueryRow(ctx, "SELECT leader, mode, binding, reason, budget, published_at FROM throttled.leader WHERE id = 1").
-		Scan(&l.Leader, &l.Mode, &l.Binding, &l.Reason, &l.Budget, &l.PublishedAt)
+	err = s.db.QueryRow(ctx, "SELECT leader, mode, binding, binding_labels, reason, budget, published_at FROM throttled.leader WHERE id = 1").
+		Scan(&l.Leader, &l.Mode, &l.Binding.Signal, &l.Binding.Labels, &l.Reason, &l.Budget, &l.PublishedAt)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
