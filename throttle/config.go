@@ -330,9 +330,27 @@ func (c *Config) fill() {
 }
 
 func (c *Config) validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("throttle: "+format, args...)) }
-	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	p := &problems{}
+	c.checkRules(p)
+	c.checkJobRules(p)
+	c.checkBudgets(p)
+	c.checkEmergency(p)
+	c.checkCountsAndTimes(p)
+	return errors.Join(p.errs...)
+}
+
+// problems collects what validate finds, every one, in order.
+type problems struct{ errs []error }
+
+func (p *problems) bad(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("throttle: "+format, args...))
+}
+
+// checkRules checks each cluster rule: a known signal, a target and a
+// critical level on the right sides of each other, and readings it can
+// use.
+func (c *Config) checkRules(p *problems) {
+	bad := p.bad
 	for _, name := range slices.Sorted(maps.Keys(c.Rules)) {
 		r := c.Rules[name]
 		if !slices.Contains(ruleSignals, name) {
@@ -369,6 +387,12 @@ func (c *Config) validate() error {
 			bad("Rules[%q].Resolution must be a step of the reading or 0, got %v", name, r.Resolution)
 		}
 	}
+}
+
+// checkJobRules checks each job rule, the gates' hold and the replicas'
+// policies.
+func (c *Config) checkJobRules(p *problems) {
+	bad := p.bad
 	for _, name := range slices.Sorted(maps.Keys(c.JobRules)) {
 		r := c.JobRules[name]
 		if why := gateSignal(name); why != "" {
@@ -398,6 +422,12 @@ func (c *Config) validate() error {
 			bad("Replicas[%q]: policy %q; want required, optional or ignored", name, p)
 		}
 	}
+}
+
+// checkBudgets checks the budget's bounds, growth and cuts: positive,
+// ordered, and fractions under 1.
+func (c *Config) checkBudgets(p *problems) {
+	bad := p.bad
 	positive := []struct {
 		name string
 		v    float64
@@ -444,6 +474,12 @@ func (c *Config) validate() error {
 	if c.EmergencyPressure <= 1 {
 		bad("EmergencyPressure must be above 1, got %v", c.EmergencyPressure)
 	}
+}
+
+// checkEmergency checks that an emergency cut comes before every rule's
+// critical pause.
+func (c *Config) checkEmergency(p *problems) {
+	bad := p.bad
 	for _, name := range slices.Sorted(maps.Keys(c.Rules)) {
 		r := c.Rules[name]
 		if r.Critical <= 0 || !(r.Target > 0) {
@@ -454,6 +490,12 @@ func (c *Config) validate() error {
 				c.EmergencyPressure, name, cp, r.Critical, r.Target)
 		}
 	}
+}
+
+// checkCountsAndTimes checks the counts and durations: at least 1, and
+// positive.
+func (c *Config) checkCountsAndTimes(p *problems) {
+	bad := p.bad
 	for _, f := range []struct {
 		name string
 		v    int
@@ -473,7 +515,6 @@ func (c *Config) validate() error {
 			bad("%s must be positive, got %s", f.name, f.v)
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // Validate reports what is wrong with j: its name, a weight that is not a
