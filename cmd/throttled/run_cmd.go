@@ -25,6 +25,7 @@ import (
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 func newRunCmd(lf *logFlags) *cobra.Command {
@@ -189,7 +190,7 @@ func serve(ctx context.Context, path string, timeout time.Duration, log hclog.Lo
 		if err == nil {
 			pager.SetNotifiers(notifiers(next), next.Dashboard, next.Runbook)
 		}
-		entry := holds.Entry{Event: holds.EventReload, Actor: "throttled", Source: string(throttle.SourceAuto)}
+		entry := holds.Entry{Event: holds.EventReload, Actor: "throttled", Source: string(hold.SourceAuto)}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		srv.ReloadResult(err == nil)
