@@ -20,11 +20,11 @@ PLOTS    := out/plots
 FUZZ_TARGETS := \
 	./signals:FuzzConninfoValue \
 	./signals:FuzzPgBouncerRows \
-	./throttle:FuzzParseWindow \
+	./throttle/hold:FuzzParseWindow \
 	./cmd/throttled:FuzzParseSignalsFlags \
 	./cmd/throttled:FuzzParseExecFlags \
 	./config:FuzzParse \
-	./throttle:FuzzParseScope \
+	./throttle/hold:FuzzParseScope \
 	./sidecar:FuzzReturnURL \
 	./sidecar:FuzzCSRF \
 	./sidecar:FuzzGrafanaAuth \
@@ -32,8 +32,8 @@ FUZZ_TARGETS := \
 	./sidecar:FuzzRequestBodies \
 	./sidecar:FuzzRoutes \
 	./sidecar:FuzzStatusFinite \
-	./throttle:FuzzStorable \
-	./throttle:FuzzHoldRequestBounds
+	./throttle/hold:FuzzStorable \
+	./throttle/hold:FuzzHoldRequestBounds
 
 .PHONY: help
 help: ## list the targets

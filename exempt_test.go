@@ -16,6 +16,7 @@ import (
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // An exemption in the cluster (`throttled exempt --job x --signal
@@ -52,12 +53,12 @@ func TestAnExemptionHoldRunsItsJobThroughALagCritical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("exempt-job"), Source: throttle.SourceCLI,
+	h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("exempt-job"), Source: hold.SourceCLI,
 		Reason: "the replica is being rebuilt", Actor: "alice", TTL: time.Hour, Exempt: string(signals.ReplicaLagBytes)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Release(context.Background(), h.ID, "alice", throttle.SourceCLI, "test over") })
+	t.Cleanup(func() { store.Release(context.Background(), h.ID, "alice", hold.SourceCLI, "test over") })
 	if h.Exempt != string(signals.ReplicaLagBytes) || h.Pauses() {
 		t.Fatalf("stored hold %+v; want an exemption from replica_lag_bytes", h)
 	}
@@ -101,7 +102,7 @@ func TestAnExemptionHoldRunsItsJobThroughALagCritical(t *testing.T) {
 	})
 
 	// Released: the job pauses with the other at once.
-	if _, err := store.Release(ctx, h.ID, "alice", throttle.SourceCLI, "rebuild done"); err != nil {
+	if _, err := store.Release(ctx, h.ID, "alice", hold.SourceCLI, "rebuild done"); err != nil {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, 10*time.Second, func() error {

@@ -10,6 +10,7 @@ import (
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // The client's metrics, read at scrape time from memory: a scrape never
@@ -175,13 +176,13 @@ func (c *Client) CollectMetrics(ch chan<- prometheus.Metric, jobs []JobMetrics) 
 	// The durable holds the cluster shares when there are any; else this
 	// process's own.
 	// Both lists hold only holds that have not ended.
-	var hs []throttle.Hold
+	var hs []hold.Hold
 	if c.watcher != nil {
 		hs = c.watcher.Active()
 	} else {
 		hs = c.holds.Active(now)
 	}
-	bySource := map[throttle.Source]float64{throttle.SourceManual: 0, throttle.SourceAuto: 0, throttle.SourceGrafanaAlert: 0, throttle.SourceCLI: 0, throttle.SourceWindow: 0}
+	bySource := map[hold.Source]float64{hold.SourceManual: 0, hold.SourceAuto: 0, hold.SourceGrafanaAlert: 0, hold.SourceCLI: 0, hold.SourceWindow: 0}
 	for _, h := range hs {
 		bySource[h.Source]++
 		ch <- prometheus.MustNewConstMetric(descHoldInfo, prometheus.GaugeValue, 1, h.ID, h.Scope.String(), string(h.Source), h.Actor, cut(h.Reason, 80))

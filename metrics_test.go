@@ -18,6 +18,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // A job's why label comes from the status's code, never from its text:
@@ -26,16 +27,16 @@ import (
 // the code; no numbers, no free text. On the old code a held job's why
 // was "hold h12".
 func TestWhyIsBounded(t *testing.T) {
-	h12 := throttle.Hold{ID: "h12", Source: throttle.SourceManual, Reason: "vacuum first: 42 rows"}
-	w7 := throttle.Hold{ID: "w7", Source: throttle.SourceWindow, Reason: "avoid the nightly backup"}
-	odd := throttle.Hold{ID: "h99", Source: "someone-new", Reason: "a source this build does not know"}
+	h12 := hold.Hold{ID: "h12", Source: hold.SourceManual, Reason: "vacuum first: 42 rows"}
+	w7 := hold.Hold{ID: "w7", Source: hold.SourceWindow, Reason: "avoid the nightly backup"}
+	odd := hold.Hold{ID: "h99", Source: "someone-new", Reason: "a source this build does not know"}
 	for _, tc := range []struct {
 		st   throttle.JobStatus
 		want string
 	}{
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h12 on job:purge by alice (manual): vacuum first, until 2026-11-30T16:00:00Z", Holds: []throttle.Hold{h12}}, "hold:manual"},
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold w7", Holds: []throttle.Hold{w7, h12}}, "hold:window"},
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h99", Holds: []throttle.Hold{odd}}, "hold:other"},
+		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h12 on job:purge by alice (manual): vacuum first, until 2026-11-30T16:00:00Z", Holds: []hold.Hold{h12}}, "hold:manual"},
+		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold w7", Holds: []hold.Hold{w7, h12}}, "hold:window"},
+		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h99", Holds: []hold.Hold{odd}}, "hold:other"},
 		// A reason that reads like a hold is not one: the code decides.
 		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeUnavailable, Reason: "paused: hold h9 on all"}, "no valid allocation"},
 		{throttle.JobStatus{State: throttle.JobThrottled, Code: throttle.CodeCut, Reason: "throttled: cut by 30%: primary_load at 1.3 of target", Binding: throttle.Binding{Signal: "primary_load"}}, "binding primary_load"},
@@ -159,7 +160,7 @@ func TestLimitedSecondsMetrics(t *testing.T) {
 				}
 				return nil
 			})
-			if _, err := cl.LocalHolds().Add(throttle.HoldRequest{Scope: throttle.OneJob(throttle.Job(job)), Source: throttle.SourceCLI, Reason: "look", TTL: time.Hour}); err != nil {
+			if _, err := cl.LocalHolds().Add(hold.Request{Scope: hold.OneJob(job), Source: hold.SourceCLI, Reason: "look", TTL: time.Hour}); err != nil {
 				t.Fatal(err)
 			}
 			pgtest.Eventually(t, 10*time.Second, func() error {

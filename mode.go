@@ -13,6 +13,7 @@ import (
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // mode.go: how a Client paces its jobs, solo or coordinated. The Client
@@ -191,7 +192,7 @@ func RequestResume(ctx context.Context, db *pgxpool.Pool, store *holds.Store, ac
 	if reason == "" {
 		reason = "no reason given"
 	}
-	return store.Audit(ctx, holds.Entry{Event: holds.EventMode, Actor: actor, Source: string(throttle.SourceManual),
+	return store.Audit(ctx, holds.Entry{Event: holds.EventMode, Actor: actor, Source: string(hold.SourceManual),
 		Reason: "resume of the latched critical pause requested: " + reason})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // A live override in the cluster (a durable hold with a ratio, as
@@ -41,11 +42,11 @@ func TestARatioHoldScalesARunningWorker(t *testing.T) {
 		}
 		return nil
 	})
-	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("ratio-job"), Source: throttle.SourceCLI, Reason: "slow it during the deploy", Actor: "alice", TTL: time.Hour, Ratio: 0.25})
+	h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("ratio-job"), Source: hold.SourceCLI, Reason: "slow it during the deploy", Actor: "alice", TTL: time.Hour, Ratio: 0.25})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Release(context.Background(), h.ID, "alice", throttle.SourceCLI, "test over") })
+	t.Cleanup(func() { store.Release(context.Background(), h.ID, "alice", hold.SourceCLI, "test over") })
 	pgtest.Eventually(t, 10*time.Second, func() error {
 		js := p.Status()
 		st, reason, r := js.State, js.Reason, js.Rate
@@ -57,7 +58,7 @@ func TestARatioHoldScalesARunningWorker(t *testing.T) {
 	if vs, err := store.Enforce(ctx, tc.HoldWatcher(), holds.EnforcerConfig{Grace: time.Millisecond}); err != nil || len(vs) != 0 {
 		t.Errorf("Enforce under a ratio hold: %v, %v; want no violation: the job may work", vs, err)
 	}
-	if _, err := store.Release(ctx, h.ID, "alice", throttle.SourceCLI, "deploy done"); err != nil {
+	if _, err := store.Release(ctx, h.ID, "alice", hold.SourceCLI, "deploy done"); err != nil {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, 20*time.Second, func() error {

@@ -24,6 +24,7 @@ import (
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Options configure [Open].
@@ -99,7 +100,7 @@ type Client struct {
 	poller    *signals.Poller
 	ctl       *throttle.Controller
 	ls        *throttle.Limiters
-	holds     *throttle.LocalHolds
+	holds     *hold.Local
 	store     *holds.Store   // nil without CoordinationDSN
 	watcher   *holds.Watcher // nil without CoordinationDSN
 	coord     *pgxpool.Pool
@@ -156,7 +157,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	local, err := throttle.NewLocalHolds(throttle.LocalHoldsConfig{})
+	local, err := hold.NewLocal(hold.LocalConfig{})
 	if err != nil {
 		return nil, err
 	}
@@ -275,10 +276,10 @@ func (c *Client) closeCoordination() {
 // unionHolds is every hold any of its sources reports.
 type unionHolds []throttle.HoldSource
 
-func (u unionHolds) Applying(now time.Time, j throttle.Job) []throttle.Hold {
-	var out []throttle.Hold
+func (u unionHolds) Applying(now time.Time, job string) []hold.Hold {
+	var out []hold.Hold
 	for _, s := range u {
-		out = append(out, s.Applying(now, j)...)
+		out = append(out, s.Applying(now, job)...)
 	}
 	return out
 }
@@ -398,7 +399,7 @@ func (c *Client) published(d throttle.Decision) {
 		}
 		if c.store != nil {
 			select {
-			case c.audits <- holds.Entry{Event: holds.EventMode, Actor: "throttled", Source: string(throttle.SourceAuto), Reason: e.Message,
+			case c.audits <- holds.Entry{Event: holds.EventMode, Actor: "throttled", Source: string(hold.SourceAuto), Reason: e.Message,
 				Detail: map[string]any{"kind": e.Kind, "signal": e.Signal, "value": e.Value, "threshold": e.Threshold}}:
 			default:
 				c.log.Warn("audit queue full; event not audited", "event", e.Kind)
@@ -515,7 +516,7 @@ func (c *Client) Decisions() <-chan throttle.Decision {
 // LocalHolds is this process's own set of holds, in memory: a hold added
 // here pauses this process's jobs at the next tick, and no other
 // process's (for those, see DurableHolds).
-func (c *Client) LocalHolds() *throttle.LocalHolds { return c.holds }
+func (c *Client) LocalHolds() *hold.Local { return c.holds }
 
 // ForegroundLatency reports whether the jobs are paced on the
 // foreground's latency (the canary runs) and, when Open tried the canary

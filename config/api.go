@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/throttled/throttled/internal/textsafe"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Scope is what a token may do.
@@ -30,11 +30,11 @@ type Token struct {
 func (t Token) Allows(s Scope) bool { return slices.Contains(t.Scopes, s) }
 
 // buildHolds reads the holds block: the default and maximum TTL, checked
-// by the one rule for a hold's life (throttle.TTLPolicy): an unset
+// by the one rule for a hold's life (hold.TTLPolicy): an unset
 // default_ttl is 1h or max_ttl if shorter, a set one over max_ttl is
 // refused.
 func (c *Config) buildHolds(doc *file, v *validator) {
-	var p throttle.TTLPolicy
+	var p hold.TTLPolicy
 	if h := doc.Holds; h != nil {
 		p.Default = v.duration(h.Range, "default_ttl", h.DefaultTTL, 0)
 		p.Max = v.duration(h.Range, "max_ttl", h.MaxTTL, 0)
@@ -42,7 +42,7 @@ func (c *Config) buildHolds(doc *file, v *validator) {
 			for _, e := range ps {
 				v.bad(h.Range, "holds: %s", e)
 			}
-			p = throttle.TTLPolicy{}
+			p = hold.TTLPolicy{}
 		}
 	}
 	c.HoldTTL = p.Filled()

@@ -27,6 +27,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 )
@@ -57,16 +58,16 @@ type Config struct {
 	JobRules map[signals.Name]throttle.Rule
 	// Windows are the jobs' run windows and the maintenance windows they
 	// avoid; `throttled run` writes them to the cluster.
-	Windows throttle.Windows
+	Windows hold.Windows
 	// Custom are the custom signals, each with its file:line as Source.
 	Custom CustomSignals `restart:"custom_signal"`
 	Jobs   []Job
 	// HoldTTL is the holds block's default_ttl and max_ttl, filled:
 	// `throttled run` writes it as the cluster's hold policy.
-	HoldTTL throttle.TTLPolicy `restart:"holds default_ttl/max_ttl"`
-	Listen  string             `restart:"listen address"`
-	TLSCert string             `restart:"tls_cert/tls_key"`
-	TLSKey  string             `restart:"tls_cert/tls_key"`
+	HoldTTL hold.TTLPolicy `restart:"holds default_ttl/max_ttl"`
+	Listen  string         `restart:"listen address"`
+	TLSCert string         `restart:"tls_cert/tls_key"`
+	TLSKey  string         `restart:"tls_cert/tls_key"`
 	// OpenReads leaves the read endpoints open without a token.
 	OpenReads bool
 	// OpenChecks leaves the freno check (/check/...) open without a

@@ -9,6 +9,7 @@ import (
 
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 var env = map[string]string{
@@ -100,7 +101,7 @@ func TestTheExampleIsValid(t *testing.T) {
 	if len(c.Custom) == 0 || c.JobRules[c.Custom[0].Name].Target == 0 {
 		t.Errorf("the example has no custom signal with a rule: %+v", c.Custom)
 	}
-	if w := c.Windows[throttle.Job("archive")]; len(w.Avoid) == 0 {
+	if w := c.Windows["archive"]; len(w.Avoid) == 0 {
 		t.Errorf("the example's archive job avoids no maintenance window: %+v", c.Windows)
 	}
 }
@@ -440,7 +441,7 @@ func TestControllerTurnsForegroundLatencyOff(t *testing.T) {
 }
 
 // The holds block follows the one rule for a hold's life
-// (throttle.TTLPolicy), as LocalHolds and the store do: a max_ttl under
+// (hold.TTLPolicy), as hold.Local and the store do: a max_ttl under
 // a 1h default that was never written fills the default under it, while
 // a written default_ttl over max_ttl is refused with its line.
 func TestHoldsTTLFollowTheOnePolicy(t *testing.T) {
@@ -448,11 +449,11 @@ func TestHoldsTTLFollowTheOnePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("max_ttl 30m alone: %v", err)
 	}
-	if c.HoldTTL != (throttle.TTLPolicy{Default: 30 * time.Minute, Max: 30 * time.Minute}) {
+	if c.HoldTTL != (hold.TTLPolicy{Default: 30 * time.Minute, Max: 30 * time.Minute}) {
 		t.Errorf("max_ttl 30m alone: %+v; want the default filled under it", c.HoldTTL)
 	}
 	c, err = Parse("throttled.hcl", []byte(smallest+"holds {\n  default_ttl = \"15m\"\n}\n"), getenv)
-	if err != nil || c.HoldTTL != (throttle.TTLPolicy{Default: 15 * time.Minute, Max: 24 * time.Hour}) {
+	if err != nil || c.HoldTTL != (hold.TTLPolicy{Default: 15 * time.Minute, Max: 24 * time.Hour}) {
 		t.Errorf("default_ttl 15m alone: %+v, %v", c.HoldTTL, err)
 	}
 	_, err = Parse("throttled.hcl", []byte(smallest+"holds {\n  default_ttl = \"2h\"\n  max_ttl = \"1h\"\n}\n"), getenv)

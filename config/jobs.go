@@ -8,7 +8,7 @@ import (
 
 	"github.com/throttled/throttled/internal/jobname"
 	"github.com/throttled/throttled/signals"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Job is a job's configuration.
@@ -28,7 +28,7 @@ type Job struct {
 // buildJobs reads the job blocks.
 func (c *Config) buildJobs(doc *file, v *validator) {
 	maint := c.buildMaintenance(doc, v)
-	c.Windows = throttle.Windows{}
+	c.Windows = hold.Windows{}
 	for _, j := range doc.Jobs {
 		if p := jobname.Problem(j.Name); p != "" {
 			v.bad(j.Range, "job %q: name %s", j.Name, p)
@@ -90,8 +90,8 @@ func (c *Config) buildJobs(doc *file, v *validator) {
 }
 
 // buildMaintenance reads the maintenance blocks: named windows.
-func (c *Config) buildMaintenance(doc *file, v *validator) map[string]throttle.Window {
-	out := map[string]throttle.Window{}
+func (c *Config) buildMaintenance(doc *file, v *validator) map[string]hold.Window {
+	out := map[string]hold.Window{}
 	for _, m := range doc.Maint {
 		if !v.first(m.Range, "maintenance", m.Name) {
 			continue
@@ -99,7 +99,7 @@ func (c *Config) buildMaintenance(doc *file, v *validator) map[string]throttle.W
 		if p := jobname.Problem(m.Name); p != "" {
 			v.bad(m.Range, "maintenance %q: name %s", m.Name, p)
 		}
-		w, err := throttle.ParseWindow(m.Window)
+		w, err := hold.ParseWindow(m.Window)
 		if err != nil {
 			v.bad(m.Range, "maintenance %q: %v", m.Name, err)
 			continue
@@ -111,10 +111,10 @@ func (c *Config) buildMaintenance(doc *file, v *validator) map[string]throttle.W
 
 // buildWindows reads a job's run_windows and the maintenance windows it
 // avoids.
-func (c *Config) buildWindows(j jobBlock, maint map[string]throttle.Window, v *validator) {
-	var jw throttle.JobWindows
+func (c *Config) buildWindows(j jobBlock, maint map[string]hold.Window, v *validator) {
+	var jw hold.JobWindows
 	for _, spec := range j.RunWindows {
-		w, err := throttle.ParseWindow(spec)
+		w, err := hold.ParseWindow(spec)
 		if err != nil {
 			v.bad(j.Range, "job %q: run_windows: %v", j.Name, err)
 			continue
@@ -129,11 +129,11 @@ func (c *Config) buildWindows(j jobBlock, maint map[string]throttle.Window, v *v
 			continue
 		}
 		if jw.Avoid == nil {
-			jw.Avoid = map[string]throttle.Window{}
+			jw.Avoid = map[string]hold.Window{}
 		}
 		jw.Avoid[name] = w
 	}
 	if len(jw.Run) > 0 || len(jw.Avoid) > 0 {
-		c.Windows[throttle.Job(j.Name)] = jw
+		c.Windows[j.Name] = jw
 	}
 }

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Changing any restart-only field, found from the tags, is named; changing
 // what a reload applies is not.
 func TestRestartOnlyIsDerivedFromTheTags(t *testing.T) {
 	base := Config{Listen: "127.0.0.1:8080", MaxConcurrent: 64, PrimaryDSN: "host=a", Cores: 8,
-		ReplicaDSNs: map[string]string{"r1": "host=r1"}, HoldTTL: throttle.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}, Cluster: "orders",
+		ReplicaDSNs: map[string]string{"r1": "host=r1"}, HoldTTL: hold.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}, Cluster: "orders",
 		Jobs: []Job{{Name: "purge", Weight: 1}}}
 
 	reloadable := base
@@ -55,7 +56,7 @@ func TestRestartOnlyIsDerivedFromTheTags(t *testing.T) {
 					field.Set(reflect.ValueOf(map[string]string{"r2": "host=r2"}))
 				case reflect.Slice:
 					field.Set(reflect.Append(field, reflect.New(field.Type().Elem()).Elem()))
-				case reflect.Struct: // a value such as throttle.TTLPolicy: its first field
+				case reflect.Struct: // a value such as hold.TTLPolicy: its first field
 					field.Field(0).SetInt(field.Field(0).Int() + 1)
 				default:
 					t.Fatalf("%s: kind %s not covered by the test", f.Name, field.Kind())

@@ -10,13 +10,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/throttled/throttled/internal/jobname"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Violation is a job's session that kept working under a hold.
 type Violation struct {
 	PID        int32
 	Job        throttle.Job
-	Holds      []throttle.Hold
+	Holds      []hold.Hold
 	RunningFor time.Duration // how long its transaction has run
 	Query      string
 	Cancelled  bool
@@ -72,7 +73,7 @@ func (s *Store) Enforce(ctx context.Context, w *Watcher, cfg EnforcerConfig) ([]
 		// A hold must have applied for the whole grace period: work that
 		// began before a fresh hold gets its grace. Its age is the
 		// database's, on this process's clock.
-		for _, h := range w.applying(now, v.Job) {
+		for _, h := range w.applying(now, string(v.Job)) {
 			if !h.Pauses() {
 				continue // a ratio hold lets the job work, slower
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // "One audit line per backend and transaction, whichever process sees it
@@ -22,7 +22,7 @@ func TestConcurrentEnforcersAuditOnce(t *testing.T) {
 	c, pool, store := setup(t)
 	ctx := context.Background()
 	w := holds.NewWatcher(pool, holds.WatcherConfig{})
-	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("rogue-once"), Source: throttle.SourceManual, Reason: "incident", Actor: "alice"})
+	h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("rogue-once"), Source: hold.SourceManual, Reason: "incident", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}

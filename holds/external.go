@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // ExternalResult says what AddExternal did.
@@ -25,18 +25,18 @@ const (
 // renews the existing hold's expiry instead of adding one; a firing that
 // started before the last resolve of the same key (delivered out of order)
 // adds nothing.
-func (s *Store) AddExternal(ctx context.Context, key string, startsAt time.Time, r throttle.HoldRequest) (throttle.Hold, ExternalResult, error) {
+func (s *Store) AddExternal(ctx context.Context, key string, startsAt time.Time, r hold.Request) (hold.Hold, ExternalResult, error) {
 	if key == "" {
-		return throttle.Hold{}, "", fmt.Errorf("%w: an external hold needs a key", throttle.ErrInvalidHold)
+		return hold.Hold{}, "", fmt.Errorf("%w: an external hold needs a key", hold.ErrInvalid)
 	}
 	if err := checkStorable("key", key); err != nil {
-		return throttle.Hold{}, "", err
+		return hold.Hold{}, "", err
 	}
 	ttl, err := s.holdTTL(ctx, r)
 	if err != nil {
-		return throttle.Hold{}, "", err
+		return hold.Hold{}, "", err
 	}
-	var h throttle.Hold
+	var h hold.Hold
 	result := ExternalIgnored
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		// One delivery at a time per key.
@@ -79,10 +79,10 @@ func (s *Store) AddExternal(ctx context.Context, key string, startsAt time.Time,
 	})
 	// A renewal past the cluster's cap is refused like a new hold.
 	if refused := s.tooLong(ctx, err, ttl); refused != nil {
-		return throttle.Hold{}, "", refused
+		return hold.Hold{}, "", refused
 	}
 	if err != nil {
-		return throttle.Hold{}, "", fmt.Errorf("holds: add external: %w", err)
+		return hold.Hold{}, "", fmt.Errorf("holds: add external: %w", err)
 	}
 	return h, result, nil
 }
@@ -90,8 +90,8 @@ func (s *Store) AddExternal(ctx context.Context, key string, startsAt time.Time,
 // ReleaseExternal releases the active hold keyed by key, if any, and
 // remembers the resolve (endsAt) so a late firing of the same alert is
 // ignored. It reports whether a hold was released. A key, actor or reason
-// PostgreSQL cannot store is refused with an error wrapping [throttle.ErrInvalidHold].
-func (s *Store) ReleaseExternal(ctx context.Context, key string, endsAt time.Time, actor string, source throttle.Source, reason string) (bool, error) {
+// PostgreSQL cannot store is refused with an error wrapping [hold.ErrInvalid].
+func (s *Store) ReleaseExternal(ctx context.Context, key string, endsAt time.Time, actor string, source hold.Source, reason string) (bool, error) {
 	if err := checkStorable("key", key, "actor", actor, "reason", reason); err != nil {
 		return false, err
 	}

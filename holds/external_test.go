@@ -9,7 +9,7 @@ import (
 
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // An alert still firing after its hold expired (Grafana repeats a firing
@@ -21,7 +21,7 @@ func TestExternalHoldRefiresAfterExpiry(t *testing.T) {
 	ctx := context.Background()
 	key := fmt.Sprintf("grafana:refire-%d", time.Now().UnixNano())
 	startsAt := time.Now().Add(-time.Minute)
-	req := throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceGrafanaAlert, Reason: "replica lag alert", Actor: "grafana", TTL: time.Second}
+	req := hold.Request{Scope: hold.AllJobs(), Source: hold.SourceGrafanaAlert, Reason: "replica lag alert", Actor: "grafana", TTL: time.Second}
 	h, res, err := store.AddExternal(ctx, key, startsAt, req)
 	if err != nil || res != holds.ExternalAdded {
 		t.Fatalf("first firing: %v, %v", res, err)

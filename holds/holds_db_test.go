@@ -16,7 +16,7 @@ import (
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -59,20 +59,20 @@ func TestAddValidatesAndAudits(t *testing.T) {
 	var dbNow time.Time
 	pool.QueryRow(ctx, "SELECT now()").Scan(&dbNow)
 	for _, tc := range []struct {
-		r    throttle.HoldRequest
+		r    hold.Request
 		want string
 	}{
-		{throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "x", TTL: 48 * time.Hour}, "TTL 48h0m0s exceeds the maximum 24h0m0s"},
-		{throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "x", TTL: -time.Second}, "TTL -1s is negative"},
-		{throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "  "}, "a reason is required"},
-		{throttle.HoldRequest{Scope: throttle.AllJobs(), Source: "cron", Reason: "x"}, `source "cron"`},
-		{throttle.HoldRequest{Scope: throttle.OneJob("Bad Name"), Source: throttle.SourceManual, Reason: "x"}, "Bad Name"},
+		{hold.Request{Scope: hold.AllJobs(), Source: hold.SourceManual, Reason: "x", TTL: 48 * time.Hour}, "TTL 48h0m0s exceeds the maximum 24h0m0s"},
+		{hold.Request{Scope: hold.AllJobs(), Source: hold.SourceManual, Reason: "x", TTL: -time.Second}, "TTL -1s is negative"},
+		{hold.Request{Scope: hold.AllJobs(), Source: hold.SourceManual, Reason: "  "}, "a reason is required"},
+		{hold.Request{Scope: hold.AllJobs(), Source: "cron", Reason: "x"}, `source "cron"`},
+		{hold.Request{Scope: hold.OneJob("Bad Name"), Source: hold.SourceManual, Reason: "x"}, "Bad Name"},
 	} {
-		if _, err := store.Add(ctx, tc.r); !errors.Is(err, throttle.ErrInvalidHold) || !strings.Contains(err.Error(), tc.want) {
+		if _, err := store.Add(ctx, tc.r); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Add(%+v) = %v; want %q", tc.r, err, tc.want)
 		}
 	}
-	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "replica rebuild", Actor: "alice"})
+	h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceManual, Reason: "replica rebuild", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,41 +87,41 @@ func TestAddValidatesAndAudits(t *testing.T) {
 func TestReleaseRules(t *testing.T) {
 	_, _, store := setup(t)
 	ctx := context.Background()
-	person, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "investigating", Actor: "alice"})
+	person, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceManual, Reason: "investigating", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	auto, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("purge"), Source: throttle.SourceAuto, Reason: "critical load", Actor: "throttled"})
+	auto, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceAuto, Reason: "critical load", Actor: "throttled"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Automation never releases a person's hold.
-	if _, err := store.Release(ctx, person.ID, "throttled", throttle.SourceAuto, "load recovered"); !errors.Is(err, holds.ErrPersonsHold) {
+	if _, err := store.Release(ctx, person.ID, "throttled", hold.SourceAuto, "load recovered"); !errors.Is(err, holds.ErrPersonsHold) {
 		t.Fatalf("auto released a person's hold: %v", err)
 	}
 	// Nor does a Grafana alert, nor may it end throttled's own hold.
 	for _, id := range []string{person.ID, auto.ID} {
-		if _, err := store.Release(ctx, id, "grafana", throttle.SourceGrafanaAlert, "alert resolved"); !errors.Is(err, holds.ErrPersonsHold) {
+		if _, err := store.Release(ctx, id, "grafana", hold.SourceGrafanaAlert, "alert resolved"); !errors.Is(err, holds.ErrPersonsHold) {
 			t.Fatalf("grafana-alert released hold %s: %v", id, err)
 		}
 	}
-	if released, err := store.ReleaseScope(ctx, throttle.OneJob("purge"), "grafana", throttle.SourceGrafanaAlert, "alert resolved"); err != nil || len(released) != 0 {
+	if released, err := store.ReleaseScope(ctx, hold.OneJob("purge"), "grafana", hold.SourceGrafanaAlert, "alert resolved"); err != nil || len(released) != 0 {
 		t.Fatalf("grafana-alert scope release: %v, %v; want nothing released", released, err)
 	}
-	if released, err := store.ReleaseScope(ctx, throttle.OneJob("purge"), "throttled", throttle.SourceAuto, "load recovered"); err != nil || len(released) != 1 || released[0].ID != auto.ID {
+	if released, err := store.ReleaseScope(ctx, hold.OneJob("purge"), "throttled", hold.SourceAuto, "load recovered"); err != nil || len(released) != 1 || released[0].ID != auto.ID {
 		t.Fatalf("auto release of the scope: %v, %v; want only %s", released, err, auto.ID)
 	}
 	active, _ := store.Active(ctx)
 	if len(active) != 1 || active[0].ID != person.ID {
 		t.Fatalf("after the automatic hold ended: %v; want the person's hold alone", active)
 	}
-	if _, err := store.Release(ctx, auto.ID, "bob", throttle.SourceCLI, ""); !errors.Is(err, throttle.ErrUnknownHold) {
+	if _, err := store.Release(ctx, auto.ID, "bob", hold.SourceCLI, ""); !errors.Is(err, hold.ErrUnknown) {
 		t.Fatalf("releasing a released hold: %v", err)
 	}
-	if _, err := store.Release(ctx, "h999999", "bob", throttle.SourceCLI, ""); !errors.Is(err, throttle.ErrUnknownHold) || !strings.Contains(err.Error(), "h999999") {
+	if _, err := store.Release(ctx, "h999999", "bob", hold.SourceCLI, ""); !errors.Is(err, hold.ErrUnknown) || !strings.Contains(err.Error(), "h999999") {
 		t.Fatalf("unknown hold: %v", err)
 	}
-	if _, err := store.Release(ctx, person.ID, "alice", throttle.SourceCLI, "done"); err != nil {
+	if _, err := store.Release(ctx, person.ID, "alice", hold.SourceCLI, "done"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -163,7 +163,7 @@ func TestWatcherSeesChangesWithinASecondByNotification(t *testing.T) {
 		}
 		return nil
 	})
-	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.Group("purge_"), Source: throttle.SourceCLI, Reason: "deploy", Actor: "alice"})
+	h, err := store.Add(ctx, hold.Request{Scope: hold.Group("purge_"), Source: hold.SourceCLI, Reason: "deploy", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestWatcherSeesChangesWithinASecondByNotification(t *testing.T) {
 	if got := w.Applying(time.Now(), "archive"); len(got) != 0 {
 		t.Fatalf("a group hold on purge_ applies to archive: %v", got)
 	}
-	if _, err := store.Release(ctx, h.ID, "alice", throttle.SourceCLI, "done"); err != nil {
+	if _, err := store.Release(ctx, h.ID, "alice", hold.SourceCLI, "done"); err != nil {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, time.Second, func() error {
@@ -192,7 +192,7 @@ func TestHoldsExpireOnTheirOwnAndAreAuditedOnce(t *testing.T) {
 	ctx := context.Background()
 	var start time.Time
 	pool.QueryRow(ctx, "SELECT now()").Scan(&start)
-	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceCLI, Reason: "short", Actor: "alice", TTL: time.Second})
+	h, err := store.Add(ctx, hold.Request{Scope: hold.AllJobs(), Source: hold.SourceCLI, Reason: "short", Actor: "alice", TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestEnforceDetectsAuditsAndCancelsWorkUnderAHold(t *testing.T) {
 	c, pool, store := setup(t)
 	ctx := context.Background()
 	w := holds.NewWatcher(pool, holds.WatcherConfig{})
-	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("rogue"), Source: throttle.SourceManual, Reason: "incident", Actor: "alice"})
+	h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("rogue"), Source: hold.SourceManual, Reason: "incident", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,11 +333,11 @@ func TestEnforceDetectsAuditsAndCancelsWorkUnderAHold(t *testing.T) {
 func setClusterCap(t *testing.T, store *holds.Store, ttl time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := store.SetTTL(ctx, throttle.TTLPolicy{Max: ttl}, "test", throttle.SourceManual, "test"); err != nil {
+	if _, err := store.SetTTL(ctx, hold.TTLPolicy{Max: ttl}, "test", hold.SourceManual, "test"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := store.SetTTL(ctx, throttle.TTLPolicy{}, "test", throttle.SourceManual, "test done"); err != nil {
+		if _, err := store.SetTTL(ctx, hold.TTLPolicy{}, "test", hold.SourceManual, "test done"); err != nil {
 			t.Errorf("put the cluster's cap back: %v", err)
 		}
 	})
@@ -353,20 +353,20 @@ func TestClusterCapIsEnforcedByTheDatabase(t *testing.T) {
 	ctx := context.Background()
 	var start time.Time
 	pool.QueryRow(ctx, "SELECT now()").Scan(&start)
-	store, err := holds.NewStore(ctx, pool, holds.Config{TTL: throttle.TTLPolicy{Max: 100 * time.Hour}})
+	store, err := holds.NewStore(ctx, pool, holds.Config{TTL: hold.TTLPolicy{Max: 100 * time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, err := store.ClusterTTL(ctx); err != nil || got.Max != holds.DefaultMaxTTL || got.Default != holds.DefaultTTL {
 		t.Fatalf("cluster TTLs %+v, %v; want the defaults %s, %s", got, err, holds.DefaultTTL, holds.DefaultMaxTTL)
 	}
-	if _, err := store.SetTTL(ctx, throttle.TTLPolicy{Max: time.Millisecond}, "alice", throttle.SourceCLI, "x"); !errors.Is(err, throttle.ErrInvalidHold) {
+	if _, err := store.SetTTL(ctx, hold.TTLPolicy{Max: time.Millisecond}, "alice", hold.SourceCLI, "x"); !errors.Is(err, hold.ErrInvalid) {
 		t.Fatalf("a cap of 1ms: %v; want refused", err)
 	}
 	setClusterCap(t, store, 2*time.Hour)
 	// The default cap back again writes nothing; a change is audited once,
 	// with who and the old and new values.
-	if old, err := store.SetTTL(ctx, throttle.TTLPolicy{Max: 2 * time.Hour}, "test", throttle.SourceManual, "again"); err != nil || old.Max != 2*time.Hour {
+	if old, err := store.SetTTL(ctx, hold.TTLPolicy{Max: 2 * time.Hour}, "test", hold.SourceManual, "again"); err != nil || old.Max != 2*time.Hour {
 		t.Fatalf("same cap again: %+v, %v", old, err)
 	}
 	es, err := store.AuditSince(ctx, start)
@@ -383,11 +383,11 @@ func TestClusterCapIsEnforcedByTheDatabase(t *testing.T) {
 		t.Fatalf("cap changes audited: %+v; want one, by test, 86400 s to 7200 s", changes)
 	}
 
-	req := throttle.HoldRequest{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "long", Actor: "alice", TTL: 3 * time.Hour}
-	if _, err := store.Add(ctx, req); !errors.Is(err, throttle.ErrInvalidHold) || !strings.Contains(err.Error(), "TTL 3h0m0s exceeds the maximum 2h0m0s") {
+	req := hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceManual, Reason: "long", Actor: "alice", TTL: 3 * time.Hour}
+	if _, err := store.Add(ctx, req); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), "TTL 3h0m0s exceeds the maximum 2h0m0s") {
 		t.Fatalf("Add 3h under a 2h cluster cap (store max 100h): %v", err)
 	}
-	if _, _, err := store.AddExternal(ctx, "grafana:cap-new", time.Time{}, req); !errors.Is(err, throttle.ErrInvalidHold) || !strings.Contains(err.Error(), "exceeds the maximum 2h0m0s") {
+	if _, _, err := store.AddExternal(ctx, "grafana:cap-new", time.Time{}, req); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), "exceeds the maximum 2h0m0s") {
 		t.Fatalf("AddExternal 3h: %v", err)
 	}
 	// A renewal may not stretch a hold past the cap either.
@@ -397,7 +397,7 @@ func TestClusterCapIsEnforcedByTheDatabase(t *testing.T) {
 		t.Fatalf("AddExternal 1h: %v, %v", res, err)
 	}
 	req.TTL = 3 * time.Hour
-	if _, _, err := store.AddExternal(ctx, "grafana:cap-renew", time.Time{}, req); !errors.Is(err, throttle.ErrInvalidHold) || !strings.Contains(err.Error(), "TTL 3h0m0s") {
+	if _, _, err := store.AddExternal(ctx, "grafana:cap-renew", time.Time{}, req); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), "TTL 3h0m0s") {
 		t.Fatalf("renewal to 3h: %v", err)
 	}
 	// Plain SQL, as the role that writes schema throttled.
@@ -431,35 +431,35 @@ func TestClusterCapIsEnforcedByTheDatabase(t *testing.T) {
 func TestReleaseRefusesTextPostgresCannotStore(t *testing.T) {
 	_, _, store := setup(t)
 	ctx := context.Background()
-	h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "investigating", Actor: "alice"})
+	h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceManual, Reason: "investigating", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := fmt.Sprintf("grafana:nul-%d", time.Now().UnixNano())
-	if _, _, err := store.AddExternal(ctx, key, time.Time{}, throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceGrafanaAlert, Reason: "alert", Actor: "grafana"}); err != nil {
+	if _, _, err := store.AddExternal(ctx, key, time.Time{}, hold.Request{Scope: hold.AllJobs(), Source: hold.SourceGrafanaAlert, Reason: "alert", Actor: "grafana"}); err != nil {
 		t.Fatal(err)
 	}
 	for name, call := range map[string]func() error{
-		"Release reason": func() error { _, err := store.Release(ctx, h.ID, "bob", throttle.SourceCLI, "\x00"); return err },
-		"Release actor":  func() error { _, err := store.Release(ctx, h.ID, "b\xffob", throttle.SourceCLI, "done"); return err },
+		"Release reason": func() error { _, err := store.Release(ctx, h.ID, "bob", hold.SourceCLI, "\x00"); return err },
+		"Release actor":  func() error { _, err := store.Release(ctx, h.ID, "b\xffob", hold.SourceCLI, "done"); return err },
 		"ReleaseScope": func() error {
-			_, err := store.ReleaseScope(ctx, h.Scope, "bob", throttle.SourceCLI, "a\x00b")
+			_, err := store.ReleaseScope(ctx, h.Scope, "bob", hold.SourceCLI, "a\x00b")
 			return err
 		},
 		"ReleaseExternal": func() error {
-			_, err := store.ReleaseExternal(ctx, key, time.Time{}, "grafana", throttle.SourceGrafanaAlert, "\x00")
+			_, err := store.ReleaseExternal(ctx, key, time.Time{}, "grafana", hold.SourceGrafanaAlert, "\x00")
 			return err
 		},
 		"AddExternal key": func() error {
-			_, _, err := store.AddExternal(ctx, "grafana:\x00", time.Time{}, throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceGrafanaAlert, Reason: "a"})
+			_, _, err := store.AddExternal(ctx, "grafana:\x00", time.Time{}, hold.Request{Scope: hold.AllJobs(), Source: hold.SourceGrafanaAlert, Reason: "a"})
 			return err
 		},
 		"SetTTL reason": func() error {
-			_, err := store.SetTTL(ctx, throttle.TTLPolicy{Max: time.Hour}, "ops", throttle.SourceManual, "\x00")
+			_, err := store.SetTTL(ctx, hold.TTLPolicy{Max: time.Hour}, "ops", hold.SourceManual, "\x00")
 			return err
 		},
 	} {
-		if err := call(); !errors.Is(err, throttle.ErrInvalidHold) {
+		if err := call(); !errors.Is(err, hold.ErrInvalid) {
 			t.Errorf("%s with text PostgreSQL cannot store: %v; want an error wrapping ErrInvalidHold", name, err)
 		}
 	}
@@ -512,11 +512,11 @@ func TestAuditStoresAnyText(t *testing.T) {
 func TestAReadOnlyStoreNeedsNoWrite(t *testing.T) {
 	c, _, admin := setup(t)
 	ctx := context.Background()
-	h, err := admin.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("read-only"), Source: throttle.SourceCLI, Reason: "read me", Actor: "alice", TTL: time.Hour})
+	h, err := admin.Add(ctx, hold.Request{Scope: hold.OneJob("read-only"), Source: hold.SourceCLI, Reason: "read me", Actor: "alice", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { admin.Release(context.Background(), h.ID, "alice", throttle.SourceCLI, "test over") })
+	t.Cleanup(func() { admin.Release(context.Background(), h.ID, "alice", hold.SourceCLI, "test over") })
 	mon, err := pgxpool.New(ctx, c.Primary.DSN(pgcluster.RoleMonitor))
 	if err != nil {
 		t.Fatal(err)
@@ -530,7 +530,7 @@ func TestAReadOnlyStoreNeedsNoWrite(t *testing.T) {
 		t.Fatalf("OpenStore as pg_monitor: %v", err)
 	}
 	active, err := ro.Active(ctx)
-	if err != nil || !slices.ContainsFunc(active, func(x throttle.Hold) bool { return x.ID == h.ID }) {
+	if err != nil || !slices.ContainsFunc(active, func(x hold.Hold) bool { return x.ID == h.ID }) {
 		t.Fatalf("Active as pg_monitor: %v, %v; want hold %s", active, err, h.ID)
 	}
 	if es, err := ro.AuditSince(ctx, time.Now().Add(-time.Hour)); err != nil || len(es) == 0 {
@@ -580,17 +580,17 @@ func TestHoldWithoutTTLLivesTheClusterDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.SetTTL(ctx, throttle.TTLPolicy{Default: 15 * time.Minute, Max: 2 * time.Hour}, "ops", throttle.SourceManual, "short holds"); err != nil {
+	if _, err := store.SetTTL(ctx, hold.TTLPolicy{Default: 15 * time.Minute, Max: 2 * time.Hour}, "ops", hold.SourceManual, "short holds"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := store.SetTTL(ctx, throttle.TTLPolicy{}, "test", throttle.SourceManual, "test done"); err != nil {
+		if _, err := store.SetTTL(ctx, hold.TTLPolicy{}, "test", hold.SourceManual, "test done"); err != nil {
 			t.Errorf("put the cluster's TTLs back: %v", err)
 		}
 	})
 	life := func(s *holds.Store, ttl time.Duration) time.Duration {
 		t.Helper()
-		h, err := s.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("ttl-default"), Source: throttle.SourceCLI, Reason: "x", Actor: "alice", TTL: ttl})
+		h, err := s.Add(ctx, hold.Request{Scope: hold.OneJob("ttl-default"), Source: hold.SourceCLI, Reason: "x", Actor: "alice", TTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -602,21 +602,21 @@ func TestHoldWithoutTTLLivesTheClusterDefault(t *testing.T) {
 	if got := life(store, 90*time.Minute); got != 90*time.Minute {
 		t.Errorf("a hold asking 90m lives %s", got)
 	}
-	narrow, err := holds.NewStore(ctx, pool, holds.Config{TTL: throttle.TTLPolicy{Max: 5 * time.Minute}})
+	narrow, err := holds.NewStore(ctx, pool, holds.Config{TTL: hold.TTLPolicy{Max: 5 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := life(narrow, 0); got != 5*time.Minute {
 		t.Errorf("under a store's own max 5m a hold without a TTL lives %s; want 5m", got)
 	}
-	own, err := holds.NewStore(ctx, pool, holds.Config{TTL: throttle.TTLPolicy{Default: 3 * time.Minute}})
+	own, err := holds.NewStore(ctx, pool, holds.Config{TTL: hold.TTLPolicy{Default: 3 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := life(own, 0); got != 3*time.Minute {
 		t.Errorf("a store with its own default 3m gave %s", got)
 	}
-	if _, err := holds.NewStore(ctx, pool, holds.Config{TTL: throttle.TTLPolicy{Default: 2 * time.Hour, Max: time.Hour}}); err == nil ||
+	if _, err := holds.NewStore(ctx, pool, holds.Config{TTL: hold.TTLPolicy{Default: 2 * time.Hour, Max: time.Hour}}); err == nil ||
 		!strings.Contains(err.Error(), "default TTL 2h0m0s exceeds max TTL 1h0m0s") {
 		t.Errorf("a store whose default exceeds its max: %v; want refused by the one policy", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/holds"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Issue 33, points 1 and 6, on the database path: the store refuses a
@@ -22,26 +22,26 @@ func TestStoreRefusesForgingTextAndOutOfBoundHolds(t *testing.T) {
 	ctx := context.Background()
 	var before int
 	pool.QueryRow(ctx, "SELECT count(*) FROM throttled.holds").Scan(&before)
-	hold := func(mod func(*throttle.HoldRequest)) throttle.HoldRequest {
-		r := throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceCLI, Reason: "deploy", Actor: "alice", TTL: time.Hour}
+	request := func(mod func(*hold.Request)) hold.Request {
+		r := hold.Request{Scope: hold.AllJobs(), Source: hold.SourceCLI, Reason: "deploy", Actor: "alice", TTL: time.Hour}
 		mod(&r)
 		return r
 	}
 	for _, tc := range []struct {
-		r    throttle.HoldRequest
+		r    hold.Request
 		want string
 	}{
-		{hold(func(r *throttle.HoldRequest) {
+		{request(func(r *hold.Request) {
 			r.Reason = "deploy\nh99  all  pause  manual  token:admin  23h59m0s  FORGED LINE"
 		}), "reason: control character U+000A at byte 6; reasons and actors are one printable line"},
-		{hold(func(r *throttle.HoldRequest) { r.Actor = "mallory\n2026-12-05T23:40:00Z  hold_released  h9" }), "actor: control character U+000A at byte 7"},
-		{hold(func(r *throttle.HoldRequest) { r.Reason = "\x1b]0;title\a" }), "reason: control character U+001B at byte 0"},
-		{hold(func(r *throttle.HoldRequest) { r.Actor = "eve\u202e" }), "actor: bidirectional control U+202E at byte 3"},
-		{hold(func(r *throttle.HoldRequest) { r.Ratio = 1e-320 }), "ratio 1e-320 is below the smallest accepted, 0.001"},
-		{hold(func(r *throttle.HoldRequest) { r.TTL = time.Nanosecond }), "TTL 1ns is under the shortest accepted, 1s"},
-		{hold(func(r *throttle.HoldRequest) { r.TTL = 999 * time.Microsecond }), "TTL 999µs is under the shortest accepted, 1s"},
+		{request(func(r *hold.Request) { r.Actor = "mallory\n2026-12-05T23:40:00Z  hold_released  h9" }), "actor: control character U+000A at byte 7"},
+		{request(func(r *hold.Request) { r.Reason = "\x1b]0;title\a" }), "reason: control character U+001B at byte 0"},
+		{request(func(r *hold.Request) { r.Actor = "eve\u202e" }), "actor: bidirectional control U+202E at byte 3"},
+		{request(func(r *hold.Request) { r.Ratio = 1e-320 }), "ratio 1e-320 is below the smallest accepted, 0.001"},
+		{request(func(r *hold.Request) { r.TTL = time.Nanosecond }), "TTL 1ns is under the shortest accepted, 1s"},
+		{request(func(r *hold.Request) { r.TTL = 999 * time.Microsecond }), "TTL 999µs is under the shortest accepted, 1s"},
 	} {
-		if h, err := store.Add(ctx, tc.r); !errors.Is(err, throttle.ErrInvalidHold) || !strings.Contains(err.Error(), tc.want) {
+		if h, err := store.Add(ctx, tc.r); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Add(%+v) = %+v, %v; want ErrInvalidHold saying %q", tc.r, h, err, tc.want)
 		}
 	}
@@ -51,19 +51,19 @@ func TestStoreRefusesForgingTextAndOutOfBoundHolds(t *testing.T) {
 		t.Errorf("%d holds written by refused requests", after-before)
 	}
 	// A release's reason and actor, and the cluster's settings, the same.
-	h, err := store.Add(ctx, hold(func(*throttle.HoldRequest) {}))
+	h, err := store.Add(ctx, request(func(*hold.Request) {}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Release(ctx, h.ID, "bob", throttle.SourceCLI, "done\nh1  all  FORGED"); !errors.Is(err, throttle.ErrInvalidHold) ||
+	if _, err := store.Release(ctx, h.ID, "bob", hold.SourceCLI, "done\nh1  all  FORGED"); !errors.Is(err, hold.ErrInvalid) ||
 		!strings.Contains(err.Error(), "reason: control character U+000A at byte 4") {
 		t.Errorf("Release with a newline in its reason = %v; want ErrInvalidHold naming it", err)
 	}
-	if _, err := store.Release(ctx, h.ID, "bob\r", throttle.SourceCLI, "done"); !errors.Is(err, throttle.ErrInvalidHold) ||
+	if _, err := store.Release(ctx, h.ID, "bob\r", hold.SourceCLI, "done"); !errors.Is(err, hold.ErrInvalid) ||
 		!strings.Contains(err.Error(), "actor: control character U+000D at byte 3") {
 		t.Errorf("Release with a CR in its actor = %v; want ErrInvalidHold naming it", err)
 	}
-	if _, err := store.Release(ctx, h.ID, "bob", throttle.SourceCLI, "done"); err != nil {
+	if _, err := store.Release(ctx, h.ID, "bob", hold.SourceCLI, "done"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -90,17 +90,17 @@ func TestStoreKnowsRegisteredJobsAndSignals(t *testing.T) {
 		t.Fatalf("KnownJobs = %v, %v; want the worker's and the checkpoint's", jobs, err)
 	}
 	for _, tc := range []struct {
-		sc    throttle.Scope
+		sc    hold.Scope
 		known []string
 		warns string
 	}{
-		{throttle.OneJob("nosuchjob"), nil, `no process has registered job "nosuchjob"`},
-		{throttle.Group("nosuch_"), nil, `no process has registered a job whose name starts with "nosuch_"`},
-		{throttle.OneJob("known_worker_job"), nil, ""},
-		{throttle.OneJob("known_checkpoint_job"), nil, ""},
-		{throttle.Group("known_"), nil, ""},
-		{throttle.OneJob("configured"), []string{"configured"}, ""},
-		{throttle.AllJobs(), nil, ""},
+		{hold.OneJob("nosuchjob"), nil, `no process has registered job "nosuchjob"`},
+		{hold.Group("nosuch_"), nil, `no process has registered a job whose name starts with "nosuch_"`},
+		{hold.OneJob("known_worker_job"), nil, ""},
+		{hold.OneJob("known_checkpoint_job"), nil, ""},
+		{hold.Group("known_"), nil, ""},
+		{hold.OneJob("configured"), []string{"configured"}, ""},
+		{hold.AllJobs(), nil, ""},
 	} {
 		ws, err := store.ScopeWarnings(ctx, tc.sc, tc.known)
 		if err != nil {
@@ -125,7 +125,7 @@ func TestStoreKnowsRegisteredJobsAndSignals(t *testing.T) {
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("CheckExempt(%q) = %v; want it known", tc.name, err)
-		case !tc.ok && (!errors.Is(err, throttle.ErrInvalidHold) || !strings.Contains(err.Error(), `exempt "no_such_signal": no such signal`) ||
+		case !tc.ok && (!errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), `exempt "no_such_signal": no such signal`) ||
 			!strings.Contains(err.Error(), "replica_lag_seconds, replica_replay_backlog_bytes") ||
 			!strings.HasSuffix(err.Error(), "custom signals known: configured_signal, queue_depth")):
 			t.Errorf("CheckExempt(%q) = %v; want ErrInvalidHold naming the signals known", tc.name, err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/throttled/throttled/signals"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // A hold that names what nothing knows does nothing, silently. An
@@ -45,7 +45,7 @@ func (s *Store) names(ctx context.Context, query string) ([]string, error) {
 // CheckExempt refuses an exemption from a signal that is neither one of
 // throttled's own (signals.Names) nor one of custom (the custom signals
 // the caller knows of, such as a sidecar's configured ones), with an error
-// wrapping [throttle.ErrInvalidHold] that names both lists. An empty name
+// wrapping [hold.ErrInvalid] that names both lists. An empty name
 // is no exemption and passes.
 func CheckExempt(name string, custom []string) error {
 	if name == "" || signals.Known(signals.Name(name)) || slices.Contains(custom, name) {
@@ -61,7 +61,7 @@ func CheckExempt(name string, custom []string) error {
 		known = strings.Join(custom, ", ")
 	}
 	return fmt.Errorf("%w: exempt %q: no such signal; throttled's signals are %s; custom signals known: %s",
-		throttle.ErrInvalidHold, name, strings.Join(builtin, ", "), known)
+		hold.ErrInvalid, name, strings.Join(builtin, ", "), known)
 }
 
 // CheckExempt is [CheckExempt] with the custom signals the cluster's
@@ -80,13 +80,13 @@ func (s *Store) CheckExempt(ctx context.Context, name string, custom []string) e
 // ScopeWarnings says what is wrong with a valid scope that cannot be
 // refused: a job that none of known is, or a group no job of known is in.
 // A hold on all jobs, or on what known has, says nothing.
-func ScopeWarnings(sc throttle.Scope, known []string) []string {
+func ScopeWarnings(sc hold.Scope, known []string) []string {
 	switch sc.Kind {
-	case throttle.ScopeOneJob:
+	case hold.ScopeOneJob:
 		if !slices.Contains(known, sc.Value) {
 			return []string{fmt.Sprintf("no process has registered job %q: the hold is placed and applies if such a job starts; check the name (see throttled status)", sc.Value)}
 		}
-	case throttle.ScopeGroup:
+	case hold.ScopeGroup:
 		if !slices.ContainsFunc(known, func(j string) bool { return strings.HasPrefix(j, sc.Value) }) {
 			return []string{fmt.Sprintf("no process has registered a job whose name starts with %q: the hold is placed and applies if such a job starts; check the prefix (see throttled status)", sc.Value)}
 		}
@@ -97,8 +97,8 @@ func ScopeWarnings(sc throttle.Scope, known []string) []string {
 // ScopeWarnings is [ScopeWarnings] against the jobs of known (such as a
 // sidecar's configured ones) and the jobs the cluster knows of
 // ([Store.KnownJobs]).
-func (s *Store) ScopeWarnings(ctx context.Context, sc throttle.Scope, known []string) ([]string, error) {
-	if sc.Kind == throttle.ScopeAllJobs || ScopeWarnings(sc, known) == nil {
+func (s *Store) ScopeWarnings(ctx context.Context, sc hold.Scope, known []string) ([]string, error) {
+	if sc.Kind == hold.ScopeAllJobs || ScopeWarnings(sc, known) == nil {
 		return nil, nil
 	}
 	jobs, err := s.KnownJobs(ctx)

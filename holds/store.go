@@ -24,7 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/internal/schema"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Channel is the LISTEN/NOTIFY channel every change to a hold is sent on.
@@ -42,11 +42,11 @@ const (
 	// DefaultTTL is the cluster's default hold life until [Store.SetTTL]
 	// changes it (migration 0018 creates it so): throttle's, the one
 	// default.
-	DefaultTTL = throttle.DefaultHoldTTL
+	DefaultTTL = hold.DefaultTTL
 	// DefaultMaxTTL is the cluster's cap on a hold's lifetime until
 	// [Store.SetTTL] changes it (migration 0006 creates it so, and a
 	// test checks the two agree).
-	DefaultMaxTTL = throttle.DefaultMaxHoldTTL
+	DefaultMaxTTL = hold.DefaultMaxTTL
 )
 
 // Config configures a [Store].
@@ -59,7 +59,7 @@ type Config struct {
 	// (throttled.settings.max_hold_ttl), which the database enforces on
 	// every insert and renewal whatever a client asks, so no hold lives
 	// forever: a fast, friendly refusal.
-	TTL throttle.TTLPolicy
+	TTL hold.TTLPolicy
 }
 
 // Store reads and writes holds and the audit log. It is safe for
@@ -104,14 +104,14 @@ func OpenStore(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Store, error
 	return &Store{db: db, cfg: cfg}, nil
 }
 
-// storable is s with what [throttle.Storable] refuses replaced by U+FFFD.
+// storable is s with what [hold.Storable] refuses replaced by U+FFFD.
 func storable(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // Check reports whether the store would accept r, without a database:
 // the checks Add makes before writing.
-func (s *Store) Check(r throttle.HoldRequest) error {
+func (s *Store) Check(r hold.Request) error {
 	_, err := s.cfg.check(r)
 	return err
 }
@@ -119,19 +119,19 @@ func (s *Store) Check(r throttle.HoldRequest) error {
 // Check reports whether a store under c would accept r, without a
 // database: the cluster's default and cap apply only when the hold is
 // written.
-func (c Config) Check(r throttle.HoldRequest) error {
+func (c Config) Check(r hold.Request) error {
 	_, err := c.check(r)
 	return err
 }
 
-func (c Config) check(r throttle.HoldRequest) (time.Duration, error) {
+func (c Config) check(r hold.Request) (time.Duration, error) {
 	return r.Check(c.TTL)
 }
 
 // holdTTL checks r and returns the life its hold gets: the request's,
 // else the store's default, else the cluster's
 // (throttled.settings.default_hold_ttl), not over the store's own Max.
-func (s *Store) holdTTL(ctx context.Context, r throttle.HoldRequest) (time.Duration, error) {
+func (s *Store) holdTTL(ctx context.Context, r hold.Request) (time.Duration, error) {
 	ttl, err := s.cfg.check(r)
 	if err != nil || ttl > 0 {
 		return ttl, err
@@ -151,17 +151,17 @@ func (s *Store) holdTTL(ctx context.Context, r throttle.HoldRequest) (time.Durat
 func unstorable(pairs ...string) []string {
 	var errs []string
 	for i := 0; i+1 < len(pairs); i += 2 {
-		if err := throttle.Storable(pairs[i+1]); err != nil {
+		if err := hold.Storable(pairs[i+1]); err != nil {
 			errs = append(errs, pairs[i]+": "+err.Error())
 		}
 	}
 	return errs
 }
 
-// checkStorable is unstorable as an error wrapping [throttle.ErrInvalidHold], or nil.
+// checkStorable is unstorable as an error wrapping [hold.ErrInvalid], or nil.
 func checkStorable(pairs ...string) error {
 	if errs := unstorable(pairs...); len(errs) > 0 {
-		return fmt.Errorf("%w: %s", throttle.ErrInvalidHold, strings.Join(errs, "; "))
+		return fmt.Errorf("%w: %s", hold.ErrInvalid, strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -172,7 +172,7 @@ func checkStorable(pairs ...string) error {
 const sqlStateTooLong = "TH001"
 
 // tooLong turns the database's refusal of a hold's expiry into an error
-// wrapping [throttle.ErrInvalidHold] that names the TTL asked and the cluster's cap. It
+// wrapping [hold.ErrInvalid] that names the TTL asked and the cluster's cap. It
 // returns nil when err is not that refusal.
 func (s *Store) tooLong(ctx context.Context, err error, ttl time.Duration) error {
 	var pgErr *pgconn.PgError
@@ -182,9 +182,9 @@ func (s *Store) tooLong(ctx context.Context, err error, ttl time.Duration) error
 	if p, cerr := s.ClusterTTL(ctx); cerr == nil {
 		limit := p.Max
 		return fmt.Errorf("%w: TTL %s exceeds the maximum %s, the cluster's cap on holds (throttled.settings, from throttled run's holds.max_ttl)",
-			throttle.ErrInvalidHold, ttl, limit)
+			hold.ErrInvalid, ttl, limit)
 	}
-	return fmt.Errorf("%w: TTL %s: %s", throttle.ErrInvalidHold, ttl, pgErr.Message)
+	return fmt.Errorf("%w: TTL %s: %s", hold.ErrInvalid, ttl, pgErr.Message)
 }
 
 // selectTTLs reads the cluster's hold policy, in seconds: the default,
@@ -196,12 +196,12 @@ const selectTTLs = `SELECT extract(epoch FROM default_hold_ttl)::float8, extract
 // hold whose request gives none (throttled.settings.default_hold_ttl)
 // and the cap on every hold's life (max_hold_ttl), which the database
 // enforces.
-func (s *Store) ClusterTTL(ctx context.Context) (throttle.TTLPolicy, error) {
+func (s *Store) ClusterTTL(ctx context.Context) (hold.TTLPolicy, error) {
 	var def, max float64
 	if err := s.db.QueryRow(ctx, selectTTLs).Scan(&def, &max); err != nil {
-		return throttle.TTLPolicy{}, fmt.Errorf("holds: read the cluster's hold TTLs: %w", err)
+		return hold.TTLPolicy{}, fmt.Errorf("holds: read the cluster's hold TTLs: %w", err)
 	}
-	return throttle.TTLPolicy{Default: seconds(def), Max: seconds(max)}, nil
+	return hold.TTLPolicy{Default: seconds(def), Max: seconds(max)}, nil
 }
 
 // seconds converts a count of seconds from the database to a Duration,
@@ -212,7 +212,7 @@ func seconds(secs float64) time.Duration {
 
 // SetTTL sets the cluster's hold policy (throttled.settings:
 // default_hold_ttl and max_hold_ttl; an unset field takes its default,
-// see [throttle.TTLPolicy.Filled]) and returns the policy it replaced.
+// see [hold.TTLPolicy.Filled]) and returns the policy it replaced.
 // The database enforces the cap on every hold's insert and on every
 // renewal that moves an expiry later, whichever client writes it; a
 // store's own Config.TTL.Max can only be lower. A hold whose request and
@@ -225,13 +225,13 @@ func seconds(secs float64) time.Duration {
 // the sidecar's file is the authority. The CLI and the library's Open
 // never call it. Any role that may write schema throttled can change it
 // (as it can the holds themselves); the audit log says who did.
-func (s *Store) SetTTL(ctx context.Context, p throttle.TTLPolicy, actor string, source throttle.Source, reason string) (throttle.TTLPolicy, error) {
+func (s *Store) SetTTL(ctx context.Context, p hold.TTLPolicy, actor string, source hold.Source, reason string) (hold.TTLPolicy, error) {
 	if err := p.Check(); err != nil {
-		return throttle.TTLPolicy{}, fmt.Errorf("%w: %w", throttle.ErrInvalidHold, err)
+		return hold.TTLPolicy{}, fmt.Errorf("%w: %w", hold.ErrInvalid, err)
 	}
 	p = p.Filled()
 	if err := checkStorable("actor", actor, "source", string(source), "reason", reason); err != nil {
-		return throttle.TTLPolicy{}, err
+		return hold.TTLPolicy{}, err
 	}
 	var def, max float64
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
@@ -250,18 +250,18 @@ func (s *Store) SetTTL(ctx context.Context, p throttle.TTLPolicy, actor string, 
 		return err
 	})
 	if err != nil {
-		return throttle.TTLPolicy{}, fmt.Errorf("holds: set the hold TTLs (default %s, max %s): %w", p.Default, p.Max, err)
+		return hold.TTLPolicy{}, fmt.Errorf("holds: set the hold TTLs (default %s, max %s): %w", p.Default, p.Max, err)
 	}
-	return throttle.TTLPolicy{Default: seconds(def), Max: seconds(max)}, nil
+	return hold.TTLPolicy{Default: seconds(def), Max: seconds(max)}, nil
 }
 
 // Add creates a hold and audits it, in one transaction.
-func (s *Store) Add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, error) {
+func (s *Store) Add(ctx context.Context, r hold.Request) (hold.Hold, error) {
 	ttl, err := s.holdTTL(ctx, r)
 	if err != nil {
-		return throttle.Hold{}, err
+		return hold.Hold{}, err
 	}
-	var h throttle.Hold
+	var h hold.Hold
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `INSERT INTO throttled.holds (scope_kind, scope_value, source, reason, actor, expires_at, ratio, exempt)
 			VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6), $7, $8)
@@ -273,10 +273,10 @@ func (s *Store) Add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold,
 			Detail: holdDetail(h)})
 	})
 	if refused := s.tooLong(ctx, err, ttl); refused != nil {
-		return throttle.Hold{}, refused
+		return hold.Hold{}, refused
 	}
 	if err != nil {
-		return throttle.Hold{}, fmt.Errorf("holds: add: %w", err)
+		return hold.Hold{}, fmt.Errorf("holds: add: %w", err)
 	}
 	return h, nil
 }
@@ -284,21 +284,21 @@ func (s *Store) Add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold,
 // Release ends the active hold id on behalf of actor and source, and
 // audits it. Automation (source auto or grafana-alert) may release only
 // holds of its own source, never a person's. An actor or reason
-// PostgreSQL cannot store is refused with an error wrapping [throttle.ErrInvalidHold].
-func (s *Store) Release(ctx context.Context, id, actor string, source throttle.Source, reason string) (throttle.Hold, error) {
+// PostgreSQL cannot store is refused with an error wrapping [hold.ErrInvalid].
+func (s *Store) Release(ctx context.Context, id, actor string, source hold.Source, reason string) (hold.Hold, error) {
 	if err := checkStorable("reason", reason, "actor", actor); err != nil {
-		return throttle.Hold{}, err
+		return hold.Hold{}, err
 	}
 	n, err := strconv.ParseInt(strings.TrimPrefix(id, "h"), 10, 64)
 	if err != nil {
-		return throttle.Hold{}, fmt.Errorf("%w: %q", throttle.ErrUnknownHold, id)
+		return hold.Hold{}, fmt.Errorf("%w: %q", hold.ErrUnknown, id)
 	}
-	var h throttle.Hold
+	var h hold.Hold
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `SELECT `+holdColumns+` FROM throttled.holds
 			WHERE id = $1 AND released_at IS NULL AND expires_at > now() FOR UPDATE`, n)
 		if h, err = scanHold(row); errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %q", throttle.ErrUnknownHold, id)
+			return fmt.Errorf("%w: %q", hold.ErrUnknown, id)
 		} else if err != nil {
 			return err
 		}
@@ -312,14 +312,14 @@ func (s *Store) Release(ctx context.Context, id, actor string, source throttle.S
 			Detail: map[string]any{"scope": h.Scope.String(), "held_by": h.Actor, "held_for": h.Reason}})
 	})
 	if err != nil {
-		return throttle.Hold{}, fmt.Errorf("holds: release: %w", err)
+		return hold.Hold{}, fmt.Errorf("holds: release: %w", err)
 	}
 	return h, nil
 }
 
 // ReleaseScope releases every active hold with exactly this scope (and,
 // for source auto, only automatic ones) and returns them.
-func (s *Store) ReleaseScope(ctx context.Context, scope throttle.Scope, actor string, source throttle.Source, reason string) ([]throttle.Hold, error) {
+func (s *Store) ReleaseScope(ctx context.Context, scope hold.Scope, actor string, source hold.Source, reason string) ([]hold.Hold, error) {
 	if err := checkStorable("reason", reason, "actor", actor); err != nil {
 		return nil, err
 	}
@@ -327,13 +327,13 @@ func (s *Store) ReleaseScope(ctx context.Context, scope throttle.Scope, actor st
 	if err != nil {
 		return nil, err
 	}
-	var out []throttle.Hold
+	var out []hold.Hold
 	for _, h := range active {
 		if h.Scope != scope || (automated(source) && h.Source != source) {
 			continue
 		}
 		r, err := s.Release(ctx, h.ID, actor, source, reason)
-		if errors.Is(err, throttle.ErrUnknownHold) {
+		if errors.Is(err, hold.ErrUnknown) {
 			continue // released or expired meanwhile
 		}
 		if err != nil {
@@ -346,18 +346,18 @@ func (s *Store) ReleaseScope(ctx context.Context, scope throttle.Scope, actor st
 
 // automated reports whether source is automation (throttled itself, or a
 // Grafana alert), which may release only the holds it made itself.
-func automated(source throttle.Source) bool {
-	return source == throttle.SourceAuto || source == throttle.SourceGrafanaAlert
+func automated(source hold.Source) bool {
+	return source == hold.SourceAuto || source == hold.SourceGrafanaAlert
 }
 
 // Active returns the unreleased, unexpired holds, oldest first.
-func (s *Store) Active(ctx context.Context) ([]throttle.Hold, error) {
+func (s *Store) Active(ctx context.Context) ([]hold.Hold, error) {
 	return activeHolds(ctx, s.db)
 }
 
 // ExpireDue audits the holds that have expired since the last call (each
 // once, whichever process gets there first) and returns them.
-func (s *Store) ExpireDue(ctx context.Context) ([]throttle.Hold, error) {
+func (s *Store) ExpireDue(ctx context.Context) ([]hold.Hold, error) {
 	return expireDue(ctx, s.db)
 }
 
@@ -366,7 +366,7 @@ const holdColumns = `id, scope_kind, scope_value, source, reason, actor, created
 // holdDetail is what the audit log keeps of a new hold beyond its reason:
 // its scope, its end and, for a live override, its ratio, or for an
 // exemption, its signal.
-func holdDetail(h throttle.Hold) map[string]any {
+func holdDetail(h hold.Hold) map[string]any {
 	d := map[string]any{"scope": h.Scope.String(), "expires_at": h.Expires}
 	switch {
 	case h.Exempt != "":
@@ -377,32 +377,32 @@ func holdDetail(h throttle.Hold) map[string]any {
 	return d
 }
 
-func scanHold(row pgx.Row) (throttle.Hold, error) {
-	var h throttle.Hold
+func scanHold(row pgx.Row) (hold.Hold, error) {
+	var h hold.Hold
 	var id int64
 	var kind, source string
 	if err := row.Scan(&id, &kind, &h.Scope.Value, &source, &h.Reason, &h.Actor, &h.Created, &h.Expires, &h.Ratio, &h.Exempt); err != nil {
 		return h, err
 	}
-	h.ID, h.Scope.Kind, h.Source = "h"+strconv.FormatInt(id, 10), throttle.ScopeKind(kind), throttle.Source(source)
+	h.ID, h.Scope.Kind, h.Source = "h"+strconv.FormatInt(id, 10), hold.ScopeKind(kind), hold.Source(source)
 	return h, nil
 }
 
-func activeHolds(ctx context.Context, db *pgxpool.Pool) ([]throttle.Hold, error) {
+func activeHolds(ctx context.Context, db *pgxpool.Pool) ([]hold.Hold, error) {
 	rows, err := db.Query(ctx, `SELECT `+holdColumns+` FROM throttled.holds
 		WHERE released_at IS NULL AND expires_at > now() ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("holds: read: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (throttle.Hold, error) { return scanHold(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (hold.Hold, error) { return scanHold(r) })
 	if err != nil {
 		return nil, fmt.Errorf("holds: read: %w", err)
 	}
 	return out, nil
 }
 
-func expireDue(ctx context.Context, db *pgxpool.Pool) ([]throttle.Hold, error) {
-	var out []throttle.Hold
+func expireDue(ctx context.Context, db *pgxpool.Pool) ([]hold.Hold, error) {
+	var out []hold.Hold
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `UPDATE throttled.holds SET expiry_audited = true
 			WHERE released_at IS NULL AND expires_at <= now() AND NOT expiry_audited
@@ -410,7 +410,7 @@ func expireDue(ctx context.Context, db *pgxpool.Pool) ([]throttle.Hold, error) {
 		if err != nil {
 			return err
 		}
-		if out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (throttle.Hold, error) { return scanHold(r) }); err != nil {
+		if out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (hold.Hold, error) { return scanHold(r) }); err != nil {
 			return err
 		}
 		for _, h := range out {
@@ -510,7 +510,7 @@ func (s *Store) RecordPrimary(ctx context.Context, addr string, timeline int) (e
 		if err == nil && prevAddr == addr && prevTimeline == timeline {
 			return nil
 		}
-		e = Entry{Event: EventPrimaryChanged, Actor: "throttled", Source: string(throttle.SourceAuto),
+		e = Entry{Event: EventPrimaryChanged, Actor: "throttled", Source: string(hold.SourceAuto),
 			Detail: map[string]any{"addr": addr, "timeline": timeline}}
 		if prevAddr == "" {
 			e.Reason = fmt.Sprintf("primary first sampled: %s (timeline %d)", addr, timeline)

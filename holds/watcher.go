@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // WatcherConfig configures a [Watcher].
@@ -55,7 +56,7 @@ type Watcher struct {
 
 	mu        sync.Mutex
 	holds     []watched
-	windows   throttle.Windows
+	windows   hold.Windows
 	confirmed time.Time
 	lastErr   error
 	changed   chan struct{}
@@ -64,7 +65,7 @@ type Watcher struct {
 // watched is a hold as last read, with its creation and expiry on this
 // process's clock.
 type watched struct {
-	throttle.Hold
+	hold.Hold
 	since, until time.Time
 }
 
@@ -93,7 +94,7 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 		}
 	}
 	hs, at, err := w.read(ctx)
-	var ws throttle.Windows
+	var ws hold.Windows
 	if err == nil {
 		ws, err = readWindows(ctx, w.db)
 	}
@@ -124,7 +125,7 @@ func (w *Watcher) read(ctx context.Context) ([]watched, time.Time, error) {
 		return nil, time.Time{}, fmt.Errorf("holds: read: %w", err)
 	}
 	type aged struct {
-		h         throttle.Hold
+		h         hold.Hold
 		age, left float64
 	}
 	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (aged, error) {
@@ -132,7 +133,7 @@ func (w *Watcher) read(ctx context.Context) ([]watched, time.Time, error) {
 		var id int64
 		var kind, source string
 		err := r.Scan(&id, &kind, &a.h.Scope.Value, &source, &a.h.Reason, &a.h.Actor, &a.h.Created, &a.h.Expires, &a.h.Ratio, &a.h.Exempt, &a.age, &a.left)
-		a.h.ID, a.h.Scope.Kind, a.h.Source = "h"+strconv.FormatInt(id, 10), throttle.ScopeKind(kind), throttle.Source(source)
+		a.h.ID, a.h.Scope.Kind, a.h.Source = "h"+strconv.FormatInt(id, 10), hold.ScopeKind(kind), hold.Source(source)
 		return a, err
 	})
 	if err != nil {
@@ -146,7 +147,7 @@ func (w *Watcher) read(ctx context.Context) ([]watched, time.Time, error) {
 	return out, at, nil
 }
 
-func sameWindows(a, b throttle.Windows) bool {
+func sameWindows(a, b hold.Windows) bool {
 	return slices.Equal(windowRows(a), windowRows(b))
 }
 
@@ -169,13 +170,13 @@ func (w *Watcher) Changed() <-chan struct{} {
 	return w.changed
 }
 
-// Applying returns the holds that apply to job j at now, or, while the
-// state is unconfirmed, one hold on every job saying why. now is on this
-// process's clock (time.Now()): a hold applies until its deadline on that
-// clock, not until its Expires read against it.
-func (w *Watcher) Applying(now time.Time, j throttle.Job) []throttle.Hold {
-	ws := w.applying(now, j)
-	out := make([]throttle.Hold, 0, len(ws))
+// Applying returns the holds that apply to the named job at now, or,
+// while the state is unconfirmed, one hold on every job saying why. now
+// is on this process's clock (time.Now()): a hold applies until its
+// deadline on that clock, not until its Expires read against it.
+func (w *Watcher) Applying(now time.Time, job string) []hold.Hold {
+	ws := w.applying(now, job)
+	out := make([]hold.Hold, 0, len(ws))
 	for _, h := range ws {
 		out = append(out, h.Hold)
 	}
@@ -186,7 +187,7 @@ func (w *Watcher) Applying(now time.Time, j throttle.Job) []throttle.Hold {
 }
 
 // applying is Applying with each hold's instants on this process's clock.
-func (w *Watcher) applying(now time.Time, j throttle.Job) []watched {
+func (w *Watcher) applying(now time.Time, job string) []watched {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if age := now.Sub(w.confirmed); w.confirmed.IsZero() || age > w.cfg.MaxUnconfirmed {
@@ -197,25 +198,25 @@ func (w *Watcher) applying(now time.Time, j throttle.Job) []watched {
 		if w.lastErr != nil {
 			why += ": " + w.lastErr.Error()
 		}
-		return []watched{{Hold: throttle.Hold{ID: UnconfirmedHoldID, Scope: throttle.AllJobs(), Source: throttle.SourceAuto,
+		return []watched{{Hold: hold.Hold{ID: UnconfirmedHoldID, Scope: hold.AllJobs(), Source: hold.SourceAuto,
 			Reason: "hold state unconfirmed (" + why + ")", Actor: "throttled", Created: now, Expires: now}, since: now, until: now}}
 	}
 	var out []watched
 	for _, h := range w.holds {
-		if h.until.After(now) && h.Scope.Matches(j) {
+		if h.until.After(now) && h.Scope.Matches(job) {
 			out = append(out, h)
 		}
 	}
 	// Windows are the cluster's, read with the holds; their edges are this
 	// process's wall clock in the window's zone.
-	for _, h := range w.windows.Applying(now, j) {
+	for _, h := range w.windows.Applying(now, job) {
 		out = append(out, watched{Hold: h, since: h.Created, until: h.Expires})
 	}
 	return out
 }
 
 // Windows returns the cluster's windows as last read.
-func (w *Watcher) Windows() throttle.Windows {
+func (w *Watcher) Windows() hold.Windows {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.windows
@@ -224,11 +225,11 @@ func (w *Watcher) Windows() throttle.Windows {
 // Active returns the last confirmed holds that have not ended, by their
 // deadlines on this process's clock (so a process whose wall clock runs
 // ahead does not drop them early).
-func (w *Watcher) Active() []throttle.Hold {
+func (w *Watcher) Active() []hold.Hold {
 	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]throttle.Hold, 0, len(w.holds))
+	out := make([]hold.Hold, 0, len(w.holds))
 	for _, h := range w.holds {
 		if h.until.After(now) {
 			out = append(out, h.Hold)

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // A process whose clock runs ahead of the database's compared each hold's
@@ -33,11 +33,11 @@ func TestWatcherExpiresHoldsOnTheDatabasesClock(t *testing.T) {
 	if _, err := pool.Exec(ctx, "UPDATE throttled.holds SET released_at = now(), released_by = 'test' WHERE released_at IS NULL"); err != nil {
 		t.Fatal(err)
 	}
-	long, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("purge"), Source: throttle.SourceCLI, Reason: "replica rebuild", Actor: "alice", TTL: time.Hour})
+	long, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceCLI, Reason: "replica rebuild", Actor: "alice", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	short, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("archive"), Source: throttle.SourceCLI, Reason: "short", Actor: "alice", TTL: 2 * time.Second})
+	short, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("archive"), Source: hold.SourceCLI, Reason: "short", Actor: "alice", TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

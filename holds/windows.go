@@ -8,14 +8,14 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // windowRow is one row of throttled.windows.
 type windowRow struct{ job, kind, name, spec string }
 
 // windowRows flattens ws into rows, sorted.
-func windowRows(ws throttle.Windows) []windowRow {
+func windowRows(ws hold.Windows) []windowRow {
 	var out []windowRow
 	for _, j := range slices.Sorted(maps.Keys(ws)) {
 		jw := ws[j]
@@ -37,7 +37,7 @@ func windowRows(ws throttle.Windows) []windowRow {
 // and new windows in its detail); windows equal to the cluster's write
 // nothing. `throttled run` calls it with its file's windows at start and on
 // each applied reload, as it does SetTTL.
-func (s *Store) SetWindows(ctx context.Context, ws throttle.Windows, actor string, source throttle.Source, reason string) error {
+func (s *Store) SetWindows(ctx context.Context, ws hold.Windows, actor string, source hold.Source, reason string) error {
 	if err := checkStorable("actor", actor, "source", string(source), "reason", reason); err != nil {
 		return err
 	}
@@ -101,30 +101,30 @@ func readWindowRows(ctx context.Context, q querier) ([]windowRow, error) {
 // readWindows reads the cluster's windows. A row this version cannot read
 // (a spec it does not parse, a kind it does not know) is an error: the
 // watcher then fails closed, as for any unreadable hold state.
-func readWindows(ctx context.Context, q querier) (throttle.Windows, error) {
+func readWindows(ctx context.Context, q querier) (hold.Windows, error) {
 	rows, err := readWindowRows(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("holds: read windows: %w", err)
 	}
-	ws := throttle.Windows{}
+	ws := hold.Windows{}
 	for _, r := range rows {
-		w, err := throttle.ParseWindow(r.spec)
+		w, err := hold.ParseWindow(r.spec)
 		if err != nil {
 			return nil, fmt.Errorf("holds: throttled.windows row of job %q: %w", r.job, err)
 		}
-		jw := ws[throttle.Job(r.job)]
+		jw := ws[r.job]
 		switch r.kind {
 		case "run":
 			jw.Run = append(jw.Run, w)
 		case "avoid":
 			if jw.Avoid == nil {
-				jw.Avoid = map[string]throttle.Window{}
+				jw.Avoid = map[string]hold.Window{}
 			}
 			jw.Avoid[r.name] = w
 		default:
 			return nil, fmt.Errorf("holds: throttled.windows row of job %q: kind %q", r.job, r.kind)
 		}
-		ws[throttle.Job(r.job)] = jw
+		ws[r.job] = jw
 	}
 	return ws, nil
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Windows written to the cluster reach every watcher, which applies them
@@ -33,26 +33,26 @@ func TestWindowsInTheClusterHoldJobsInEveryProcess(t *testing.T) {
 	now := time.Now().UTC()
 	start := now.Add(time.Hour)
 	spec := fmt.Sprintf("%02d:%02d-%02d:%02d UTC", start.Hour(), start.Minute(), start.Add(time.Minute).Hour(), start.Add(time.Minute).Minute())
-	w, err := throttle.ParseWindow(spec)
+	w, err := hold.ParseWindow(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	maint, _ := throttle.ParseWindow("00:00-24:00 UTC")
-	ws := throttle.Windows{"purge": {Run: []throttle.Window{w}}, "archive": {Avoid: map[string]throttle.Window{"always": maint}}}
+	maint, _ := hold.ParseWindow("00:00-24:00 UTC")
+	ws := hold.Windows{"purge": {Run: []hold.Window{w}}, "archive": {Avoid: map[string]hold.Window{"always": maint}}}
 	var dbNow time.Time
 	pool.QueryRow(ctx, "SELECT now()").Scan(&dbNow)
-	if err := store.SetWindows(ctx, ws, "test", throttle.SourceAuto, "from the test"); err != nil {
+	if err := store.SetWindows(ctx, ws, "test", hold.SourceAuto, "from the test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.SetWindows(ctx, ws, "test", throttle.SourceAuto, "again"); err != nil {
+	if err := store.SetWindows(ctx, ws, "test", hold.SourceAuto, "again"); err != nil {
 		t.Fatal(err)
 	}
 	if got := events(t, store, dbNow); !slices.Equal(got, []string{"windows:"}) {
 		t.Errorf("audit after writing the windows twice: %v; want one windows entry", got)
 	}
-	held := func(wt *holds.Watcher, j throttle.Job, id string) error {
+	held := func(wt *holds.Watcher, j, id string) error {
 		for _, h := range wt.Applying(time.Now(), j) {
-			if h.ID == id && h.Source == throttle.SourceWindow {
+			if h.ID == id && h.Source == hold.SourceWindow {
 				return nil
 			}
 		}
@@ -65,7 +65,7 @@ func TestWindowsInTheClusterHoldJobsInEveryProcess(t *testing.T) {
 	if hs := first.Applying(time.Now(), "other"); len(hs) != 0 {
 		t.Errorf("a job without windows is held: %v", hs)
 	}
-	if !slices.ContainsFunc(first.Active(), func(h throttle.Hold) bool { return h.ID == "window:purge" }) {
+	if !slices.ContainsFunc(first.Active(), func(h hold.Hold) bool { return h.ID == "window:purge" }) {
 		t.Errorf("Active() = %v; want the window's hold listed, for the metrics and the API", first.Active())
 	}
 
@@ -81,7 +81,7 @@ func TestWindowsInTheClusterHoldJobsInEveryProcess(t *testing.T) {
 		t.Errorf("reason %q", h[0].Reason)
 	}
 
-	if err := store.SetWindows(ctx, nil, "test", throttle.SourceAuto, "windows removed"); err != nil {
+	if err := store.SetWindows(ctx, nil, "test", hold.SourceAuto, "windows removed"); err != nil {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, 5*time.Second, func() error {

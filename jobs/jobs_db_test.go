@@ -21,6 +21,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 	"github.com/throttled/throttled/throttle/limit"
 )
 
@@ -342,7 +343,7 @@ func TestPausedJobIsVisiblyPausedAndResumes(t *testing.T) {
 		}
 		return nil
 	})
-	h, err := tc.LocalHolds().Add(throttle.HoldRequest{Scope: throttle.OneJob("pausable"), Source: throttle.SourceManual, Reason: "checking the replica", Actor: "alice"})
+	h, err := tc.LocalHolds().Add(hold.Request{Scope: hold.OneJob("pausable"), Source: hold.SourceManual, Reason: "checking the replica", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/sidecar"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 const (
@@ -39,7 +39,7 @@ func admitServer(t *testing.T, openReads bool) *httptest.Server {
 		{Name: "worker", Secret: admitWork, Scopes: []config.Scope{config.ScopeWork}}}
 	cfg.Grafana = config.Grafana{WebhookSecret: admitSecret, SignatureHeader: "X-Grafana-Alerting-Signature",
 		TimestampHeader: "X-Grafana-Alerting-Timestamp", ReplayWindow: 5 * time.Minute, HoldTTL: time.Hour}
-	cfg.HoldTTL = throttle.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}
+	cfg.HoldTTL = hold.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}
 	srv, err := sidecar.New(client, cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)

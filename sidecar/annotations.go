@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Annotations pushes every hold to Grafana's annotations API as a region:
@@ -34,7 +34,7 @@ import (
 type Annotations struct {
 	url, token, cluster string
 	shown               string // url without its password, for logs
-	holds               func() []throttle.Hold
+	holds               func() []hold.Hold
 	leader              func() bool
 	log                 hclog.Logger
 	client              *http.Client
@@ -54,7 +54,7 @@ type region struct {
 // NewAnnotations pushes the holds that holds returns to the Grafana at
 // baseURL with a service account token, while leader says this process
 // leads.
-func NewAnnotations(baseURL, token, cluster string, holds func() []throttle.Hold, leader func() bool, log hclog.Logger) *Annotations {
+func NewAnnotations(baseURL, token, cluster string, holds func() []hold.Hold, leader func() bool, log hclog.Logger) *Annotations {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -111,7 +111,7 @@ func (a *Annotations) Sync(ctx context.Context) error {
 		}
 		a.adopted = true
 	}
-	active := map[string]throttle.Hold{}
+	active := map[string]hold.Hold{}
 	for _, h := range a.holds() {
 		if h.Expires.After(now) {
 			active[h.ID] = h
@@ -196,7 +196,7 @@ func (a *Annotations) adopt(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-func (a *Annotations) create(ctx context.Context, h throttle.Hold) (int64, error) {
+func (a *Annotations) create(ctx context.Context, h hold.Hold) (int64, error) {
 	actor := h.Actor
 	if actor == "" {
 		actor = "unknown"

@@ -14,13 +14,13 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/sidecar"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // activeHold is an active manual hold on job, made now and lasting ttl.
-func activeHold(id, job string, ttl time.Duration) throttle.Hold {
+func activeHold(id, job string, ttl time.Duration) hold.Hold {
 	now := time.Now()
-	return throttle.Hold{ID: id, Scope: throttle.OneJob(throttle.Job(job)), Source: throttle.SourceManual,
+	return hold.Hold{ID: id, Scope: hold.OneJob(job), Source: hold.SourceManual,
 		Reason: "testing", Actor: "alice", Created: now, Expires: now.Add(ttl)}
 }
 
@@ -46,8 +46,8 @@ func TestAdoptSurvivesManyClosedRegions(t *testing.T) {
 	}
 	srv := httptest.NewServer(g)
 	defer srv.Close()
-	active := []throttle.Hold{activeHold("h5000", "purge", 10*time.Minute)}
-	a := sidecar.NewAnnotations(srv.URL, token, "db1", func() []throttle.Hold { return active }, func() bool { return true }, nil)
+	active := []hold.Hold{activeHold("h5000", "purge", 10*time.Minute)}
+	a := sidecar.NewAnnotations(srv.URL, token, "db1", func() []hold.Hold { return active }, func() bool { return true }, nil)
 	err := a.Sync(context.Background())
 	if _, _, _, n := g.region("h5000"); err != nil || n != 1 {
 		pushed, failed := a.Counts()
@@ -62,8 +62,8 @@ func TestUnreadableAnswerCountsAsFailed(t *testing.T) {
 		w.Write([]byte(`{"id": 1`)) // 200, cut short
 	}))
 	defer srv.Close()
-	active := []throttle.Hold{activeHold("h1", "purge", 10*time.Minute)}
-	a := sidecar.NewAnnotations(srv.URL, token, "db1", func() []throttle.Hold { return active }, func() bool { return true }, nil)
+	active := []hold.Hold{activeHold("h1", "purge", 10*time.Minute)}
+	a := sidecar.NewAnnotations(srv.URL, token, "db1", func() []hold.Hold { return active }, func() bool { return true }, nil)
 	if err := a.Sync(context.Background()); err == nil {
 		t.Fatal("Sync succeeded against an unreadable answer")
 	}
@@ -81,8 +81,8 @@ func TestDeletedRegionDoesNotWedgeSync(t *testing.T) {
 	srv := httptest.NewServer(g)
 	defer srv.Close()
 	var mu sync.Mutex
-	active := []throttle.Hold{activeHold("h1", "purge", 10*time.Minute)}
-	holdsNow := func() []throttle.Hold { mu.Lock(); defer mu.Unlock(); return append([]throttle.Hold(nil), active...) }
+	active := []hold.Hold{activeHold("h1", "purge", 10*time.Minute)}
+	holdsNow := func() []hold.Hold { mu.Lock(); defer mu.Unlock(); return append([]hold.Hold(nil), active...) }
 	a := sidecar.NewAnnotations(srv.URL, token, "db1", holdsNow, func() bool { return true }, nil)
 	ctx := context.Background()
 	if err := a.Sync(ctx); err != nil {
@@ -117,7 +117,7 @@ func TestGrafanaURLPasswordNotLogged(t *testing.T) {
 	log := hclog.New(&hclog.LoggerOptions{Output: &lockedWriter{w: &logs, mu: &logMu}, Level: hclog.Debug})
 	// Nothing listens on port 1: every call fails and is logged.
 	a := sidecar.NewAnnotations("http://throttled:"+secret+"@127.0.0.1:1", "glsa_token_0123456789", "db1",
-		func() []throttle.Hold { return nil }, func() bool { return true }, log)
+		func() []hold.Hold { return nil }, func() bool { return true }, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { a.Run(ctx, 10*time.Millisecond); close(done) }()

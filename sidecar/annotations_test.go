@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/sidecar"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // fakeGrafana keeps annotations the way Grafana's HTTP API does, for the
@@ -141,12 +141,12 @@ func TestHoldsArePushedToGrafanaAsRegions(t *testing.T) {
 	}
 	stop := start()
 	store := client.DurableHolds()
-	add := func(job, reason string) throttle.Hold {
-		h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob(throttle.Job(job)), Source: throttle.SourceManual, Reason: reason, Actor: "alice", TTL: 10 * time.Minute})
+	add := func(job, reason string) hold.Hold {
+		h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob(job), Source: hold.SourceManual, Reason: reason, Actor: "alice", TTL: 10 * time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { store.Release(context.Background(), h.ID, "test", throttle.SourceManual, "cleanup") })
+		t.Cleanup(func() { store.Release(context.Background(), h.ID, "test", hold.SourceManual, "cleanup") })
 		return h
 	}
 	oneRegion := func(id string) {
@@ -165,7 +165,7 @@ func TestHoldsArePushedToGrafanaAsRegions(t *testing.T) {
 		t.Fatalf("region %s-%s %q; want the hold's %s-%s, reason and actor", s, e, text, h1.Created, h1.Expires)
 	}
 	// Released early: the region ends at the release, not the expiry.
-	if _, err := store.Release(ctx, h1.ID, "bob", throttle.SourceManual, "done"); err != nil {
+	if _, err := store.Release(ctx, h1.ID, "bob", hold.SourceManual, "done"); err != nil {
 		t.Fatal(err)
 	}
 	released := time.Now()
@@ -180,7 +180,7 @@ func TestHoldsArePushedToGrafanaAsRegions(t *testing.T) {
 	h2 := add("ann-b", "kept open while nobody pushes")
 	oneRegion(h2.ID)
 	stop()
-	if _, err := store.Release(ctx, h2.ID, "bob", throttle.SourceManual, "done"); err != nil {
+	if _, err := store.Release(ctx, h2.ID, "bob", hold.SourceManual, "done"); err != nil {
 		t.Fatal(err)
 	}
 	h3 := add("ann-c", "made while nobody pushes")

@@ -12,7 +12,7 @@ import (
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/sidecar"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // ghostCheck asks as gh-ost's --throttle-http does: a HEAD, no token, and
@@ -80,7 +80,7 @@ func TestFrenoClientsCheckWithoutAToken(t *testing.T) {
 	}
 
 	// A hold: gh-ost sees a non-200 and waits.
-	if _, err := client.LocalHolds().Add(throttle.HoldRequest{Scope: throttle.OneJob("a"), Source: throttle.SourceManual, Reason: "freno test", TTL: time.Minute}); err != nil {
+	if _, err := client.LocalHolds().Add(hold.Request{Scope: hold.OneJob("a"), Source: hold.SourceManual, Reason: "freno test", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, 10*time.Second, func() error {

@@ -16,7 +16,7 @@ import (
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/sidecar/api"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // returnURL accepts only URLs on an allowed scheme and host, under its
@@ -150,7 +150,7 @@ func FuzzGrafanaPayload(f *testing.F) {
 	f.Add([]byte(`{"alerts":[{"status":"firing","fingerprint":"a","labels":{"throttled_group":""},"annotations":{"summary":" "}}]}`))
 	f.Add([]byte(`{"alerts":[{"status":"firing","fingerprint":"","labels":{"throttled_job":"Bad Name"}}]}`))
 	f.Add([]byte(`{"alerts":[{"status":"resolved","fingerprint":"a\u0000"},{"status":"firing","fingerprint":"b","annotations":{"summary":"x\u0000"}}]}`))
-	holdsCfg := holds.Config{TTL: throttle.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}}
+	holdsCfg := holds.Config{TTL: hold.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var p GrafanaPayload
 		if decodeStrict(body, &p, false) != nil {
@@ -171,13 +171,13 @@ func FuzzGrafanaPayload(f *testing.F) {
 		}
 		for i, op := range ops {
 			a := p.Alerts[i]
-			if a.Fingerprint == "" || len(a.Fingerprint) > maxFingerprint || throttle.Storable(a.Fingerprint) != nil || throttle.Storable(op.req.Actor) != nil ||
+			if a.Fingerprint == "" || len(a.Fingerprint) > maxFingerprint || hold.Storable(a.Fingerprint) != nil || hold.Storable(op.req.Actor) != nil ||
 				op.key != "grafana:"+a.Fingerprint || op.index != i {
 				t.Fatalf("alert %d planned as %+v", i, op)
 			}
 			switch a.Status {
 			case "firing":
-				if !op.firing || holdsCfg.Check(op.req) != nil || op.req.Source != throttle.SourceGrafanaAlert {
+				if !op.firing || holdsCfg.Check(op.req) != nil || op.req.Source != hold.SourceGrafanaAlert {
 					t.Fatalf("firing alert %d planned as %+v", i, op)
 				}
 			case "resolved":

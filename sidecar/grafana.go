@@ -15,7 +15,7 @@ import (
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/textsafe"
 	"github.com/throttled/throttled/sidecar/api"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // GrafanaPayload is the part of Grafana Alerting's webhook notification
@@ -150,7 +150,7 @@ func (s *Server) grafanaHook(w http.ResponseWriter, r *http.Request, _ config.To
 			}
 			continue
 		}
-		released, err := s.store.ReleaseExternal(r.Context(), op.key, op.at, op.req.Actor, throttle.SourceGrafanaAlert, "Grafana alert resolved")
+		released, err := s.store.ReleaseExternal(r.Context(), op.key, op.at, op.req.Actor, hold.SourceGrafanaAlert, "Grafana alert resolved")
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, fmt.Sprintf("alerts[%d]: %v", op.index, err))
 			return
@@ -173,8 +173,8 @@ type grafanaOp struct {
 	index  int    // in the notification's alerts
 	key    string // grafana:<fingerprint>
 	firing bool
-	at     time.Time            // StartsAt when firing, EndsAt when resolved
-	req    throttle.HoldRequest // the hold a firing alert makes; Actor for both
+	at     time.Time    // StartsAt when firing, EndsAt when resolved
+	req    hold.Request // the hold a firing alert makes; Actor for both
 }
 
 // planGrafana checks every alert of a notification before any is applied,
@@ -182,10 +182,10 @@ type grafanaOp struct {
 // each, a status of firing or resolved, and for a firing one a hold the
 // store accepts (check), its scope from the throttled_job or
 // throttled_group label, else every job.
-func planGrafana(p GrafanaPayload, who string, ttl time.Duration, check func(throttle.HoldRequest) error) ([]grafanaOp, error) {
+func planGrafana(p GrafanaPayload, who string, ttl time.Duration, check func(hold.Request) error) ([]grafanaOp, error) {
 	ops := make([]grafanaOp, 0, len(p.Alerts))
 	for i, a := range p.Alerts {
-		switch err := throttle.Storable(a.Fingerprint); {
+		switch err := hold.Storable(a.Fingerprint); {
 		case a.Fingerprint == "":
 			return nil, fmt.Errorf("alerts[%d]: no fingerprint", i)
 		case len(a.Fingerprint) > maxFingerprint:
@@ -193,25 +193,25 @@ func planGrafana(p GrafanaPayload, who string, ttl time.Duration, check func(thr
 		case err != nil:
 			return nil, fmt.Errorf("alerts[%d]: fingerprint: %w", i, err)
 		}
-		if err := throttle.Storable(a.Labels["alertname"]); err != nil {
+		if err := hold.Storable(a.Labels["alertname"]); err != nil {
 			return nil, fmt.Errorf("alerts[%d]: alertname: %w", i, err)
 		}
 		op := grafanaOp{index: i, key: "grafana:" + a.Fingerprint}
 		op.req.Actor = who + "/" + a.Labels["alertname"]
 		switch a.Status {
 		case "firing":
-			scope := throttle.AllJobs()
+			scope := hold.AllJobs()
 			if j := a.Labels["throttled_job"]; j != "" {
-				scope = throttle.OneJob(throttle.Job(j))
+				scope = hold.OneJob(j)
 			} else if g := a.Labels["throttled_group"]; g != "" {
-				scope = throttle.Group(g)
+				scope = hold.Group(g)
 			}
 			reason := textsafe.OneLine(a.Annotations["summary"]) // a summary's lines, one reason's line
 			if strings.TrimSpace(reason) == "" {
 				reason = "Grafana alert " + a.Labels["alertname"] + " is firing"
 			}
 			op.firing, op.at = true, a.StartsAt
-			op.req = throttle.HoldRequest{Scope: scope, Source: throttle.SourceGrafanaAlert, Reason: reason, Actor: op.req.Actor, TTL: ttl}
+			op.req = hold.Request{Scope: scope, Source: hold.SourceGrafanaAlert, Reason: reason, Actor: op.req.Actor, TTL: ttl}
 			if err := check(op.req); err != nil {
 				return nil, fmt.Errorf("alerts[%d]: %w", i, err)
 			}

@@ -10,7 +10,7 @@ import (
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/sidecar/api"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 func (s *Server) holds(w http.ResponseWriter, r *http.Request, _ config.Token) {
@@ -27,19 +27,19 @@ func (s *Server) holds(w http.ResponseWriter, r *http.Request, _ config.Token) {
 }
 
 // HoldJSON shows a hold as the API does.
-func HoldJSON(h throttle.Hold) api.Hold {
+func HoldJSON(h hold.Hold) api.Hold {
 	return api.Hold{ID: h.ID, Scope: h.Scope.String(), Source: string(h.Source), Reason: h.Reason, Actor: h.Actor,
 		Created: h.Created.UTC(), Expires: h.Expires.UTC(), Ratio: h.Ratio, Exempt: h.Exempt}
 }
 
 // HoldFromJSON reads a hold as the API shows it; a scope it cannot parse
 // is an error.
-func HoldFromJSON(h api.Hold) (throttle.Hold, error) {
-	sc, err := throttle.ParseScope(h.Scope)
+func HoldFromJSON(h api.Hold) (hold.Hold, error) {
+	sc, err := hold.ParseScope(h.Scope)
 	if err != nil {
-		return throttle.Hold{}, err
+		return hold.Hold{}, err
 	}
-	return throttle.Hold{ID: h.ID, Scope: sc, Source: throttle.Source(h.Source), Reason: h.Reason, Actor: h.Actor, Created: h.Created, Expires: h.Expires, Ratio: h.Ratio, Exempt: h.Exempt}, nil
+	return hold.Hold{ID: h.ID, Scope: sc, Source: hold.Source(h.Source), Reason: h.Reason, Actor: h.Actor, Created: h.Created, Expires: h.Expires, Ratio: h.Ratio, Exempt: h.Exempt}, nil
 }
 
 func (s *Server) audit(w http.ResponseWriter, r *http.Request, _ config.Token) {
@@ -69,15 +69,15 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, _ config.Token) {
 }
 
 // parsePause reads a pause request's scope and TTL (0 for the default).
-func parsePause(req api.PauseRequest) (throttle.Scope, time.Duration, error) {
-	sc, err := throttle.ParseScope(req.Scope)
+func parsePause(req api.PauseRequest) (hold.Scope, time.Duration, error) {
+	sc, err := hold.ParseScope(req.Scope)
 	if err != nil {
-		return throttle.Scope{}, 0, err
+		return hold.Scope{}, 0, err
 	}
 	var ttl time.Duration
 	if req.TTL != "" {
 		if ttl, err = time.ParseDuration(req.TTL); err != nil {
-			return throttle.Scope{}, 0, fmt.Errorf("ttl %q: want a duration such as 30m", req.TTL)
+			return hold.Scope{}, 0, fmt.Errorf("ttl %q: want a duration such as 30m", req.TTL)
 		}
 	}
 	return sc, ttl, nil
@@ -94,7 +94,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token)
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	hreq := throttle.HoldRequest{Scope: sc, Source: throttle.SourceManual, Reason: req.Reason, Actor: "token:" + tok.Name, TTL: ttl, Ratio: req.Ratio, Exempt: req.Exempt}
+	hreq := hold.Request{Scope: sc, Source: hold.SourceManual, Reason: req.Reason, Actor: "token:" + tok.Name, TTL: ttl, Ratio: req.Ratio, Exempt: req.Exempt}
 	// Refused before anything is written: what the store refuses, then
 	// an exemption from a signal neither throttled, this sidecar's file
 	// nor the cluster's workers know, which would do nothing.
@@ -103,11 +103,11 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token)
 	if err == nil {
 		err = s.store.CheckExempt(r.Context(), req.Exempt, customSignals(cfg))
 	}
-	var h throttle.Hold
+	var h hold.Hold
 	if err == nil {
 		h, err = s.store.Add(r.Context(), hreq)
 	}
-	if errors.Is(err, throttle.ErrInvalidHold) {
+	if errors.Is(err, hold.ErrInvalid) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -152,7 +152,7 @@ func (s *Server) resumeLatched(w http.ResponseWriter, r *http.Request, tok confi
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := throttle.Storable(req.Reason); err != nil {
+	if err := hold.Storable(req.Reason); err != nil {
 		writeError(w, http.StatusBadRequest, "reason: "+err.Error())
 		return
 	}
@@ -168,11 +168,11 @@ func (s *Server) resumeLatched(w http.ResponseWriter, r *http.Request, tok confi
 }
 
 func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok config.Token) {
-	h, err := s.store.Release(r.Context(), r.PathValue("id"), "token:"+tok.Name, throttle.SourceManual, r.URL.Query().Get("reason"))
+	h, err := s.store.Release(r.Context(), r.PathValue("id"), "token:"+tok.Name, hold.SourceManual, r.URL.Query().Get("reason"))
 	switch {
-	case errors.Is(err, throttle.ErrUnknownHold):
+	case errors.Is(err, hold.ErrUnknown):
 		writeError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, throttle.ErrInvalidHold):
+	case errors.Is(err, hold.ErrInvalid):
 		writeError(w, http.StatusBadRequest, err.Error())
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, err.Error())

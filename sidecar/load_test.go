@@ -29,6 +29,7 @@ import (
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/sidecar/remote"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // loadShape is what TestSidecarUnderLoad runs: how long, how many clients
@@ -266,7 +267,7 @@ func loadServer(t *testing.T, shape loadShape) (string, *pgcluster.Cluster) {
 		{Name: "worker", Secret: loadWork, Scopes: []config.Scope{config.ScopeWork}}}
 	cfg.Grafana = config.Grafana{WebhookSecret: admitSecret, SignatureHeader: "X-Grafana-Alerting-Signature",
 		TimestampHeader: "X-Grafana-Alerting-Timestamp", ReplayWindow: 5 * time.Minute, HoldTTL: time.Hour}
-	cfg.HoldTTL = throttle.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}
+	cfg.HoldTTL = hold.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}
 	srv, err := sidecar.New(client, cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/sidecar/api"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // get asks method url with token ("" for none) and returns the status,
@@ -46,7 +46,7 @@ func TestOpenCheckSaysOnlyGoOrWait(t *testing.T) {
 	client, _ := coordinatedClient(t)
 	cfg := configWith("v1", config.Job{Name: "a", Weight: 1, MaxRate: 10})
 	cfg.OpenReads, cfg.OpenChecks = false, true
-	cfg.HoldTTL = throttle.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}
+	cfg.HoldTTL = hold.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}
 	cfg.Tokens = []config.Token{{Name: "viewer", Secret: admitRead, Scopes: []config.Scope{config.ScopeRead}},
 		{Name: "oncall-secret-name", Secret: admitPause, Scopes: []config.Scope{config.ScopePause}}}
 	srv, err := sidecar.New(client, cfg, nil, nil)

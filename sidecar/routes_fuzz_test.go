@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/sidecar"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // fuzzAuth are the header variants FuzzRoutes picks from, by index.
@@ -142,7 +142,7 @@ func fuzzServer(f *testing.F) (http.Handler, *pgxpool.Pool) {
 		{Name: "worker", Secret: admitWork, Scopes: []config.Scope{config.ScopeWork}}}
 	cfg.Grafana = config.Grafana{WebhookSecret: admitSecret, SignatureHeader: "X-Grafana-Alerting-Signature",
 		TimestampHeader: "X-Grafana-Alerting-Timestamp", ReplayWindow: 5 * time.Minute, HoldTTL: time.Hour}
-	cfg.HoldTTL = throttle.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}
+	cfg.HoldTTL = hold.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}
 	srv, err := sidecar.New(client, cfg, nil, nil)
 	if err != nil {
 		f.Fatal(err)

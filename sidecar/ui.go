@@ -16,7 +16,7 @@ import (
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/sidecar/api"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // ScopeUI marks the confirm page's routes: they authenticate the person
@@ -148,7 +148,7 @@ type uiPage struct {
 	TTL     string
 	MaxTTL  string
 	Signals []api.Signal
-	Holds   []throttle.Hold
+	Holds   []hold.Hold
 	Error   string
 	Done    string
 }
@@ -198,7 +198,7 @@ func (s *Server) renderUI(w http.ResponseWriter, r *http.Request, code int, acto
 		}
 		// The holds that cover the job, as the watcher last confirmed them
 		// (from memory: the page never waits on the database to render).
-		for _, h := range s.client.HoldWatcher().Applying(time.Now(), throttle.Job(job)) {
+		for _, h := range s.client.HoldWatcher().Applying(time.Now(), job) {
 			if h.ID != holds.UnconfirmedHoldID {
 				page.Holds = append(page.Holds, h)
 			}
@@ -297,9 +297,9 @@ func (s *Server) uiPausePost(w http.ResponseWriter, r *http.Request, _ config.To
 			return
 		}
 	}
-	h, err := s.store.Add(r.Context(), throttle.HoldRequest{Scope: throttle.OneJob(throttle.Job(job)), Source: throttle.SourceManual,
+	h, err := s.store.Add(r.Context(), hold.Request{Scope: hold.OneJob(job), Source: hold.SourceManual,
 		Reason: strings.TrimSpace(r.PostForm.Get("reason")), Actor: actor, TTL: ttl})
-	if errors.Is(err, throttle.ErrInvalidHold) {
+	if errors.Is(err, hold.ErrInvalid) {
 		s.renderUI(w, r, http.StatusBadRequest, actor, job, ret, err.Error(), "")
 		return
 	}
@@ -317,9 +317,9 @@ func (s *Server) uiRelease(w http.ResponseWriter, r *http.Request, _ config.Toke
 		return
 	}
 	id := r.PostForm.Get("id")
-	_, err := s.store.Release(r.Context(), id, actor, throttle.SourceManual, "released from the confirm page")
+	_, err := s.store.Release(r.Context(), id, actor, hold.SourceManual, "released from the confirm page")
 	switch {
-	case errors.Is(err, throttle.ErrUnknownHold):
+	case errors.Is(err, hold.ErrUnknown):
 		s.renderUI(w, r, http.StatusNotFound, actor, job, ret, err.Error(), "")
 	case err != nil:
 		s.renderUI(w, r, http.StatusInternalServerError, actor, job, ret, "the hold was not released: "+err.Error(), "")

@@ -17,7 +17,7 @@ import (
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/sidecar"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 const userHeader = "X-Webauth-User"
@@ -39,7 +39,7 @@ func confirmPage(t *testing.T) (base, dashboard string, db *pgxpool.Pool) {
 	dashboard = grafana.URL + "/d/throttled-jobs/jobs?orgId=1"
 	cfg := configWith("v1", config.Job{Name: "ui-job", Weight: 1})
 	cfg.OpenReads = false
-	cfg.HoldTTL = throttle.TTLPolicy{Default: 30 * time.Minute, Max: 24 * time.Hour}
+	cfg.HoldTTL = hold.TTLPolicy{Default: 30 * time.Minute, Max: 24 * time.Hour}
 	cfg.Grafana = config.Grafana{UserHeader: userHeader, ReturnURLs: []string{grafana.URL + "/d/"}}
 	cfg.Tokens = []config.Token{{Name: "grafana-actions", Secret: actionToken, Scopes: []config.Scope{config.ScopePause}}}
 	srv, err := sidecar.New(client, cfg, nil, nil)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/throttled/throttled/throttle/hold"
 	"github.com/throttled/throttled/throttle/limit"
 )
 
@@ -13,34 +14,34 @@ import (
 // pause it, the ratio hold that scales it (the smallest ratio), the
 // exemptions it has, and whether every job (or, with none registered, all
 // jobs) is paused.
-func (c *Controller) holds(now time.Time) (map[Job][]Hold, map[Job]Hold, map[Job][]Hold, bool) {
-	out, scaled := map[Job][]Hold{}, map[Job]Hold{}
-	var exempt map[Job][]Hold // nil without exemptions: the common step allocates nothing for them
+func (c *Controller) holds(now time.Time) (map[Job][]hold.Hold, map[Job]hold.Hold, map[Job][]hold.Hold, bool) {
+	out, scaled := map[Job][]hold.Hold{}, map[Job]hold.Hold{}
+	var exempt map[Job][]hold.Hold // nil without exemptions: the common step allocates nothing for them
 	if c.cfg.Holds == nil {
 		return out, scaled, exempt, false
 	}
 	all := true
 	for _, j := range c.order {
-		hs := c.cfg.Holds.Applying(now, j)
-		if p := Pausing(hs); len(p) > 0 {
+		hs := c.cfg.Holds.Applying(now, string(j))
+		if p := hold.Pausing(hs); len(p) > 0 {
 			out[j] = p
 			continue
 		}
 		all = false
-		if _, by := Scale(hs); by != nil && !c.cfg.ScaleAtWorkers {
+		if _, by := hold.Scale(hs); by != nil && !c.cfg.ScaleAtWorkers {
 			scaled[j] = *by
 		}
 		for _, h := range hs {
 			if h.Exempt != "" {
 				if exempt == nil {
-					exempt = map[Job][]Hold{}
+					exempt = map[Job][]hold.Hold{}
 				}
 				exempt[j] = append(exempt[j], h)
 			}
 		}
 	}
 	if len(c.order) == 0 {
-		h := Pausing(c.cfg.Holds.Applying(now, ""))
+		h := hold.Pausing(c.cfg.Holds.Applying(now, ""))
 		out[""] = h
 		all = len(h) > 0
 	}
@@ -51,20 +52,20 @@ func (c *Controller) holds(now time.Time) (map[Job][]Hold, map[Job]Hold, map[Job
 // critical or stale pause they may let a job run through (none while no
 // such pause is in force).
 type exemptions struct {
-	holds map[Job][]Hold
+	holds map[Job][]hold.Hold
 	from  []string
 }
 
 // covers returns the hold that exempts j from the pause: one of j's
 // exemptions names each signal behind it.
-func (e exemptions) covers(j Job) (Hold, bool) {
+func (e exemptions) covers(j Job) (hold.Hold, bool) {
 	hs := e.holds[j]
 	if len(e.from) == 0 || len(hs) == 0 {
-		return Hold{}, false
+		return hold.Hold{}, false
 	}
 	for _, name := range e.from {
-		if !Exempts(hs, name) {
-			return Hold{}, false
+		if !hold.Exempts(hs, name) {
+			return hold.Hold{}, false
 		}
 	}
 	for _, h := range hs {
@@ -72,7 +73,7 @@ func (e exemptions) covers(j Job) (Hold, bool) {
 			return h, true
 		}
 	}
-	return Hold{}, false
+	return hold.Hold{}, false
 }
 
 func (c *Controller) anyJob() Job {
@@ -82,7 +83,7 @@ func (c *Controller) anyJob() Job {
 	return c.order[0]
 }
 
-func describeHolds(hs []Hold) string {
+func describeHolds(hs []hold.Hold) string {
 	var parts []string
 	for _, h := range hs {
 		parts = append(parts, fmt.Sprintf("hold %s on %s by %s (%s): %s, until %s", h.ID, h.Scope, h.Actor, h.Source, h.Reason, h.Expires.UTC().Format(time.RFC3339)))
@@ -117,7 +118,7 @@ func SlowReason(rate float64, why string) string {
 }
 
 // allocate shares budget between the jobs that no hold applies to.
-func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Code, reason string, holds map[Job][]Hold, scaled map[Job]Hold, gated map[Job][]gate, ex exemptions) map[Job]JobDecision {
+func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Code, reason string, holds map[Job][]hold.Hold, scaled map[Job]hold.Hold, gated map[Job][]gate, ex exemptions) map[Job]JobDecision {
 	out := make(map[Job]JobDecision, len(c.order))
 	var free []Job
 	var claims []claim
@@ -138,7 +139,7 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 			r := min(s.cfg.MaxRate, max(s.goRate, s.cfg.MinRate, c.cfg.MinBudget))
 			s.rate = r
 			out[j] = JobDecision{Allocation: allocation(r, s.avgDur, c.cfg.Tick), State: JobThrottled, Code: CodeExempt,
-				Reason: ExemptReason(h, reason), Holds: []Hold{h}}
+				Reason: hold.ExemptReason(h, reason), Holds: []hold.Hold{h}}
 			continue
 		}
 		if gs := gated[j]; len(gs) > 0 && code.Go() {
@@ -205,7 +206,7 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 			if before == "" {
 				before = reason
 			}
-			jd.State, jd.Code, jd.Reason, jd.Holds = JobThrottled, CodeScaled, ScaledReason(h, before), []Hold{h}
+			jd.State, jd.Code, jd.Reason, jd.Holds = JobThrottled, CodeScaled, hold.ScaledReason(h, before), []hold.Hold{h}
 		}
 		out[j] = jd
 	}

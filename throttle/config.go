@@ -11,6 +11,7 @@ import (
 
 	"github.com/throttled/throttled/internal/jobname"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Rule is what the controller does with one signal.
@@ -228,13 +229,14 @@ type CriticalState struct {
 	Budget float64
 }
 
-// HoldSource reports the holds that apply to a job at an instant.
-// [LocalHolds] is one; a later durable store is another.
+// HoldSource reports the holds that apply to a job, named as a string, at
+// an instant. [hold.Local] and [hold.Windows] are two; the cluster's
+// durable holds (package holds' Watcher) are another.
 type HoldSource interface {
-	Applying(now time.Time, j Job) []Hold
+	Applying(now time.Time, job string) []hold.Hold
 }
 
-var _ HoldSource = (*LocalHolds)(nil)
+var _ HoldSource = (*hold.Local)(nil)
 
 // Default rules.
 var defaultRules = map[signals.Name]Rule{

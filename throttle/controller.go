@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Controller turns snapshots of signals into a background budget and a
@@ -366,7 +367,7 @@ func foreground(now time.Time, evals []ruleEval, d *Decision) {
 // decide sets the step's mode, code and reason in d: critical, stale,
 // warming up or paused by holds, or else the ordinary step (control). It
 // returns the signals behind a critical or stale pause.
-func (c *Controller) decide(now time.Time, t tickEvals, r readings, healthy, allHeld bool, holds map[Job][]Hold, d *Decision) (pausedBy []string) {
+func (c *Controller) decide(now time.Time, t tickEvals, r readings, healthy, allHeld bool, holds map[Job][]hold.Hold, d *Decision) (pausedBy []string) {
 	switch {
 	case c.critical != nil:
 		c.enterPause(ModeCritical)
@@ -434,12 +435,12 @@ func (c *Controller) decide(now time.Time, t tickEvals, r readings, healthy, all
 
 // gated returns each job's gates that shut it now (its job rules over
 // target), less those an exemption lifts.
-func (c *Controller) gated(now time.Time, snap signals.Snapshot, exempt map[Job][]Hold) map[Job][]gate {
+func (c *Controller) gated(now time.Time, snap signals.Snapshot, exempt map[Job][]hold.Hold) map[Job][]gate {
 	var gated map[Job][]gate
 	for _, j := range c.order {
 		gs := c.gatesFor(now, snap, j, c.jobs[j])
 		if hs := exempt[j]; len(gs) > 0 && len(hs) > 0 {
-			gs = slices.DeleteFunc(gs, func(g gate) bool { return Exempts(hs, string(g.name)) })
+			gs = slices.DeleteFunc(gs, func(g gate) bool { return hold.Exempts(hs, string(g.name)) })
 		}
 		if len(gs) > 0 {
 			if gated == nil {

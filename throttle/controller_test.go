@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 var c0 = time.Date(2026, 9, 13, 7, 33, 0, 0, time.UTC)
@@ -400,9 +401,9 @@ func TestThirdCriticalInAnHourLatchesUntilAPersonResumes(t *testing.T) {
 // fakeHolds holds the jobs in the set.
 type fakeHolds map[Job]bool
 
-func (h fakeHolds) Applying(now time.Time, j Job) []Hold {
-	if h[j] || (j == "" && h["*"]) {
-		return []Hold{{ID: "h1", Scope: OneJob(j), Source: SourceManual, Reason: "investigating", Actor: "alice", Created: c0, Expires: c0.Add(time.Hour)}}
+func (h fakeHolds) Applying(now time.Time, job string) []hold.Hold {
+	if h[Job(job)] || (job == "" && h["*"]) {
+		return []hold.Hold{{ID: "h1", Scope: hold.OneJob(job), Source: hold.SourceManual, Reason: "investigating", Actor: "alice", Created: c0, Expires: c0.Add(time.Hour)}}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package throttle
 import (
 	"time"
 
+	"github.com/throttled/throttled/throttle/hold"
 	"github.com/throttled/throttled/throttle/limit"
 )
 
@@ -45,7 +46,7 @@ type JobDecision struct {
 	Code   Code
 	Reason string
 	// Holds are the holds that apply to the job.
-	Holds []Hold
+	Holds []hold.Hold
 }
 
 // Decision is the controller's output for one tick.

@@ -1,6 +1,6 @@
 // Package throttle paces background jobs: it holds the pacing controller
-// (pure logic that turns signal samples into per-job allocations), the
-// hold model, and the glue that applies a decision to the jobs' limiters.
+// (pure logic that turns signal samples into per-job allocations) and the
+// glue that applies a decision to the jobs' limiters.
 //
 // The pieces, from the inside out:
 //
@@ -8,11 +8,13 @@
 //     behind a pause gate, the hot path. [Limiters] applies each
 //     [Decision]'s allocations to them, and a [Pacer] is one job's view,
 //     which satisfies jobs.Pacer.
-//   - [LocalHolds]: the in-process set of pause holds, each with a [Scope], a
-//     [Source], a reason and a mandatory expiry.
+//   - package throttle/hold: the hold model. A [hold.Hold] has a
+//     [hold.Scope], a [hold.Source], a reason and a mandatory expiry;
+//     [hold.Local] is the in-process set of them. The controller reads
+//     holds through a [HoldSource].
 //   - [Controller]: a snapshot and the time in, a [Decision] out.
 //
-// Every time-dependent method has an explicit-time twin (AddAt,
-// ReleaseAt, Step), so the logic is testable with fixed instants;
-// blocking waits are tested inside testing/synctest bubbles.
+// Every time-dependent method has an explicit-time twin (Step, and
+// hold.Local's AddAt and ReleaseAt), so the logic is testable with fixed
+// instants; blocking waits are tested inside testing/synctest bubbles.
 package throttle

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // An exemption from replica_lag lets its job run through a critical pause
@@ -14,7 +15,7 @@ import (
 // other job pauses. Once another signal goes critical too, or a required
 // signal goes stale, the exemption no longer covers the pause.
 func TestAnExemptionRunsItsJobThroughAPauseItsSignalCauses(t *testing.T) {
-	holds, err := NewLocalHolds(LocalHoldsConfig{now: func() time.Time { return at(0) }})
+	holds, err := hold.NewLocal(hold.LocalConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +23,7 @@ func TestAnExemptionRunsItsJobThroughAPauseItsSignalCauses(t *testing.T) {
 		Rules: map[signals.Name]Rule{signals.ReplicaLagSeconds: {Target: 5, Critical: 60}}}, JobConfig{Name: "purge"}, JobConfig{Name: "archive"})
 	healthy := world{load: 0.1, used: 0.1}
 	before := f.steps(3, healthy)
-	h, err := holds.AddAt(at(0), HoldRequest{Scope: OneJob("purge"), Source: SourceCLI, Reason: "replica being rebuilt", Actor: "alice", TTL: time.Hour, Exempt: string(signals.ReplicaLagSeconds)})
+	h, err := holds.AddAt(at(0), hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceCLI, Reason: "replica being rebuilt", Actor: "alice", TTL: time.Hour, Exempt: string(signals.ReplicaLagSeconds)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,13 +67,13 @@ func TestAnExemptionRunsItsJobThroughAPauseItsSignalCauses(t *testing.T) {
 }
 
 func TestAnExemptionDoesNotCoverAStaleSignalItDoesNotName(t *testing.T) {
-	holds, err := NewLocalHolds(LocalHoldsConfig{now: func() time.Time { return at(0) }})
+	holds, err := hold.NewLocal(hold.LocalConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := setup(t, Config{MaxBudget: 20, InitialBudget: 20, Holds: holds}, JobConfig{Name: "purge"})
 	f.steps(3, world{load: 0.1, used: 0.1})
-	if _, err := holds.AddAt(at(0), HoldRequest{Scope: OneJob("purge"), Source: SourceCLI, Reason: "r", TTL: time.Hour, Exempt: string(signals.ReplicaLagSeconds)}); err != nil {
+	if _, err := holds.AddAt(at(0), hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceCLI, Reason: "r", TTL: time.Hour, Exempt: string(signals.ReplicaLagSeconds)}); err != nil {
 		t.Fatal(err)
 	}
 	d := f.step(world{load: 0.1, used: 0.1, age: time.Minute})
@@ -80,7 +81,7 @@ func TestAnExemptionDoesNotCoverAStaleSignalItDoesNotName(t *testing.T) {
 		t.Errorf("every signal stale, purge exempt from lag only: %+v (mode %s); want paused", d.Jobs["purge"], d.Mode)
 	}
 	// Exempt from the one stale signal: it goes on.
-	if _, err := holds.AddAt(at(0), HoldRequest{Scope: OneJob("purge"), Source: SourceCLI, Reason: "r", TTL: time.Hour, Exempt: string(signals.PrimaryLoad)}); err != nil {
+	if _, err := holds.AddAt(at(0), hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceCLI, Reason: "r", TTL: time.Hour, Exempt: string(signals.PrimaryLoad)}); err != nil {
 		t.Fatal(err)
 	}
 	d = f.step(world{load: 0.1, used: 0.1, loadErr: errors.New("permission denied for pg_stat_activity")})
@@ -96,7 +97,7 @@ func TestAnExemptionDoesNotCoverAStaleSignalItDoesNotName(t *testing.T) {
 
 // An exemption from a job rule opens its gate for its job only.
 func TestAnExemptionOpensAJobRulesGate(t *testing.T) {
-	holds, err := NewLocalHolds(LocalHoldsConfig{now: func() time.Time { return at(0) }})
+	holds, err := hold.NewLocal(hold.LocalConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,29 +110,11 @@ func TestAnExemptionOpensAJobRulesGate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := holds.AddAt(at(0), HoldRequest{Scope: OneJob("purge"), Source: SourceCLI, Reason: "backlog is expected", TTL: time.Hour, Exempt: "orders_backlog"}); err != nil {
+	if _, err := holds.AddAt(at(0), hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceCLI, Reason: "backlog is expected", TTL: time.Hour, Exempt: "orders_backlog"}); err != nil {
 		t.Fatal(err)
 	}
 	d := c.Step(at(1), gateSnap(at(1), gateWorld{backlog: 5000}))
 	if d.Jobs["purge"].Code == CodeGated || d.Jobs["archive"].Code != CodeGated {
 		t.Errorf("backlog over target: purge %+v, archive %+v; want only archive gated", d.Jobs["purge"], d.Jobs["archive"])
-	}
-}
-
-func TestExemptIsChecked(t *testing.T) {
-	for _, r := range []HoldRequest{
-		{Scope: AllJobs(), Source: SourceCLI, Reason: "x", Exempt: "Replica Lag"},
-		{Scope: AllJobs(), Source: SourceCLI, Reason: "x", Exempt: "replica_lag{replica=\"r1\"}"},
-		{Scope: AllJobs(), Source: SourceCLI, Reason: "x", Exempt: "replica_lag", Ratio: 0.5},
-	} {
-		if _, err := r.Check(TTLPolicy{Default: time.Hour}); err == nil || !strings.Contains(err.Error(), "exempt") {
-			t.Errorf("%+v: %v; want refused", r, err)
-		}
-	}
-	if p := Pausing([]Hold{{ID: "e", Exempt: "replica_lag"}}); len(p) != 0 {
-		t.Errorf("an exemption pauses: %v", p)
-	}
-	if s, by := Scale([]Hold{{ID: "e", Exempt: "replica_lag"}}); s != 1 || by != nil {
-		t.Errorf("an exemption scales: %v by %v", s, by)
 	}
 }

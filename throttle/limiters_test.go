@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // TestDecisionsDriveLimiters runs the controller, real holds and the
@@ -18,7 +19,7 @@ import (
 // slowly after it is released.
 func TestDecisionsDriveLimiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		holds, err := NewLocalHolds(LocalHoldsConfig{})
+		holds, err := hold.NewLocal(hold.LocalConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +67,7 @@ func TestDecisionsDriveLimiters(t *testing.T) {
 			t.Fatalf("%d batches in 10 s at a budget of at least 10/s", n)
 		}
 		budgetBefore := last.Budget
-		h, err := holds.Add(HoldRequest{Scope: AllJobs(), Source: SourceManual, Reason: "incident", Actor: "alice"})
+		h, err := holds.Add(hold.Request{Scope: hold.AllJobs(), Source: hold.SourceManual, Reason: "incident", Actor: "alice"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,13 +5,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // A ratio hold scales its job to that share of the rate it would get,
 // with its own code and the hold in its reason; the other job keeps its
 // share; a pausing hold beside it still pauses.
 func TestARatioHoldScalesItsJob(t *testing.T) {
-	holds, err := NewLocalHolds(LocalHoldsConfig{now: func() time.Time { return at(0) }})
+	holds, err := hold.NewLocal(hold.LocalConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +27,7 @@ func TestARatioHoldScalesItsJob(t *testing.T) {
 		}
 	}
 	before := c.Step(at(1), snap(at(1), world{load: 0.1, used: 0.1}))
-	h, err := holds.AddAt(at(1), HoldRequest{Scope: OneJob("purge"), Source: SourceCLI, Reason: "slow it for the migration", Actor: "alice", TTL: time.Hour, Ratio: 0.3})
+	h, err := holds.AddAt(at(1), hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceCLI, Reason: "slow it for the migration", Actor: "alice", TTL: time.Hour, Ratio: 0.3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,26 +42,11 @@ func TestARatioHoldScalesItsJob(t *testing.T) {
 	if a.Rate < before.Jobs["archive"].Rate {
 		t.Errorf("archive went from %v to %v under purge's ratio hold", before.Jobs["archive"].Rate, a.Rate)
 	}
-	if _, err := holds.AddAt(at(2), HoldRequest{Scope: AllJobs(), Source: SourceCLI, Reason: "stop", TTL: time.Hour}); err != nil {
+	if _, err := holds.AddAt(at(2), hold.Request{Scope: hold.AllJobs(), Source: hold.SourceCLI, Reason: "stop", TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	d = c.Step(at(3), snap(at(3), world{load: 0.1, used: 0.1}))
 	if d.Jobs["purge"].Code != CodeHeld || d.Mode != ModePaused {
 		t.Errorf("a pause beside the ratio: %+v, mode %s; want held", d.Jobs["purge"], d.Mode)
-	}
-}
-
-func TestRatioIsChecked(t *testing.T) {
-	for _, r := range []float64{-0.1, 1.5, math.NaN(), math.Inf(1)} {
-		if _, err := (HoldRequest{Scope: AllJobs(), Source: SourceCLI, Reason: "x", Ratio: r}).Check(TTLPolicy{Default: time.Hour}); err == nil || !strings.Contains(err.Error(), "ratio") {
-			t.Errorf("ratio %v: %v; want refused", r, err)
-		}
-	}
-	hs := []Hold{{ID: "a", Ratio: 0.5}, {ID: "b", Ratio: 0.2}, {ID: "c"}}
-	if s, by := Scale(hs); s != 0.2 || by.ID != "b" {
-		t.Errorf("Scale = %v by %v; want 0.2 by b", s, by)
-	}
-	if p := Pausing(hs); len(p) != 1 || p[0].ID != "c" {
-		t.Errorf("Pausing = %v; want only c", p)
 	}
 }

@@ -1,6 +1,10 @@
 package throttle
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/throttled/throttled/throttle/hold"
+)
 
 // Code says, as one of a closed set, why a job (or the whole budget) runs
 // as it does. It is for machines: the freno check's status code, the
@@ -94,26 +98,26 @@ type JobStatus struct {
 	// Rate is the job's allocated rate, batches per second.
 	Rate float64
 	// Holds are the holds that apply to the job, oldest first.
-	Holds []Hold
+	Holds []hold.Hold
 }
 
 // HeldReason is the reason of a job that holds apply to: the one format
 // of it, wherever the hold is applied.
-func HeldReason(hs []Hold) string { return "paused: " + describeHolds(hs) }
+func HeldReason(hs []hold.Hold) string { return "paused: " + describeHolds(hs) }
 
 // Held is the status of job j while holds hs (at least one) apply to it:
 // the one place a hold becomes a job's status, in the controller's
 // decision and in a coordinated worker alike. A hold that could not be
 // confirmed first (holds.UnconfirmedHoldID's source is unknown to this
 // package) is the caller's to mark CodeUnavailable.
-func Held(j Job, hs []Hold) JobStatus {
+func Held(j Job, hs []hold.Hold) JobStatus {
 	return JobStatus{Job: j, State: JobPaused, Code: CodeHeld, Reason: HeldReason(hs), Holds: hs}
 }
 
 // Scaled is the status st becomes under a ratio hold h: throttled, at
 // h.Ratio of its rate, with h among its holds.
-func Scaled(st JobStatus, h Hold) JobStatus {
-	st.State, st.Code, st.Reason = JobThrottled, CodeScaled, ScaledReason(h, st.Reason)
+func Scaled(st JobStatus, h hold.Hold) JobStatus {
+	st.State, st.Code, st.Reason = JobThrottled, CodeScaled, hold.ScaledReason(h, st.Reason)
 	st.Rate *= h.Ratio
 	st.Holds = append(slices.Clone(st.Holds), h)
 	return st

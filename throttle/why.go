@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Why is what limited a job at one tick, as one word of a bounded set,
@@ -54,10 +55,10 @@ const (
 const whyHoldPrefix = "hold:"
 
 // holdSources are the sources a hold's why may name.
-var holdSources = []Source{SourceManual, SourceAuto, SourceGrafanaAlert, SourceCLI, SourceWindow}
+var holdSources = []hold.Source{hold.SourceManual, hold.SourceAuto, hold.SourceGrafanaAlert, hold.SourceCLI, hold.SourceWindow}
 
 // WhyHeld is the why of a job a hold of source src pauses or scales.
-func WhyHeld(src Source) Why {
+func WhyHeld(src hold.Source) Why {
 	if !slices.Contains(holdSources, src) {
 		return whyHoldPrefix + WhyOther
 	}
@@ -92,7 +93,7 @@ func WhyOf(st JobStatus) Why {
 		i := 0
 		if code == CodeScaled {
 			// The ratio hold that scales it, not a hold beside it.
-			i = max(0, slices.IndexFunc(st.Holds, func(h Hold) bool { return h.Ratio > 0 }))
+			i = max(0, slices.IndexFunc(st.Holds, func(h hold.Hold) bool { return h.Ratio > 0 }))
 		}
 		if len(st.Holds) == 0 {
 			return whyHoldPrefix + WhyOther

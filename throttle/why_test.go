@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // A job's why comes from its code, its binding and its holds, never from
 // its reason's text, and is always one word of the bounded set.
 func TestWhyOfIsBoundedAndFromTheCode(t *testing.T) {
-	manual := Hold{ID: "h12", Source: SourceManual, Reason: "vacuum first: 42 rows"}
-	grafana := Hold{ID: "h13", Source: SourceGrafanaAlert, Ratio: 0.5}
+	manual := hold.Hold{ID: "h12", Source: hold.SourceManual, Reason: "vacuum first: 42 rows"}
+	grafana := hold.Hold{ID: "h13", Source: hold.SourceGrafanaAlert, Ratio: 0.5}
 	for _, tc := range []struct {
 		st   JobStatus
 		want Why
@@ -39,12 +40,12 @@ func TestWhyOfIsBoundedAndFromTheCode(t *testing.T) {
 		{JobStatus{State: JobPaused, Code: CodeGated, Binding: Binding{Signal: "primary_load"}}, WhyGated},
 		{JobStatus{State: JobPaused, Code: CodeCritical, Binding: Binding{Signal: "primary_load"}}, WhyCritical},
 		{JobStatus{State: JobPaused, Code: CodeStale, Binding: Binding{Signal: "replica_lag_seconds"}}, WhyStale},
-		{JobStatus{State: JobPaused, Code: CodeHeld, Holds: []Hold{manual, grafana}}, "hold:manual"},
-		{JobStatus{State: JobPaused, Code: CodeHeld, Holds: []Hold{{ID: "w", Source: SourceWindow}}}, "hold:window"},
-		{JobStatus{State: JobPaused, Code: CodeHeld, Holds: []Hold{{ID: "x", Source: "someone's script"}}}, "hold:other"},
+		{JobStatus{State: JobPaused, Code: CodeHeld, Holds: []hold.Hold{manual, grafana}}, "hold:manual"},
+		{JobStatus{State: JobPaused, Code: CodeHeld, Holds: []hold.Hold{{ID: "w", Source: hold.SourceWindow}}}, "hold:window"},
+		{JobStatus{State: JobPaused, Code: CodeHeld, Holds: []hold.Hold{{ID: "x", Source: "someone's script"}}}, "hold:other"},
 		{JobStatus{State: JobPaused, Code: CodeHeld}, "hold:other"},
 		// A scaled job's why is the hold that scales it.
-		{JobStatus{State: JobThrottled, Code: CodeScaled, Holds: []Hold{{ID: "e", Source: SourceCLI}, grafana}}, "hold:grafana-alert"},
+		{JobStatus{State: JobThrottled, Code: CodeScaled, Holds: []hold.Hold{{ID: "e", Source: hold.SourceCLI}, grafana}}, "hold:grafana-alert"},
 		// No code: the state decides, as CodeOf says.
 		{JobStatus{State: JobRunning}, WhyGrowth},
 		{JobStatus{State: JobPaused}, WhyUnavailable},
@@ -67,13 +68,13 @@ func TestWhyOfEveryCombinationIsInTheSet(t *testing.T) {
 		CodeHolding, CodeCut, CodeTooSlow, CodeScaled, CodeExempt, CodeHeld, CodeGated, CodeCritical, CodeStale, CodeWarmingUp, CodeUnavailable, "bogus"}
 	bindings := []Binding{{}, {Signal: signals.PrimaryLoad}, {Signal: signals.ReplicaLagBytes, Labels: map[string]string{signals.LabelReplica: `r"1`}},
 		{Signal: BindingErrors}, {Signal: signals.VacuumRunning, Labels: map[string]string{signals.LabelTable: "t"}}, {Signal: "{"}, {Signal: "anything at all"}}
-	sources := []Source{"", SourceManual, SourceAuto, SourceGrafanaAlert, SourceCLI, SourceWindow, "x:y"}
+	sources := []hold.Source{"", hold.SourceManual, hold.SourceAuto, hold.SourceGrafanaAlert, hold.SourceCLI, hold.SourceWindow, "x:y"}
 	set := Whys()
 	seen := map[Why]bool{}
 	for _, c := range codes {
 		for _, b := range bindings {
 			for _, s := range sources {
-				w := WhyOf(JobStatus{Code: c, Binding: b, Holds: []Hold{{Source: s, Ratio: 0.5}}})
+				w := WhyOf(JobStatus{Code: c, Binding: b, Holds: []hold.Hold{{Source: s, Ratio: 0.5}}})
 				if !slices.Contains(set, w) {
 					t.Fatalf("WhyOf(%q, %q, %q) = %q: not in the set", c, b, s, w)
 				}

@@ -20,7 +20,7 @@ import (
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/page"
 	"github.com/throttled/throttled/sidecar"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // daemon is one `throttled run`: the client that paces the jobs, the
@@ -160,7 +160,7 @@ func (d *daemon) reload(ctx context.Context) (*config.Config, error) {
 	if err == nil {
 		d.pager.SetNotifiers(notifiers(next), next.Dashboard, next.Runbook)
 	}
-	entry := holds.Entry{Event: holds.EventReload, Actor: "throttled", Source: string(throttle.SourceAuto)}
+	entry := holds.Entry{Event: holds.EventReload, Actor: "throttled", Source: string(hold.SourceAuto)}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	d.srv.ReloadResult(err == nil)

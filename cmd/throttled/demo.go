@@ -26,6 +26,7 @@ import (
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // scene is one step of the demo: a fault held for a while.
@@ -93,14 +94,14 @@ func demoScenes(scale float64) []scene {
 			if err != nil {
 				return nil, err
 			}
-			h, err := store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob(demoJob), Source: throttle.SourceCLI,
+			h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob(demoJob), Source: hold.SourceCLI,
 				Reason: "demo: checking the replica before the next batch", Actor: "oncall", TTL: 10 * time.Minute})
 			if err != nil {
 				pool.Close()
 				return nil, err
 			}
 			return func() {
-				_, _ = store.Release(context.Background(), h.ID, "oncall", throttle.SourceCLI, "demo: replica checked")
+				_, _ = store.Release(context.Background(), h.ID, "oncall", hold.SourceCLI, "demo: replica checked")
 				pool.Close()
 			}, nil
 		}},

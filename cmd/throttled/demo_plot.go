@@ -11,6 +11,7 @@ import (
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // demoTimeline records, once a decision, the series the overview
@@ -31,7 +32,7 @@ func newDemoTimeline(job string) *demoTimeline {
 	}}
 }
 
-func (tl *demoTimeline) add(at time.Time, snap signals.Snapshot, d throttle.Decision, st jobs.Status, active []throttle.Hold) {
+func (tl *demoTimeline) add(at time.Time, snap signals.Snapshot, d throttle.Decision, st jobs.Status, active []hold.Hold) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	o := &tl.o

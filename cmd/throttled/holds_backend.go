@@ -15,7 +15,7 @@ import (
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/sidecar/api"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // holdsBackend is where pause, resume, holds and audit act: the cluster's
@@ -26,14 +26,14 @@ type holdsBackend interface {
 	// add places the hold r asks for (scope, TTL, reason, and a ratio for a
 	// live override or a signal for an exemption); the backend sets its
 	// source and actor. It refuses an exemption from a signal it does not
-	// know (an error wrapping throttle.ErrInvalidHold), and returns with
+	// know (an error wrapping hold.ErrInvalid), and returns with
 	// the hold what the person should know of it: a job no process has
 	// registered.
-	add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, []string, error)
-	active(ctx context.Context) ([]throttle.Hold, error)
+	add(ctx context.Context, r hold.Request) (hold.Hold, []string, error)
+	active(ctx context.Context) ([]hold.Hold, error)
 	// release ends one hold, audited with reason; an error wrapping
-	// throttle.ErrUnknownHold when it is not active.
-	release(ctx context.Context, id, reason string) (throttle.Hold, error)
+	// hold.ErrUnknown when it is not active.
+	release(ctx context.Context, id, reason string) (hold.Hold, error)
 	audit(ctx context.Context, since time.Duration) ([]holds.Entry, error)
 	// resumeLatched asks the leader to end a latched critical pause.
 	resumeLatched(ctx context.Context, reason string) error
@@ -70,16 +70,16 @@ type storeBackend struct {
 // longer one. The signals known are throttled's, the custom ones of
 // --config's file, and those the cluster's workers declare; the jobs
 // known, --config's and the cluster's.
-func (s storeBackend) add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, []string, error) {
-	r.Source, r.Actor = throttle.SourceCLI, s.actor
+func (s storeBackend) add(ctx context.Context, r hold.Request) (hold.Hold, []string, error) {
+	r.Source, r.Actor = hold.SourceCLI, s.actor
 	if err := s.store.Check(r); err != nil {
-		return throttle.Hold{}, nil, err
+		return hold.Hold{}, nil, err
 	}
 	var jobs, custom []string
 	if s.config != "" {
 		cfg, err := config.LoadWithoutSecrets(s.config)
 		if err != nil {
-			return throttle.Hold{}, nil, err
+			return hold.Hold{}, nil, err
 		}
 		for _, j := range cfg.Jobs {
 			jobs = append(jobs, j.Name)
@@ -89,14 +89,14 @@ func (s storeBackend) add(ctx context.Context, r throttle.HoldRequest) (throttle
 		}
 	}
 	if err := s.store.CheckExempt(ctx, r.Exempt, custom); err != nil {
-		if errors.Is(err, throttle.ErrInvalidHold) && s.config == "" {
+		if errors.Is(err, hold.ErrInvalid) && s.config == "" {
 			err = fmt.Errorf("%w (a sidecar's custom signals are known with --config and its file)", err)
 		}
-		return throttle.Hold{}, nil, err
+		return hold.Hold{}, nil, err
 	}
 	h, err := s.store.Add(ctx, r)
 	if err != nil {
-		return throttle.Hold{}, nil, err
+		return hold.Hold{}, nil, err
 	}
 	warnings, err := s.store.ScopeWarnings(ctx, r.Scope, jobs)
 	if err != nil {
@@ -105,12 +105,12 @@ func (s storeBackend) add(ctx context.Context, r throttle.HoldRequest) (throttle
 	return h, warnings, nil
 }
 
-func (s storeBackend) active(ctx context.Context) ([]throttle.Hold, error) {
+func (s storeBackend) active(ctx context.Context) ([]hold.Hold, error) {
 	return s.store.Active(ctx)
 }
 
-func (s storeBackend) release(ctx context.Context, id, reason string) (throttle.Hold, error) {
-	return s.store.Release(ctx, id, s.actor, throttle.SourceCLI, reason)
+func (s storeBackend) release(ctx context.Context, id, reason string) (hold.Hold, error) {
+	return s.store.Release(ctx, id, s.actor, hold.SourceCLI, reason)
 }
 
 func (s storeBackend) audit(ctx context.Context, since time.Duration) ([]holds.Entry, error) {
@@ -138,7 +138,7 @@ func (a apiBackend) call(ctx context.Context, method, path string, body, answer 
 	return nil
 }
 
-func (a apiBackend) add(ctx context.Context, r throttle.HoldRequest) (throttle.Hold, []string, error) {
+func (a apiBackend) add(ctx context.Context, r hold.Request) (hold.Hold, []string, error) {
 	var h api.Hold
 	req := api.PauseRequest{Scope: r.Scope.String(), Reason: r.Reason, Ratio: r.Ratio, Exempt: r.Exempt}
 	if r.TTL > 0 {
@@ -146,20 +146,20 @@ func (a apiBackend) add(ctx context.Context, r throttle.HoldRequest) (throttle.H
 	}
 	if err := a.call(ctx, "POST", "/v1/holds", req, &h); err != nil {
 		if e := (*apiError)(nil); errors.As(err, &e) && e.Status == http.StatusBadRequest {
-			return throttle.Hold{}, nil, fmt.Errorf("%w: %w", throttle.ErrInvalidHold, err)
+			return hold.Hold{}, nil, fmt.Errorf("%w: %w", hold.ErrInvalid, err)
 		}
-		return throttle.Hold{}, nil, err
+		return hold.Hold{}, nil, err
 	}
 	hold, err := sidecar.HoldFromJSON(h)
 	return hold, h.Warnings, err
 }
 
-func (a apiBackend) active(ctx context.Context) ([]throttle.Hold, error) {
+func (a apiBackend) active(ctx context.Context) ([]hold.Hold, error) {
 	var list []api.Hold
 	if err := a.call(ctx, "GET", "/v1/holds", nil, &list); err != nil {
 		return nil, err
 	}
-	out := make([]throttle.Hold, 0, len(list))
+	out := make([]hold.Hold, 0, len(list))
 	for _, x := range list {
 		h, err := sidecar.HoldFromJSON(x)
 		if err != nil {
@@ -170,14 +170,14 @@ func (a apiBackend) active(ctx context.Context) ([]throttle.Hold, error) {
 	return out, nil
 }
 
-func (a apiBackend) release(ctx context.Context, id, reason string) (throttle.Hold, error) {
+func (a apiBackend) release(ctx context.Context, id, reason string) (hold.Hold, error) {
 	var h api.Hold
 	err := a.call(ctx, "DELETE", "/v1/holds/"+url.PathEscape(id)+"?reason="+url.QueryEscape(reason), nil, &h)
 	if e := (*apiError)(nil); errors.As(err, &e) && e.Status == http.StatusNotFound {
-		return throttle.Hold{}, fmt.Errorf("%w: %w", throttle.ErrUnknownHold, err)
+		return hold.Hold{}, fmt.Errorf("%w: %w", hold.ErrUnknown, err)
 	}
 	if err != nil {
-		return throttle.Hold{}, err
+		return hold.Hold{}, err
 	}
 	return sidecar.HoldFromJSON(h)
 }

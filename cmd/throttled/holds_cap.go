@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // setHoldCap writes cfg's holds block (default_ttl, max_ttl) as the
@@ -19,7 +19,7 @@ import (
 func setHoldCap(ctx context.Context, store *holds.Store, cfg *config.Config, path string, log hclog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	old, err := store.SetTTL(ctx, cfg.HoldTTL, "throttled", throttle.SourceAuto,
+	old, err := store.SetTTL(ctx, cfg.HoldTTL, "throttled", hold.SourceAuto,
 		fmt.Sprintf("holds of %s (version %s)", path, cfg.Version))
 	if err != nil {
 		return fmt.Errorf("%s: holds default_ttl %s, max_ttl %s: %w", path, cfg.HoldTTL.Default, cfg.HoldTTL.Max, err)
@@ -30,7 +30,7 @@ func setHoldCap(ctx context.Context, store *holds.Store, cfg *config.Config, pat
 	}
 	// The windows live in the cluster too, so every process applies them,
 	// including while this one is down.
-	if err := store.SetWindows(ctx, cfg.Windows, "throttled", throttle.SourceAuto,
+	if err := store.SetWindows(ctx, cfg.Windows, "throttled", hold.SourceAuto,
 		fmt.Sprintf("windows of %s (version %s)", path, cfg.Version)); err != nil {
 		return fmt.Errorf("%s: windows: %w", path, err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/sidecar/api"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Failure 8: `throttled pause --ttl 72h --max-ttl 100h` made a 72-hour
@@ -33,12 +33,12 @@ func TestHoldCapCannotBeRaisedByAnyClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store, err := holds.NewStore(ctx, pool, holds.Config{TTL: throttle.TTLPolicy{Max: 100 * time.Hour}})
+	store, err := holds.NewStore(ctx, pool, holds.Config{TTL: hold.TTLPolicy{Max: 100 * time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := store.SetTTL(ctx, throttle.TTLPolicy{}, "test", throttle.SourceManual, "test done"); err != nil {
+		if _, err := store.SetTTL(ctx, hold.TTLPolicy{}, "test", hold.SourceManual, "test done"); err != nil {
 			t.Errorf("put the cluster's cap back: %v", err)
 		}
 	})
@@ -96,8 +96,8 @@ func TestHoldCapCannotBeRaisedByAnyClient(t *testing.T) {
 		}
 	}
 	// The library, with a maximum of its own above the cluster's.
-	_, err = store.Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("purge"), Source: throttle.SourceManual, Reason: "long", Actor: "mallory", TTL: 72 * time.Hour})
-	if !errors.Is(err, throttle.ErrInvalidHold) || !strings.Contains(err.Error(), "TTL 72h0m0s exceeds the maximum 2h0m0s") {
+	_, err = store.Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceManual, Reason: "long", Actor: "mallory", TTL: 72 * time.Hour})
+	if !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), "TTL 72h0m0s exceeds the maximum 2h0m0s") {
 		t.Errorf("library (Config.MaxTTL 100h), TTL 72h: %v; want refused naming both", err)
 	}
 	// Plain SQL as the coordination role.

@@ -15,7 +15,7 @@ import (
 	"github.com/throttled/throttled/internal/textsafe"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/sidecar/api"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // scopeFlags selects a scope: --job, --prefix or --all, exactly one.
@@ -30,17 +30,17 @@ func (s *scopeFlags) register(fs *pflag.FlagSet, verb string) {
 	fs.BoolVar(&s.all, "all", false, verb+" every job")
 }
 
-func (s *scopeFlags) scope() (throttle.Scope, error) {
+func (s *scopeFlags) scope() (hold.Scope, error) {
 	n := 0
-	var sc throttle.Scope
+	var sc hold.Scope
 	if s.job != "" {
-		n, sc = n+1, throttle.OneJob(throttle.Job(s.job))
+		n, sc = n+1, hold.OneJob(s.job)
 	}
 	if s.prefix != "" {
-		n, sc = n+1, throttle.Group(s.prefix)
+		n, sc = n+1, hold.Group(s.prefix)
 	}
 	if s.all {
-		n, sc = n+1, throttle.AllJobs()
+		n, sc = n+1, hold.AllJobs()
 	}
 	if n != 1 {
 		return sc, errors.New("give exactly one of --job, --prefix and --all")
@@ -99,21 +99,21 @@ other signal still binds them. Audited; a running exec follows it at its next he
 			}
 			// Without --ttl the request carries none, and the cluster's
 			// default applies (holds.default_ttl of throttled run), as
-			// the cluster's cap does: one policy, throttle.TTLPolicy.
+			// the cluster's cap does: one policy, hold.TTLPolicy.
 			switch {
 			case !cmd.Flags().Changed("ttl"):
 			case ttl <= 0:
 				errs = append(errs, fmt.Errorf("--ttl must be positive, got %s", ttl))
-			case ttl < throttle.MinHoldTTL:
-				errs = append(errs, fmt.Errorf("--ttl %s is under the shortest hold, %s", ttl, throttle.MinHoldTTL))
+			case ttl < hold.MinTTL:
+				errs = append(errs, fmt.Errorf("--ttl %s is under the shortest hold, %s", ttl, hold.MinTTL))
 			}
-			if name == "throttle" && !(ratio >= throttle.MinHoldRatio && ratio <= 1) {
-				errs = append(errs, fmt.Errorf("--ratio must be from %v (a thousandth of the jobs' rate) to 1, got %v (to stop the jobs, throttled pause)", throttle.MinHoldRatio, ratio))
+			if name == "throttle" && !(ratio >= hold.MinRatio && ratio <= 1) {
+				errs = append(errs, fmt.Errorf("--ratio must be from %v (a thousandth of the jobs' rate) to 1, got %v (to stop the jobs, throttled pause)", hold.MinRatio, ratio))
 			}
 			// One printable line each: a newline or an escape in either
 			// would forge a row of throttled holds and of the audit log.
 			for _, f := range []struct{ flag, v string }{{"--reason", reason}, {"--actor", cf.actor}} {
-				if err := throttle.Storable(f.v); err != nil {
+				if err := hold.Storable(f.v); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", f.flag, err))
 				}
 			}
@@ -130,8 +130,8 @@ other signal still binds them. Audited; a running exec follows it at its next he
 				return fail(errOut, name, err)
 			}
 			defer b.close()
-			h, warnings, err := b.add(ctx, throttle.HoldRequest{Scope: sc, TTL: ttl, Reason: reason, Ratio: ratio, Exempt: signal})
-			if errors.Is(err, throttle.ErrInvalidHold) {
+			h, warnings, err := b.add(ctx, hold.Request{Scope: sc, TTL: ttl, Reason: reason, Ratio: ratio, Exempt: signal})
+			if errors.Is(err, hold.ErrInvalid) {
 				return fail(errOut, name, usageError(err))
 			}
 			if err != nil {

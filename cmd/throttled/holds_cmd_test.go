@@ -21,7 +21,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/sidecar"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // worker is an exec process of the test binary.
@@ -264,7 +264,7 @@ func logConnections(t *testing.T, admin *pgx.Conn) {
 
 // resumeAllSetup makes three holds of three scopes (and none else) and
 // returns a store on the cluster and its admin DSN.
-func resumeAllSetup(t *testing.T) (*holds.Store, string, []throttle.Hold) {
+func resumeAllSetup(t *testing.T) (*holds.Store, string, []hold.Hold) {
 	t.Helper()
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
@@ -277,9 +277,9 @@ func resumeAllSetup(t *testing.T) (*holds.Store, string, []throttle.Hold) {
 	if _, err := pool.Exec(ctx, "UPDATE throttled.holds SET released_at = now(), released_by = 'test' WHERE released_at IS NULL"); err != nil {
 		t.Fatal(err)
 	}
-	var hs []throttle.Hold
-	for _, sc := range []throttle.Scope{throttle.OneJob("purge"), throttle.Group("archive_"), throttle.AllJobs()} {
-		h, err := store.Add(ctx, throttle.HoldRequest{Scope: sc, Source: throttle.SourceCLI, Reason: "test " + sc.String(), Actor: "alice"})
+	var hs []hold.Hold
+	for _, sc := range []hold.Scope{hold.OneJob("purge"), hold.Group("archive_"), hold.AllJobs()} {
+		h, err := store.Add(ctx, hold.Request{Scope: sc, Source: hold.SourceCLI, Reason: "test " + sc.String(), Actor: "alice"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -376,8 +376,8 @@ func TestResumeAll(t *testing.T) {
 	}
 	n := 0
 	for _, e := range es {
-		if e.Event == holds.EventHoldReleased && e.Actor == "bob" && e.Reason == "incident over" && e.Source == string(throttle.SourceCLI) &&
-			slices.ContainsFunc(hs, func(h throttle.Hold) bool { return h.ID == e.HoldID }) {
+		if e.Event == holds.EventHoldReleased && e.Actor == "bob" && e.Reason == "incident over" && e.Source == string(hold.SourceCLI) &&
+			slices.ContainsFunc(hs, func(h hold.Hold) bool { return h.ID == e.HoldID }) {
 			n++
 		}
 	}
@@ -397,7 +397,7 @@ func TestResumeAllThroughASidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
-	srv, err := sidecar.New(client, &config.Config{Version: "v1", MaxConcurrent: 8, HoldTTL: throttle.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour},
+	srv, err := sidecar.New(client, &config.Config{Version: "v1", MaxConcurrent: 8, HoldTTL: hold.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour},
 		Tokens: []config.Token{{Name: "ops", Secret: opsToken, Scopes: []config.Scope{config.ScopePause, config.ScopeRead}}}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/sidecar"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // noHolds opens a store on the package's pair, releases every active hold
@@ -155,7 +155,7 @@ func TestExemptUnknownSignalAndHoldOnUnknownJobThroughTheCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
-	srv, err := sidecar.New(client, &config.Config{Version: "v1", MaxConcurrent: 8, HoldTTL: throttle.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour},
+	srv, err := sidecar.New(client, &config.Config{Version: "v1", MaxConcurrent: 8, HoldTTL: hold.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour},
 		Tokens: []config.Token{{Name: "ops", Secret: opsToken, Scopes: []config.Scope{config.ScopePause, config.ScopeRead}}}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)

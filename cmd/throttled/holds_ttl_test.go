@@ -8,7 +8,7 @@ import (
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // `throttled pause` without --ttl sends no TTL of its own, so the
@@ -24,11 +24,11 @@ func TestPauseWithoutTTLTakesTheClusterDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close) // after the TTLs are put back: cleanups run last first
-	if _, err := store.SetTTL(ctx, throttle.TTLPolicy{Default: 15 * time.Minute, Max: 2 * time.Hour}, "ops", throttle.SourceManual, "short holds"); err != nil {
+	if _, err := store.SetTTL(ctx, hold.TTLPolicy{Default: 15 * time.Minute, Max: 2 * time.Hour}, "ops", hold.SourceManual, "short holds"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := store.SetTTL(ctx, throttle.TTLPolicy{}, "test", throttle.SourceManual, "test done"); err != nil {
+		if _, err := store.SetTTL(ctx, hold.TTLPolicy{}, "test", hold.SourceManual, "test done"); err != nil {
 			t.Errorf("put the cluster's TTLs back: %v", err)
 		}
 	})
@@ -40,8 +40,8 @@ func TestPauseWithoutTTLTakesTheClusterDefault(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, h := range active {
-			if h.Scope == throttle.OneJob(throttle.Job(job)) {
-				if _, err := store.Release(ctx, h.ID, "alice", throttle.SourceCLI, "ttl checked"); err != nil {
+			if h.Scope == hold.OneJob(job) {
+				if _, err := store.Release(ctx, h.ID, "alice", hold.SourceCLI, "ttl checked"); err != nil {
 					t.Fatal(err)
 				}
 				return h.Expires.Sub(h.Created).Round(time.Second)

@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/config"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 func TestReloadRefusesRestartOnlyChangesNamingThem(t *testing.T) {
 	base := config.Config{Listen: "127.0.0.1:8080", MaxConcurrent: 64, PrimaryDSN: "host=a", Cores: 8,
-		ReplicaDSNs: map[string]string{"r1": "host=r1"}, HoldTTL: throttle.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}, Cluster: "orders",
+		ReplicaDSNs: map[string]string{"r1": "host=r1"}, HoldTTL: hold.TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}, Cluster: "orders",
 		Jobs: []config.Job{{Name: "purge", Weight: 1}}}
 	same := base
 	same.Jobs = []config.Job{{Name: "purge", Weight: 3}, {Name: "archive", Weight: 1}}

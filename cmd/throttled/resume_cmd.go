@@ -17,7 +17,7 @@ import (
 	"github.com/throttled/throttled/internal/textsafe"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/sidecar/api"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // console is where `resume --all` asks for its confirmation: the
@@ -76,7 +76,7 @@ func newResumeCmd(lf *logFlags) *cobra.Command {
 func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Writer) int {
 	cf, id, job, prefix, scope, reason, every, yes, latched := o.cf, o.id, o.job, o.prefix, o.scope, o.reason, o.every, o.yes, o.latched
 	for _, f := range []struct{ flag, v string }{{"--reason", reason}, {"--actor", cf.actor}} {
-		if err := throttle.Storable(f.v); err != nil {
+		if err := hold.Storable(f.v); err != nil {
 			return fail(errOut, "resume", usageError(fmt.Errorf("%s: %w", f.flag, err)))
 		}
 	}
@@ -112,17 +112,17 @@ func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Wri
 	if chosen != 1 {
 		return fail(errOut, "resume", usageError(errors.New("give exactly one of --hold ID, --job, --prefix, --scope and --all (--all: every hold of every scope)")))
 	}
-	var sc throttle.Scope
+	var sc hold.Scope
 	var err error
 	switch {
 	case job != "":
-		sc = throttle.OneJob(throttle.Job(job))
+		sc = hold.OneJob(job)
 		err = sc.Validate()
 	case prefix != "":
-		sc = throttle.Group(prefix)
+		sc = hold.Group(prefix)
 		err = sc.Validate()
 	case scope != "":
-		sc, err = throttle.ParseScope(scope)
+		sc, err = hold.ParseScope(scope)
 	}
 	if err != nil {
 		return fail(errOut, "resume", usageError(err))
@@ -146,14 +146,14 @@ func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Wri
 		if err != nil {
 			return fail(errOut, "resume", err)
 		}
-		printReleased(out, []throttle.Hold{h}, cf.json)
+		printReleased(out, []hold.Hold{h}, cf.json)
 		return exitOK
 	}
 	active, err := r.active(bctx)
 	if err != nil {
 		return fail(errOut, "resume", err)
 	}
-	var chosenHolds []throttle.Hold
+	var chosenHolds []hold.Hold
 	for _, h := range active {
 		if every || h.Scope == sc {
 			chosenHolds = append(chosenHolds, h)
@@ -182,10 +182,10 @@ func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Wri
 	// released, and one that ended meanwhile is passed over.
 	rctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
-	var released []throttle.Hold
+	var released []hold.Hold
 	for _, h := range chosenHolds {
 		got, err := r.release(rctx, h.ID, reason)
-		if errors.Is(err, throttle.ErrUnknownHold) {
+		if errors.Is(err, hold.ErrUnknown) {
 			if cf.json {
 				fmt.Fprintf(errOut, "hold %s had already ended\n", textsafe.Line(h.ID))
 			} else {
@@ -205,7 +205,7 @@ func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Wri
 
 // confirm lists hs on w and asks whether to release them all; only "y" or
 // "yes" confirms.
-func confirm(in io.Reader, w io.Writer, hs []throttle.Hold) (bool, error) {
+func confirm(in io.Reader, w io.Writer, hs []hold.Hold) (bool, error) {
 	fmt.Fprintf(w, "%d active holds, of every scope:\n", len(hs))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  ID\tSCOPE\tSOURCE\tACTOR\tREASON")
@@ -226,7 +226,7 @@ func confirm(in io.Reader, w io.Writer, hs []throttle.Hold) (bool, error) {
 	return false, nil
 }
 
-func printReleased(out io.Writer, hs []throttle.Hold, asJSON bool) {
+func printReleased(out io.Writer, hs []hold.Hold, asJSON bool) {
 	if asJSON {
 		list := []api.Hold{}
 		for _, h := range hs {

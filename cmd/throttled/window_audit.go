@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // windowAudit writes to the audit log each time a window starts or stops
@@ -35,7 +36,7 @@ func (a *windowAudit) decision(ctx context.Context, d throttle.Decision) {
 	now := map[windowHold]string{}
 	for j, jd := range d.Jobs {
 		for _, h := range jd.Holds {
-			if h.Source == throttle.SourceWindow {
+			if h.Source == hold.SourceWindow {
 				now[windowHold{string(j), h.ID}] = h.Reason
 			}
 		}
@@ -66,7 +67,7 @@ func sortedHolds(m map[windowHold]string) []windowHold {
 func (a *windowAudit) write(ctx context.Context, event, reason, job string) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := a.store.Audit(ctx, holds.Entry{Event: event, Actor: "throttled", Source: string(throttle.SourceWindow), Reason: reason,
+	if err := a.store.Audit(ctx, holds.Entry{Event: event, Actor: "throttled", Source: string(hold.SourceWindow), Reason: reason,
 		Detail: map[string]any{"job": job}}); err != nil {
 		a.log.Warn("cannot audit a window's hold", "event", event, "job", job, "error", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // The leader writes each window hold's start and end to the audit log,
@@ -30,8 +31,8 @@ func TestWindowHoldsAreAuditedAtTheirEdges(t *testing.T) {
 	}
 	leading := true
 	a := &windowAudit{store: store, leading: func() bool { return leading }, log: hclog.NewNullLogger()}
-	window := throttle.Hold{ID: "window:purge", Scope: throttle.OneJob("purge"), Source: throttle.SourceWindow, Reason: "outside its run window (01:00-06:00 UTC)"}
-	held := throttle.Decision{Jobs: map[throttle.Job]throttle.JobDecision{"purge": {State: throttle.JobPaused, Code: throttle.CodeHeld, Holds: []throttle.Hold{window}}}}
+	window := hold.Hold{ID: "window:purge", Scope: hold.OneJob("purge"), Source: hold.SourceWindow, Reason: "outside its run window (01:00-06:00 UTC)"}
+	held := throttle.Decision{Jobs: map[throttle.Job]throttle.JobDecision{"purge": {State: throttle.JobPaused, Code: throttle.CodeHeld, Holds: []hold.Hold{window}}}}
 	free := throttle.Decision{Jobs: map[throttle.Job]throttle.JobDecision{"purge": {State: throttle.JobRunning, Code: throttle.CodeRunning}}}
 	for _, d := range []throttle.Decision{free, held, held, free, free} {
 		a.decision(ctx, d)
@@ -44,7 +45,7 @@ func TestWindowHoldsAreAuditedAtTheirEdges(t *testing.T) {
 	}
 	var got []string
 	for _, e := range es {
-		if e.Source == string(throttle.SourceWindow) {
+		if e.Source == string(hold.SourceWindow) {
 			got = append(got, e.Event+" "+e.Detail["job"].(string))
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // The heartbeat against the real pair, one beat at a time: the Engine
@@ -26,7 +27,7 @@ import (
 // noHolds is a hold source with no hold.
 type noHolds struct{}
 
-func (noHolds) Applying(time.Time, throttle.Job) []throttle.Hold { return nil }
+func (noHolds) Applying(time.Time, string) []hold.Hold { return nil }
 
 // newEngine returns an Engine coordinating on dsn, closed when the test
 // ends, and what its log says.

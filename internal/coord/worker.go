@@ -15,6 +15,7 @@ import (
 	"github.com/throttled/throttled/internal/coord/store"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 	"github.com/throttled/throttled/throttle/limit"
 )
 
@@ -290,11 +291,11 @@ func (e *Engine) beat(ctx context.Context, w *worker) {
 	case err == nil && e.beatDenied.CompareAndSwap(true, false):
 		e.log.Info("heartbeats accepted again")
 	}
-	known := e.holds.Applying(time.Now(), throttle.Job(w.cfg.Name))
-	if hs := throttle.Pausing(known); len(hs) > 0 {
+	known := e.holds.Applying(time.Now(), w.cfg.Name)
+	if hs := hold.Pausing(known); len(hs) > 0 {
 		// Holds that cannot be confirmed say so first, whatever else
 		// applies: the state is unknown, not merely held.
-		if i := slices.IndexFunc(hs, func(h throttle.Hold) bool { return h.ID == holds.UnconfirmedHoldID }); i > 0 {
+		if i := slices.IndexFunc(hs, func(h hold.Hold) bool { return h.ID == holds.UnconfirmedHoldID }); i > 0 {
 			hs[0], hs[i] = hs[i], hs[0]
 		}
 		st := throttle.Held(throttle.Job(w.cfg.Name), hs)
@@ -324,7 +325,7 @@ func (e *Engine) beat(ctx context.Context, w *worker) {
 		a := limit.Allocation{Rate: lease.Rate, Burst: lease.Burst, MaxInFlight: lease.MaxInFlight}
 		// Ratio holds scale this worker's lease here, whichever process
 		// placed them: the leader's allocations are unscaled.
-		if _, by := throttle.Scale(known); by != nil && a.Rate > 0 {
+		if _, by := hold.Scale(known); by != nil && a.Rate > 0 {
 			a.Rate *= by.Ratio
 			st.Rate = lease.Rate
 			st = throttle.Scaled(st, *by)

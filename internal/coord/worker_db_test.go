@@ -17,6 +17,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Workers: their leases, the holds they apply, what their heartbeat writes.
@@ -125,7 +126,7 @@ func TestNonLeaderHonoursItsInProcessHolds(t *testing.T) {
 	if b.Leader() {
 		t.Fatal("second process leads; the test needs a follower")
 	}
-	if _, err := b.LocalHolds().Add(throttle.HoldRequest{Scope: throttle.OneJob("local-hold"), Source: throttle.SourceManual, Reason: "stop", TTL: time.Hour}); err != nil {
+	if _, err := b.LocalHolds().Add(hold.Request{Scope: hold.OneJob("local-hold"), Source: hold.SourceManual, Reason: "stop", TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, 2*time.Second, func() error {
@@ -150,7 +151,7 @@ func TestNonLeaderHonoursItsInProcessHolds(t *testing.T) {
 func TestUnconfirmedHoldsOutrankALocalHold(t *testing.T) {
 	c := pgtest.Cluster(t)
 	tc, p := clienttest.RunningJob(t, clienttest.Coordinated(t, c, 20), "unconfirmed-first")
-	if _, err := tc.LocalHolds().Add(throttle.HoldRequest{Scope: throttle.OneJob("unconfirmed-first"), Source: throttle.SourceManual,
+	if _, err := tc.LocalHolds().Add(hold.Request{Scope: hold.OneJob("unconfirmed-first"), Source: hold.SourceManual,
 		Reason: "local", TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}

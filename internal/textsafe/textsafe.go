@@ -41,7 +41,7 @@ func Refused(r rune) bool {
 // Problem describes the first character of s that [Refused] refuses, by
 // its kind, code point and byte offset, e.g. "control character U+000A at
 // byte 6"; "" when there is none. Invalid UTF-8 is not its business
-// (throttle.Storable refuses it first).
+// (hold.Storable refuses it first).
 func Problem(s string) string {
 	for i, r := range s {
 		if r == utf8.RuneError || !Refused(r) {
@@ -109,7 +109,7 @@ func printable(s string) bool {
 // that must not be refused for its layout (a Grafana alert's multi-line
 // summary as a hold's reason): each run of characters [Refused] refuses,
 // but NUL, becomes one space, and the ends are trimmed. A NUL and invalid
-// UTF-8 are left as they are, for throttle.Storable to refuse: text
+// UTF-8 are left as they are, for hold.Storable to refuse: text
 // PostgreSQL cannot store is an error, not a layout.
 func OneLine(s string) string {
 	if Problem(s) == "" {

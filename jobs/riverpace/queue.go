@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // QueueClient is the part of a river.Client a [QueueGuard] uses.
@@ -113,15 +114,15 @@ func (g *QueueGuard) Run(ctx context.Context) error {
 }
 
 // Want is what the guard wants of the queue for status st at now: paused,
-// and for which hold, when a hold keeps the job paused for longer than
-// the threshold.
-func (g *QueueGuard) Want(st throttle.JobStatus, now time.Time) (pause bool, hold string) {
+// and for which hold (its ID), when a hold keeps the job paused for
+// longer than the threshold.
+func (g *QueueGuard) Want(st throttle.JobStatus, now time.Time) (pause bool, holdID string) {
 	if st.Code != throttle.CodeHeld {
 		return false, ""
 	}
 	// The job runs again when the last pausing hold ends.
-	var last throttle.Hold
-	for _, h := range throttle.Pausing(st.Holds) {
+	var last hold.Hold
+	for _, h := range hold.Pausing(st.Holds) {
 		if h.Expires.After(last.Expires) {
 			last = h
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs/riverpace"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // A long hold pauses the River queue (River stops fetching it, in every
@@ -91,9 +92,9 @@ func TestLongHoldsPauseTheRiverQueue(t *testing.T) {
 			return nil
 		})
 	}
-	hold := func(ttl time.Duration) throttle.Hold {
+	place := func(ttl time.Duration) hold.Hold {
 		t.Helper()
-		h, err := tc.LocalHolds().Add(throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceManual,
+		h, err := tc.LocalHolds().Add(hold.Request{Scope: hold.AllJobs(), Source: hold.SourceManual,
 			Reason: "maintenance", Actor: "alice", TTL: ttl})
 		if err != nil {
 			t.Fatal(err)
@@ -101,7 +102,7 @@ func TestLongHoldsPauseTheRiverQueue(t *testing.T) {
 		held(true)
 		return h
 	}
-	release := func(h throttle.Hold) {
+	release := func(h hold.Hold) {
 		t.Helper()
 		if _, err := tc.LocalHolds().Release(h.ID); err != nil {
 			t.Fatal(err)
@@ -112,7 +113,7 @@ func TestLongHoldsPauseTheRiverQueue(t *testing.T) {
 	// A short hold (under the threshold): the queue keeps running, and
 	// the middleware snoozes its jobs.
 	g := newGuard(time.Hour)
-	h := hold(30 * time.Minute)
+	h := place(30 * time.Minute)
 	if err := g.Step(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestLongHoldsPauseTheRiverQueue(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- newGuard(time.Minute).Run(runCtx) }()
-	h = hold(2 * time.Hour)
+	h = place(2 * time.Hour)
 	pgtest.Eventually(t, 5*time.Second, func() error {
 		if !paused() {
 			return errors.New("the queue is not paused under a 2h hold")
@@ -209,8 +210,8 @@ func TestQueueGuardWant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := func(id string, d time.Duration, ratio float64) throttle.Hold {
-		return throttle.Hold{ID: id, Expires: now.Add(d), Ratio: ratio}
+	h := func(id string, d time.Duration, ratio float64) hold.Hold {
+		return hold.Hold{ID: id, Expires: now.Add(d), Ratio: ratio}
 	}
 	for _, tc := range []struct {
 		name  string
@@ -220,10 +221,10 @@ func TestQueueGuardWant(t *testing.T) {
 	}{
 		{"running", throttle.JobStatus{Code: throttle.CodeRunning}, false, ""},
 		{"critical", throttle.JobStatus{Code: throttle.CodeCritical}, false, ""},
-		{"short hold", throttle.JobStatus{Code: throttle.CodeHeld, Holds: []throttle.Hold{h("h1", 30*time.Minute, 0)}}, false, ""},
-		{"long hold", throttle.JobStatus{Code: throttle.CodeHeld, Holds: []throttle.Hold{h("h1", 2*time.Hour, 0)}}, true, "h1"},
-		{"short and long", throttle.JobStatus{Code: throttle.CodeHeld, Holds: []throttle.Hold{h("h1", 30*time.Minute, 0), h("h2", 3*time.Hour, 0)}}, true, "h2"},
-		{"long ratio hold", throttle.JobStatus{Code: throttle.CodeHeld, Holds: []throttle.Hold{h("h1", 30*time.Minute, 0), h("h2", 3*time.Hour, 0.5)}}, false, ""},
+		{"short hold", throttle.JobStatus{Code: throttle.CodeHeld, Holds: []hold.Hold{h("h1", 30*time.Minute, 0)}}, false, ""},
+		{"long hold", throttle.JobStatus{Code: throttle.CodeHeld, Holds: []hold.Hold{h("h1", 2*time.Hour, 0)}}, true, "h1"},
+		{"short and long", throttle.JobStatus{Code: throttle.CodeHeld, Holds: []hold.Hold{h("h1", 30*time.Minute, 0), h("h2", 3*time.Hour, 0)}}, true, "h2"},
+		{"long ratio hold", throttle.JobStatus{Code: throttle.CodeHeld, Holds: []hold.Hold{h("h1", 30*time.Minute, 0), h("h2", 3*time.Hour, 0.5)}}, false, ""},
 	} {
 		if pause, hold := g.Want(tc.st, now); pause != tc.pause || hold != tc.hold {
 			t.Errorf("%s: Want = %v, %q; want %v, %q", tc.name, pause, hold, tc.pause, tc.hold)

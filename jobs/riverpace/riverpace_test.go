@@ -20,6 +20,7 @@ import (
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/jobs/riverpace"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -105,7 +106,7 @@ func TestRiverJobsArePacedAndSnoozedWhilePaused(t *testing.T) {
 	defer rc.Stop(context.WithoutCancel(ctx))
 
 	// Paused: jobs are snoozed, not worked, and burn no attempt.
-	h, err := tc.LocalHolds().Add(throttle.HoldRequest{Scope: throttle.AllJobs(), Source: throttle.SourceManual, Reason: "maintenance", Actor: "alice"})
+	h, err := tc.LocalHolds().Add(hold.Request{Scope: hold.AllJobs(), Source: hold.SourceManual, Reason: "maintenance", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Policy paces the background jobs of a run.
@@ -115,11 +116,11 @@ type adaptive struct {
 // simHolds holds every job while the scenario says so.
 type simHolds struct{ held func(time.Time) bool }
 
-func (h simHolds) Applying(now time.Time, _ throttle.Job) []throttle.Hold {
+func (h simHolds) Applying(now time.Time, _ string) []hold.Hold {
 	if !h.held(now) {
 		return nil
 	}
-	return []throttle.Hold{{ID: "sim", Scope: throttle.AllJobs(), Source: "manual", Reason: "scenario hold", Actor: "sim",
+	return []hold.Hold{{ID: "sim", Scope: hold.AllJobs(), Source: "manual", Reason: "scenario hold", Actor: "sim",
 		Created: now, Expires: now.Add(time.Hour)}}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // commit is one acknowledged batch: the server it committed on, by the
@@ -238,7 +239,7 @@ func TestFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hold, err := a.DurableHolds().Add(ctx, throttle.HoldRequest{Scope: throttle.OneJob("held"), Source: throttle.SourceManual,
+	hold, err := a.DurableHolds().Add(ctx, hold.Request{Scope: hold.OneJob("held"), Source: hold.SourceManual,
 		Reason: "held across the failover", Actor: "failover-test", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)

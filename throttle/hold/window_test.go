@@ -1,4 +1,4 @@
-package throttle
+package hold
 
 import (
 	"strings"
@@ -91,18 +91,6 @@ func TestWindowsAreHolds(t *testing.T) {
 	}
 	if hs := ws.Applying(mon(2, 15), "other"); len(hs) != 0 {
 		t.Errorf("a job without windows: %+v", hs)
-	}
-	// Through the controller: held with the window's reason.
-	c, err := New(Config{Holds: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Register(JobConfig{Name: "purge"}); err != nil {
-		t.Fatal(err)
-	}
-	d := c.Step(mon(0, 30), snap(mon(0, 30), world{load: 0.1, used: 0.1}))
-	if jd := d.Jobs["purge"]; jd.Code != CodeHeld || len(jd.Holds) != 1 || jd.Holds[0].Source != SourceWindow {
-		t.Errorf("controller at 00:30: %+v; want held by the window", jd)
 	}
 }
 

@@ -1,4 +1,4 @@
-package throttle
+package hold
 
 import (
 	"errors"
@@ -39,24 +39,24 @@ type Scope struct {
 // AllJobs returns the scope of every job.
 func AllJobs() Scope { return Scope{Kind: ScopeAllJobs} }
 
-// OneJob returns the scope of job j alone.
-func OneJob(j Job) Scope { return Scope{Kind: ScopeOneJob, Value: string(j)} }
+// OneJob returns the scope of the named job alone.
+func OneJob(job string) Scope { return Scope{Kind: ScopeOneJob, Value: job} }
 
 // Group returns the scope of every job whose name starts with prefix, e.g.
 // "purge_".
 func Group(prefix string) Scope { return Scope{Kind: ScopeGroup, Value: prefix} }
 
-// Matches reports whether s covers job j. It is meaningful only for a
-// valid scope: an unknown kind matches nothing (and [LocalHolds] never stores
-// one).
-func (s Scope) Matches(j Job) bool {
+// Matches reports whether s covers the named job. It is meaningful only
+// for a valid scope: an unknown kind matches nothing (and [Local] never
+// stores one).
+func (s Scope) Matches(job string) bool {
 	switch s.Kind {
 	case ScopeAllJobs:
 		return true
 	case ScopeOneJob:
-		return string(j) == s.Value
+		return job == s.Value
 	case ScopeGroup:
-		return strings.HasPrefix(string(j), s.Value)
+		return strings.HasPrefix(job, s.Value)
 	}
 	return false
 }
@@ -113,7 +113,7 @@ func ParseScope(s string) (Scope, error) {
 		}
 		sc = AllJobs()
 	case "job":
-		sc = OneJob(Job(value))
+		sc = OneJob(value)
 	case "group":
 		sc = Group(value)
 	default:
@@ -123,7 +123,7 @@ func ParseScope(s string) (Scope, error) {
 }
 
 // Source says who or what placed a hold. Automation must release only the
-// holds it placed, by ID, never a person's; [LocalHolds.Release] removes exactly
+// holds it placed, by ID, never a person's; [Local.Release] removes exactly
 // one hold, so clearing one never clears another.
 type Source string
 
@@ -151,7 +151,7 @@ func (s Source) known() bool {
 // Scope may start work.
 type Hold struct {
 	// ID identifies the hold for Release: "h1", "h2", … in order of
-	// creation, unique within one LocalHolds.
+	// creation, unique within one [Local].
 	ID      string
 	Scope   Scope
 	Source  Source
@@ -228,8 +228,8 @@ func ScaledReason(h Hold, before string) string {
 		h.Expires.UTC().Format(time.RFC3339), before)
 }
 
-// HoldRequest asks [LocalHolds.Add] for a hold.
-type HoldRequest struct {
+// Request asks [Local.Add] for a hold.
+type Request struct {
 	Scope  Scope
 	Source Source
 	Reason string // required
@@ -244,30 +244,30 @@ type HoldRequest struct {
 	Exempt string
 }
 
-// The bounds of a hold that [HoldRequest.Check] enforces.
+// The bounds of a hold that [Request.Check] enforces.
 const (
-	// MinHoldRatio is the smallest ratio a live override may give: at a
+	// MinRatio is the smallest ratio a live override may give: at a
 	// thousandth of its rate a job still starts batches (one an hour at
 	// 0.28 batches/s); a ratio far smaller, such as 1e-320, is not an
 	// override that runs the jobs but a pause that says it runs them, so
 	// it is refused, and a pause is asked for as one (ratio 0).
-	MinHoldRatio = 0.001
-	// MinHoldTTL is the shortest life of a hold. The database keeps
+	MinRatio = 0.001
+	// MinTTL is the shortest life of a hold. The database keeps
 	// times to the microsecond and refuses a hold that expires as it is
 	// made; a hold is placed and read by people, so anything under a
 	// second is refused with the rest of the request's problems.
-	MinHoldTTL = time.Second
+	MinTTL = time.Second
 )
 
 // Check validates r as every hold is validated, in this process's set and
 // in the cluster's store alike: a valid scope, a known source, a reason,
-// one-line text PostgreSQL can store (see [throttle.Storable]), a ratio of
-// 0 or from MinHoldRatio to 1, and a TTL that ttls accepts (see
+// one-line text PostgreSQL can store (see [Storable]), a ratio of
+// 0 or from MinRatio to 1, and a TTL that ttls accepts (see
 // [TTLPolicy.TTL]). It returns the TTL the hold gets (0 when neither the
 // request nor ttls gives one: the cluster's default), or an error
-// wrapping [ErrInvalidHold] that lists every problem, each naming its
+// wrapping [ErrInvalid] that lists every problem, each naming its
 // field and value.
-func (r HoldRequest) Check(ttls TTLPolicy) (time.Duration, error) {
+func (r Request) Check(ttls TTLPolicy) (time.Duration, error) {
 	var errs []string
 	if p := r.Scope.problem(); p != "" {
 		errs = append(errs, fmt.Sprintf("scope %q: %s", r.Scope.String(), p))
@@ -281,9 +281,9 @@ func (r HoldRequest) Check(ttls TTLPolicy) (time.Duration, error) {
 	switch {
 	case !(r.Ratio >= 0 && r.Ratio <= 1):
 		errs = append(errs, fmt.Sprintf("ratio %v: want a share from 0 (pause) to 1 of the job's rate", r.Ratio))
-	case r.Ratio > 0 && r.Ratio < MinHoldRatio:
+	case r.Ratio > 0 && r.Ratio < MinRatio:
 		errs = append(errs, fmt.Sprintf("ratio %v is below the smallest accepted, %v (a thousandth of the job's rate): a smaller one would never start a batch; to stop the jobs, place a pause (throttled pause, or ratio 0)",
-			r.Ratio, MinHoldRatio))
+			r.Ratio, MinRatio))
 	}
 	if r.Exempt != "" {
 		if r.Ratio != 0 {
@@ -303,7 +303,7 @@ func (r HoldRequest) Check(ttls TTLPolicy) (time.Duration, error) {
 		errs = append(errs, err.Error())
 	}
 	if len(errs) > 0 {
-		return 0, fmt.Errorf("%w: %s", ErrInvalidHold, strings.Join(errs, "; "))
+		return 0, fmt.Errorf("%w: %s", ErrInvalid, strings.Join(errs, "; "))
 	}
 	return ttl, nil
 }
@@ -346,65 +346,67 @@ func Storable(s string) error {
 	return nil
 }
 
-// Defaults of [LocalHoldsConfig].
+// Defaults of [LocalConfig].
 const (
-	DefaultHoldTTL    = time.Hour
-	DefaultMaxHoldTTL = 24 * time.Hour
+	DefaultTTL    = time.Hour
+	DefaultMaxTTL = 24 * time.Hour
 )
 
-// LocalHoldsConfig configures [NewLocalHolds]. The zero value means defaults.
-type LocalHoldsConfig struct {
-	// TTL is how long a hold lives: by default DefaultHoldTTL (1h), or
-	// its Max if shorter, capped at DefaultMaxHoldTTL (24h).
+// LocalConfig configures [NewLocal]. The zero value means defaults.
+type LocalConfig struct {
+	// TTL is how long a hold lives: by default DefaultTTL (1h), or
+	// its Max if shorter, capped at DefaultMaxTTL (24h).
 	TTL TTLPolicy
 
 	now func() time.Time // tests set a fake clock; nil means time.Now
 }
 
-func (c *LocalHoldsConfig) fill() {
+func (c *LocalConfig) fill() {
 	c.TTL = c.TTL.Filled()
 	if c.now == nil {
 		c.now = time.Now
 	}
 }
 
-// LocalHolds is the set of active pause holds of one process, in memory
+// Local is the set of active pause holds of one process, in memory
 // (the cluster's durable holds live in the holds package's Store). Work
 // may start only while no hold applies to its job. Every hold expires;
-// expired holds are forgotten the next time LocalHolds is used at or after
+// expired holds are forgotten the next time the set is used at or after
 // their expiry, so times given to it should not go backwards.
 //
 // The controller reads the holds at every tick, so an expiry takes effect
 // within one.
 //
-// Create LocalHolds with [NewLocalHolds]. It is safe for concurrent use.
-type LocalHolds struct {
-	cfg LocalHoldsConfig
+// Create one with [NewLocal]. It is safe for concurrent use.
+type Local struct {
+	cfg LocalConfig
 
 	mu    sync.Mutex
 	holds []Hold // active or not yet pruned, oldest first
 	seq   uint64
 }
 
-// NewLocalHolds fills cfg's defaults, validates it and returns an empty
-// LocalHolds. Errors name the field and its value.
-func NewLocalHolds(cfg LocalHoldsConfig) (*LocalHolds, error) {
+// NewLocal fills cfg's defaults, validates it and returns an empty set.
+// Errors name the field and its value, the field as
+// LocalHoldsConfig.TTL: the name it had in package throttle, kept so
+// that no message changed when the type moved here.
+func NewLocal(cfg LocalConfig) (*Local, error) {
 	if err := cfg.TTL.Check(); err != nil {
 		return nil, fmt.Errorf("throttle: LocalHoldsConfig.TTL: %w", err)
 	}
 	cfg.fill()
-	return &LocalHolds{cfg: cfg}, nil
+	return &Local{cfg: cfg}, nil
 }
 
 // Add is shorthand for AddAt(now(), req).
-func (h *LocalHolds) Add(req HoldRequest) (Hold, error) { return h.AddAt(h.cfg.now(), req) }
+func (h *Local) Add(req Request) (Hold, error) { return h.AddAt(h.cfg.now(), req) }
 
 // AddAt places a hold created at now and expiring TTL later (the
-// policy's default if req.TTL is 0). It refuses, with an error wrapping [ErrInvalidHold] that
+// policy's default if req.TTL is 0). It refuses, with an error wrapping [ErrInvalid] that
 // names the field and value, an invalid scope, an unknown source, an
 // empty reason, and a TTL that is negative or over MaxTTL. Holds on the
 // same scope coexist: each is released on its own.
-func (h *LocalHolds) AddAt(now time.Time, req HoldRequest) (Hold, error) {
+func (h *Local) AddAt(now time.Time, req Request) (Hold, error) {
 	ttl, err := req.Check(h.cfg.TTL)
 	if err != nil {
 		return Hold{}, err
@@ -436,34 +438,34 @@ func (h *LocalHolds) AddAt(now time.Time, req HoldRequest) (Hold, error) {
 }
 
 // Release is shorthand for ReleaseAt(now(), id).
-func (h *LocalHolds) Release(id string) (Hold, error) { return h.ReleaseAt(h.cfg.now(), id) }
+func (h *Local) Release(id string) (Hold, error) { return h.ReleaseAt(h.cfg.now(), id) }
 
 // ReleaseAt removes the hold with the given id, active at now, and returns
 // it. Only that hold goes: other holds on the same scope, a person's or
 // automation's, stay. An id that names no active hold gives an error
-// wrapping [ErrUnknownHold] and naming the id.
-func (h *LocalHolds) ReleaseAt(now time.Time, id string) (Hold, error) {
+// wrapping [ErrUnknown] and naming the id.
+func (h *Local) ReleaseAt(now time.Time, id string) (Hold, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.pruneLocked(now)
 	i := slices.IndexFunc(h.holds, func(x Hold) bool { return x.ID == id })
 	if i < 0 {
-		return Hold{}, fmt.Errorf("%w %q: never added, already released, or expired", ErrUnknownHold, id)
+		return Hold{}, fmt.Errorf("%w %q: never added, already released, or expired", ErrUnknown, id)
 	}
 	hold := h.holds[i]
 	h.holds = slices.Delete(h.holds, i, i+1)
 	return hold, nil
 }
 
-// Applying returns the holds active at now whose scope matches j, oldest
-// first; work on j may start only if it is empty.
-func (h *LocalHolds) Applying(now time.Time, j Job) []Hold {
+// Applying returns the holds active at now whose scope matches the named
+// job, oldest first; work on the job may start only if it is empty.
+func (h *Local) Applying(now time.Time, job string) []Hold {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.pruneLocked(now)
 	var out []Hold
 	for _, x := range h.holds {
-		if x.Scope.Matches(j) {
+		if x.Scope.Matches(job) {
 			out = append(out, x)
 		}
 	}
@@ -471,7 +473,7 @@ func (h *LocalHolds) Applying(now time.Time, j Job) []Hold {
 }
 
 // Active returns every hold active at now, oldest first.
-func (h *LocalHolds) Active(now time.Time) []Hold {
+func (h *Local) Active(now time.Time) []Hold {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.pruneLocked(now)
@@ -479,6 +481,6 @@ func (h *LocalHolds) Active(now time.Time) []Hold {
 }
 
 // pruneLocked forgets the holds expired at now. h.mu must be held.
-func (h *LocalHolds) pruneLocked(now time.Time) {
+func (h *Local) pruneLocked(now time.Time) {
 	h.holds = slices.DeleteFunc(h.holds, func(x Hold) bool { return !x.active(now) })
 }

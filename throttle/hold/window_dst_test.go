@@ -1,4 +1,4 @@
-package throttle
+package hold
 
 import (
 	"fmt"
@@ -216,7 +216,7 @@ func BenchmarkWindowsApplying(b *testing.B) {
 	}}
 	for _, at := range []struct {
 		name string
-		job  Job
+		job  string
 		t    time.Time
 	}{
 		{"outside", "purge", utc(3, 4, 17, 0)},

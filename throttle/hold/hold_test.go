@@ -1,4 +1,4 @@
-package throttle
+package hold
 
 import (
 	"errors"
@@ -17,18 +17,18 @@ var (
 )
 
 // newHolds returns Holds whose clock reads *clock.
-func newHolds(t *testing.T, cfg LocalHoldsConfig, clock *time.Time) *LocalHolds {
+func newHolds(t *testing.T, cfg LocalConfig, clock *time.Time) *Local {
 	t.Helper()
 	cfg.now = func() time.Time { return *clock }
-	h, err := NewLocalHolds(cfg)
+	h, err := NewLocal(cfg)
 	if err != nil {
-		t.Fatalf("NewLocalHolds(%+v): %v", cfg, err)
+		t.Fatalf("NewLocal(%+v): %v", cfg, err)
 	}
 	return h
 }
 
-func manual(s Scope, reason string) HoldRequest {
-	return HoldRequest{Scope: s, Source: SourceManual, Reason: reason, Actor: "alice"}
+func manual(s Scope, reason string) Request {
+	return Request{Scope: s, Source: SourceManual, Reason: reason, Actor: "alice"}
 }
 
 func ids(hs []Hold) string {
@@ -39,61 +39,32 @@ func ids(hs []Hold) string {
 	return strings.Join(b, ",")
 }
 
-func TestJobValidate(t *testing.T) {
-	for _, tc := range []struct {
-		job  Job
-		want string // "" means valid
-	}{
-		{"purge", ""},
-		{"purge_sessions.v2-a", ""},
-		{"9lives", ""},
-		{Job(strings.Repeat("a", 53)), ""},
-		{"", "must not be empty"},
-		{Job(strings.Repeat("a", 54)), "54 characters"},
-		{"Bad Name", `throttle: invalid job name "Bad Name": has 'B'`},
-		{"purge sessions", `has ' '`},
-		{"_purge", "must start with a lowercase letter or digit"},
-		{"purge/x", `has '/'`},
-		{"pürge", `has 'ü'`},
-	} {
-		err := tc.job.Validate()
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("Job(%q).Validate() = %v; want nil", tc.job, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("Job(%q).Validate() = %v; want error containing %q", tc.job, err, tc.want)
-		case tc.want != "" && !errors.Is(err, ErrInvalidJob):
-			t.Errorf("Job(%q).Validate() = %v; want errors.Is ErrInvalidJob", tc.job, err)
-		}
-	}
-}
-
 func TestNewHoldsConfig(t *testing.T) {
 	for _, tc := range []struct {
-		cfg             LocalHoldsConfig
+		cfg             LocalConfig
 		want            string // error substring; "" means valid
 		wantDef, wantMx time.Duration
 	}{
-		{LocalHoldsConfig{}, "", time.Hour, 24 * time.Hour},
-		{LocalHoldsConfig{TTL: TTLPolicy{Max: 30 * time.Minute}}, "", 30 * time.Minute, 30 * time.Minute},
-		{LocalHoldsConfig{TTL: TTLPolicy{Default: 5 * time.Minute}}, "", 5 * time.Minute, 24 * time.Hour},
-		{LocalHoldsConfig{TTL: TTLPolicy{Default: -time.Second}}, "LocalHoldsConfig.TTL: default TTL -1s is under the shortest hold, 1s", 0, 0},
-		{LocalHoldsConfig{TTL: TTLPolicy{Max: -time.Minute}}, "LocalHoldsConfig.TTL: max TTL -1m0s is under the shortest hold, 1s", 0, 0},
-		{LocalHoldsConfig{TTL: TTLPolicy{Default: 2 * time.Hour, Max: time.Hour}}, "LocalHoldsConfig.TTL: default TTL 2h0m0s exceeds max TTL 1h0m0s", 0, 0},
+		{LocalConfig{}, "", time.Hour, 24 * time.Hour},
+		{LocalConfig{TTL: TTLPolicy{Max: 30 * time.Minute}}, "", 30 * time.Minute, 30 * time.Minute},
+		{LocalConfig{TTL: TTLPolicy{Default: 5 * time.Minute}}, "", 5 * time.Minute, 24 * time.Hour},
+		{LocalConfig{TTL: TTLPolicy{Default: -time.Second}}, "LocalHoldsConfig.TTL: default TTL -1s is under the shortest hold, 1s", 0, 0},
+		{LocalConfig{TTL: TTLPolicy{Max: -time.Minute}}, "LocalHoldsConfig.TTL: max TTL -1m0s is under the shortest hold, 1s", 0, 0},
+		{LocalConfig{TTL: TTLPolicy{Default: 2 * time.Hour, Max: time.Hour}}, "LocalHoldsConfig.TTL: default TTL 2h0m0s exceeds max TTL 1h0m0s", 0, 0},
 	} {
-		h, err := NewLocalHolds(tc.cfg)
+		h, err := NewLocal(tc.cfg)
 		if tc.want != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("NewLocalHolds(%+v) = %v; want error containing %q", tc.cfg, err, tc.want)
+				t.Errorf("NewLocal(%+v) = %v; want error containing %q", tc.cfg, err, tc.want)
 			}
 			continue
 		}
 		if err != nil {
-			t.Errorf("NewLocalHolds(%+v): %v", tc.cfg, err)
+			t.Errorf("NewLocal(%+v): %v", tc.cfg, err)
 			continue
 		}
 		if h.cfg.TTL.Default != tc.wantDef || h.cfg.TTL.Max != tc.wantMx {
-			t.Errorf("NewLocalHolds(%+v): default TTL %s, max TTL %s; want %s, %s", tc.cfg, h.cfg.TTL.Default, h.cfg.TTL.Max, tc.wantDef, tc.wantMx)
+			t.Errorf("NewLocal(%+v): default TTL %s, max TTL %s; want %s, %s", tc.cfg, h.cfg.TTL.Default, h.cfg.TTL.Max, tc.wantDef, tc.wantMx)
 		}
 	}
 }
@@ -101,20 +72,20 @@ func TestNewHoldsConfig(t *testing.T) {
 func TestHoldsAdd(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
-		req         HoldRequest
+		req         Request
 		want        string // error substring; "" means accepted
 		wantExpires time.Time
 	}{
 		{"default TTL", manual(AllJobs(), "deploy"), "", t0.Add(time.Hour)},
-		{"explicit TTL", HoldRequest{Scope: OneJob("purge"), Source: SourceAuto, Reason: "primary load 1.4", TTL: 10 * time.Minute}, "", t0.Add(10 * time.Minute)},
-		{"TTL at max", HoldRequest{Scope: Group("purge_"), Source: SourceCLI, Reason: "x", TTL: 24 * time.Hour}, "", t0.Add(24 * time.Hour)},
-		{"grafana", HoldRequest{Scope: AllJobs(), Source: SourceGrafanaAlert, Reason: "alert firing"}, "", t0.Add(time.Hour)},
-		{"TTL over max", HoldRequest{Scope: AllJobs(), Source: SourceManual, Reason: "x", TTL: 48 * time.Hour}, "TTL 48h0m0s exceeds the maximum 24h0m0s", time.Time{}},
-		{"negative TTL", HoldRequest{Scope: AllJobs(), Source: SourceManual, Reason: "x", TTL: -time.Minute}, "TTL -1m0s is negative", time.Time{}},
+		{"explicit TTL", Request{Scope: OneJob("purge"), Source: SourceAuto, Reason: "primary load 1.4", TTL: 10 * time.Minute}, "", t0.Add(10 * time.Minute)},
+		{"TTL at max", Request{Scope: Group("purge_"), Source: SourceCLI, Reason: "x", TTL: 24 * time.Hour}, "", t0.Add(24 * time.Hour)},
+		{"grafana", Request{Scope: AllJobs(), Source: SourceGrafanaAlert, Reason: "alert firing"}, "", t0.Add(time.Hour)},
+		{"TTL over max", Request{Scope: AllJobs(), Source: SourceManual, Reason: "x", TTL: 48 * time.Hour}, "TTL 48h0m0s exceeds the maximum 24h0m0s", time.Time{}},
+		{"negative TTL", Request{Scope: AllJobs(), Source: SourceManual, Reason: "x", TTL: -time.Minute}, "TTL -1m0s is negative", time.Time{}},
 		{"empty reason", manual(AllJobs(), ""), "a reason is required", time.Time{}},
 		{"blank reason", manual(AllJobs(), "  \t"), "a reason is required", time.Time{}},
-		{"unknown source", HoldRequest{Scope: AllJobs(), Source: "cron", Reason: "x"}, `source "cron" is not one of`, time.Time{}},
-		{"empty source", HoldRequest{Scope: AllJobs(), Reason: "x"}, `source "" is not one of`, time.Time{}},
+		{"unknown source", Request{Scope: AllJobs(), Source: "cron", Reason: "x"}, `source "cron" is not one of`, time.Time{}},
+		{"empty source", Request{Scope: AllJobs(), Reason: "x"}, `source "" is not one of`, time.Time{}},
 		{"bad job scope", manual(OneJob("Purge"), "x"), `scope "job:Purge": job name has 'P'`, time.Time{}},
 		{"empty job scope", manual(OneJob(""), "x"), `scope "job:": job name must not be empty`, time.Time{}},
 		{"empty group", manual(Group(""), "x"), `scope "group:": group prefix must not be empty`, time.Time{}},
@@ -123,11 +94,11 @@ func TestHoldsAdd(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := t0
-			h := newHolds(t, LocalHoldsConfig{}, &clock)
+			h := newHolds(t, LocalConfig{}, &clock)
 			got, err := h.Add(tc.req)
 			if tc.want != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalidHold) {
-					t.Fatalf("Add(%+v) = %+v, %v; want ErrInvalidHold containing %q", tc.req, got, err, tc.want)
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalid) {
+					t.Fatalf("Add(%+v) = %+v, %v; want ErrInvalid containing %q", tc.req, got, err, tc.want)
 				}
 				if a := h.Active(t0); len(a) != 0 {
 					t.Errorf("refused hold stored: %+v", a)
@@ -153,12 +124,12 @@ func TestScope(t *testing.T) {
 	for _, tc := range []struct {
 		scope Scope
 		str   string
-		match []Job
-		miss  []Job
+		match []string
+		miss  []string
 	}{
-		{AllJobs(), "all", []Job{"purge", "vacuum"}, nil},
-		{OneJob("purge"), "job:purge", []Job{"purge"}, []Job{"purge_sessions", "purg", "vacuum"}},
-		{Group("purge_"), "group:purge_", []Job{"purge_sessions", "purge_events"}, []Job{"purge", "vacuum_purge_x"}},
+		{AllJobs(), "all", []string{"purge", "vacuum"}, nil},
+		{OneJob("purge"), "job:purge", []string{"purge"}, []string{"purge_sessions", "purg", "vacuum"}},
+		{Group("purge_"), "group:purge_", []string{"purge_sessions", "purge_events"}, []string{"purge", "vacuum_purge_x"}},
 	} {
 		if err := tc.scope.Validate(); err != nil {
 			t.Errorf("%v.Validate() = %v", tc.scope, err)
@@ -187,20 +158,20 @@ func TestScope(t *testing.T) {
 
 func TestHoldsApplying(t *testing.T) {
 	clock := t0
-	h := newHolds(t, LocalHoldsConfig{}, &clock)
-	mustAdd := func(now time.Time, req HoldRequest) {
+	h := newHolds(t, LocalConfig{}, &clock)
+	mustAdd := func(now time.Time, req Request) {
 		t.Helper()
 		if _, err := h.AddAt(now, req); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mustAdd(t0, HoldRequest{Scope: AllJobs(), Source: SourceAuto, Reason: "load", TTL: 10 * time.Minute})     // h1, to t0+10m
-	mustAdd(t1, HoldRequest{Scope: OneJob("purge"), Source: SourceManual, Reason: "deploy"})                  // h2, to t1+1h
-	mustAdd(t1, HoldRequest{Scope: Group("vacuum_"), Source: SourceCLI, Reason: "bloat", TTL: 3 * time.Hour}) // h3, to t1+3h
+	mustAdd(t0, Request{Scope: AllJobs(), Source: SourceAuto, Reason: "load", TTL: 10 * time.Minute})     // h1, to t0+10m
+	mustAdd(t1, Request{Scope: OneJob("purge"), Source: SourceManual, Reason: "deploy"})                  // h2, to t1+1h
+	mustAdd(t1, Request{Scope: Group("vacuum_"), Source: SourceCLI, Reason: "bloat", TTL: 3 * time.Hour}) // h3, to t1+3h
 
 	for _, tc := range []struct {
 		now  time.Time
-		job  Job
+		job  string
 		want string
 	}{
 		{t1, "purge", "h1,h2"},
@@ -226,7 +197,7 @@ func TestHoldsApplying(t *testing.T) {
 
 func TestHoldsActiveOldestFirst(t *testing.T) {
 	clock := t0
-	h := newHolds(t, LocalHoldsConfig{}, &clock)
+	h := newHolds(t, LocalConfig{}, &clock)
 	// Out of order instants: the list is still oldest first.
 	for _, at := range []time.Time{t1, t0, t1.Add(time.Second)} {
 		if _, err := h.AddAt(at, manual(AllJobs(), "x")); err != nil {
@@ -240,12 +211,12 @@ func TestHoldsActiveOldestFirst(t *testing.T) {
 
 func TestHoldsReleaseOnlyItsOwn(t *testing.T) {
 	clock := t0
-	h := newHolds(t, LocalHoldsConfig{}, &clock)
+	h := newHolds(t, LocalConfig{}, &clock)
 	person, err := h.Add(manual(OneJob("purge"), "deploy"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	auto, err := h.Add(HoldRequest{Scope: OneJob("purge"), Source: SourceAuto, Reason: "primary load critical"})
+	auto, err := h.Add(Request{Scope: OneJob("purge"), Source: SourceAuto, Reason: "primary load critical"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +238,7 @@ func TestHoldsReleaseOnlyItsOwn(t *testing.T) {
 
 func TestHoldsReleaseUnknown(t *testing.T) {
 	clock := t0
-	h := newHolds(t, LocalHoldsConfig{}, &clock)
+	h := newHolds(t, LocalConfig{}, &clock)
 	x, err := h.Add(manual(AllJobs(), "deploy")) // expires t0+1h
 	if err != nil {
 		t.Fatal(err)
@@ -283,31 +254,31 @@ func TestHoldsReleaseUnknown(t *testing.T) {
 	} {
 		clock = tc.now
 		_, err := h.Release(tc.id)
-		if !errors.Is(err, ErrUnknownHold) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.id)) {
-			t.Errorf("%s: Release(%q) = %v; want ErrUnknownHold naming the id", tc.name, tc.id, err)
+		if !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.id)) {
+			t.Errorf("%s: Release(%q) = %v; want ErrUnknown naming the id", tc.name, tc.id, err)
 		}
 	}
 	// Released twice.
 	clock = t0
-	h2 := newHolds(t, LocalHoldsConfig{}, &clock)
+	h2 := newHolds(t, LocalConfig{}, &clock)
 	y, _ := h2.Add(manual(AllJobs(), "deploy"))
 	if _, err := h2.Release(y.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h2.Release(y.ID); !errors.Is(err, ErrUnknownHold) {
-		t.Errorf("second Release = %v; want ErrUnknownHold", err)
+	if _, err := h2.Release(y.ID); !errors.Is(err, ErrUnknown) {
+		t.Errorf("second Release = %v; want ErrUnknown", err)
 	}
 }
 
 func TestHoldsConcurrent(t *testing.T) {
 	clock := t0
-	h := newHolds(t, LocalHoldsConfig{}, &clock)
+	h := newHolds(t, LocalConfig{}, &clock)
 	const workers, each = 8, 50
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			for i := range each {
-				x, err := h.AddAt(t0, manual(OneJob(Job(fmt.Sprintf("job%d", w))), "x"))
+				x, err := h.AddAt(t0, manual(OneJob(fmt.Sprintf("job%d", w)), "x"))
 				if err != nil {
 					t.Error(err)
 					return

@@ -1,4 +1,4 @@
-package throttle
+package hold
 
 import (
 	"fmt"
@@ -271,16 +271,17 @@ type JobWindows struct {
 // carry it: only [Windows] makes such holds.
 const SourceWindow Source = "window"
 
-// Windows turns each job's windows into holds: a HoldSource, to be one of
-// the sources the controller asks. A job outside its run windows is held
-// until the next one opens; a job inside a maintenance window it avoids,
-// until that ends. The holds' IDs are stable ("window:<job>",
-// "maintenance:<name>"), so one is the same hold for as long as it lasts.
-type Windows map[Job]JobWindows
+// Windows turns each job's windows, keyed by the job's name, into holds:
+// a throttle.HoldSource, to be one of the sources the controller asks. A
+// job outside its run windows is held until the next one opens; a job
+// inside a maintenance window it avoids, until that ends. The holds' IDs
+// are stable ("window:<job>", "maintenance:<name>"), so one is the same
+// hold for as long as it lasts.
+type Windows map[string]JobWindows
 
-// Applying reports the holds j's windows make at now.
-func (ws Windows) Applying(now time.Time, j Job) []Hold {
-	jw, ok := ws[j]
+// Applying reports the holds the named job's windows make at now.
+func (ws Windows) Applying(now time.Time, job string) []Hold {
+	jw, ok := ws[job]
 	if !ok {
 		return nil
 	}
@@ -304,7 +305,7 @@ func (ws Windows) Applying(now time.Time, j Job) []Hold {
 			if next.IsZero() {
 				next, opens = now.Add(7*24*time.Hour), "it does not open within two weeks"
 			}
-			out = append(out, Hold{ID: "window:" + string(j), Scope: OneJob(j), Source: SourceWindow, Actor: "throttled",
+			out = append(out, Hold{ID: "window:" + job, Scope: OneJob(job), Source: SourceWindow, Actor: "throttled",
 				Reason:  "outside its run window (" + strings.Join(names, "; ") + "); " + opens,
 				Created: now, Expires: next})
 		}
@@ -316,7 +317,7 @@ func (ws Windows) Applying(now time.Time, j Job) []Hold {
 			if !ends {
 				until = "it does not end within two weeks"
 			}
-			out = append(out, Hold{ID: "maintenance:" + name, Scope: OneJob(j), Source: SourceWindow, Actor: "throttled",
+			out = append(out, Hold{ID: "maintenance:" + name, Scope: OneJob(job), Source: SourceWindow, Actor: "throttled",
 				Reason:  "inside maintenance window " + name + " (" + w.String() + "); " + until,
 				Created: now, Expires: end})
 		}

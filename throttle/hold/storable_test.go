@@ -1,4 +1,4 @@
-package throttle
+package hold
 
 import (
 	"errors"
@@ -50,39 +50,39 @@ func TestStorableRefusesWhatForgesALine(t *testing.T) {
 // Every door that checks a hold's request checks its reason and actor so,
 // and names the field.
 func TestHoldCheckRefusesControlCharactersByField(t *testing.T) {
-	r := HoldRequest{Scope: AllJobs(), Source: SourceCLI, Reason: "deploy\nFORGED", Actor: "mallory\x1b]0;t\a"}
+	r := Request{Scope: AllJobs(), Source: SourceCLI, Reason: "deploy\nFORGED", Actor: "mallory\x1b]0;t\a"}
 	_, err := r.Check(TTLPolicy{Default: time.Hour, Max: 24 * time.Hour})
-	if !errors.Is(err, ErrInvalidHold) || !strings.Contains(err.Error(), "reason: control character U+000A at byte 6; reasons and actors are one printable line") ||
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "reason: control character U+000A at byte 6; reasons and actors are one printable line") ||
 		!strings.Contains(err.Error(), "actor: control character U+001B at byte 7") {
-		t.Fatalf("Check = %v; want ErrInvalidHold naming the reason's and the actor's character", err)
+		t.Fatalf("Check = %v; want ErrInvalid naming the reason's and the actor's character", err)
 	}
 }
 
 // Issue 33, point 6: a ratio of 1e-320 (or 5e-324) was taken as a live
 // override; the job's rate became 1e-321 while the reason said it ran. A
-// ratio under MinHoldRatio is refused, and the error says the smallest
+// ratio under MinRatio is refused, and the error says the smallest
 // accepted and that a pause is asked for as one. A TTL of 1ns reached the
 // database and came back a 500 with its check constraint; 999µs was
 // accepted. Every TTL under a second is refused before any query.
 func TestHoldCheckRefusesDenormalRatiosAndSubSecondTTLs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		r    HoldRequest
+		r    Request
 		want string
 	}{
-		{"denormal ratio", HoldRequest{Ratio: 1e-320}, "ratio 1e-320 is below the smallest accepted, 0.001"},
-		{"smallest denormal", HoldRequest{Ratio: 5e-324}, "ratio 5e-324 is below the smallest accepted, 0.001"},
-		{"just under the floor", HoldRequest{Ratio: 0.000999}, "place a pause (throttled pause, or ratio 0)"},
-		{"1ns", HoldRequest{TTL: time.Nanosecond}, "TTL 1ns is under the shortest accepted, 1s"},
-		{"999µs", HoldRequest{TTL: 999 * time.Microsecond}, "TTL 999µs is under the shortest accepted, 1s"},
-		{"999ms", HoldRequest{TTL: 999 * time.Millisecond}, "TTL 999ms is under the shortest accepted"},
+		{"denormal ratio", Request{Ratio: 1e-320}, "ratio 1e-320 is below the smallest accepted, 0.001"},
+		{"smallest denormal", Request{Ratio: 5e-324}, "ratio 5e-324 is below the smallest accepted, 0.001"},
+		{"just under the floor", Request{Ratio: 0.000999}, "place a pause (throttled pause, or ratio 0)"},
+		{"1ns", Request{TTL: time.Nanosecond}, "TTL 1ns is under the shortest accepted, 1s"},
+		{"999µs", Request{TTL: 999 * time.Microsecond}, "TTL 999µs is under the shortest accepted, 1s"},
+		{"999ms", Request{TTL: 999 * time.Millisecond}, "TTL 999ms is under the shortest accepted"},
 	} {
 		tc.r.Scope, tc.r.Source, tc.r.Reason = AllJobs(), SourceCLI, "x"
-		if _, err := tc.r.Check(TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}); !errors.Is(err, ErrInvalidHold) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: Check = %v; want ErrInvalidHold saying %q", tc.name, err, tc.want)
+		if _, err := tc.r.Check(TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Check = %v; want ErrInvalid saying %q", tc.name, err, tc.want)
 		}
 	}
-	for _, r := range []HoldRequest{{Ratio: MinHoldRatio}, {Ratio: 0.3}, {Ratio: 1}, {Ratio: 0}, {TTL: time.Second}, {TTL: 0}} {
+	for _, r := range []Request{{Ratio: MinRatio}, {Ratio: 0.3}, {Ratio: 1}, {Ratio: 0}, {TTL: time.Second}, {TTL: 0}} {
 		r.Scope, r.Source, r.Reason = AllJobs(), SourceCLI, "x"
 		if _, err := r.Check(TTLPolicy{Default: time.Hour, Max: 24 * time.Hour}); err != nil {
 			t.Errorf("Check(ratio %v, TTL %s) = %v; want it accepted", r.Ratio, r.TTL, err)
@@ -126,7 +126,7 @@ func FuzzStorable(f *testing.F) {
 
 // FuzzHoldRequestBounds: whatever ratio and TTL a request carries (a
 // denormal, NaN, an infinity, a nanosecond), a request Check accepts has
-// a ratio of 0 or from MinHoldRatio to 1 and a TTL from MinHoldTTL to
+// a ratio of 0 or from MinRatio to 1 and a TTL from MinTTL to
 // the maximum, and one it refuses says which field.
 func FuzzHoldRequestBounds(f *testing.F) {
 	for _, seed := range []struct {
@@ -136,7 +136,7 @@ func FuzzHoldRequestBounds(f *testing.F) {
 		f.Add(seed.ratio, seed.ttl)
 	}
 	f.Fuzz(func(t *testing.T, ratio float64, ttl int64) {
-		r := HoldRequest{Scope: Scope{Kind: ScopeAllJobs}, Source: SourceManual, Reason: "fuzz", Ratio: ratio, TTL: time.Duration(ttl)}
+		r := Request{Scope: Scope{Kind: ScopeAllJobs}, Source: SourceManual, Reason: "fuzz", Ratio: ratio, TTL: time.Duration(ttl)}
 		got, err := r.Check(TTLPolicy{Default: time.Hour, Max: 24 * time.Hour})
 		if err != nil {
 			if !strings.Contains(err.Error(), "ratio") && !strings.Contains(err.Error(), "TTL") {
@@ -144,10 +144,10 @@ func FuzzHoldRequestBounds(f *testing.F) {
 			}
 			return
 		}
-		if ratio != 0 && !(ratio >= MinHoldRatio && ratio <= 1) {
+		if ratio != 0 && !(ratio >= MinRatio && ratio <= 1) {
 			t.Fatalf("ratio %v accepted", ratio)
 		}
-		if got < MinHoldTTL || got > 24*time.Hour {
+		if got < MinTTL || got > 24*time.Hour {
 			t.Fatalf("TTL %s accepted as %s", time.Duration(ttl), got)
 		}
 	})
