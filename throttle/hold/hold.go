@@ -387,12 +387,10 @@ type Local struct {
 }
 
 // NewLocal fills cfg's defaults, validates it and returns an empty set.
-// Errors name the field and its value, the field as
-// LocalHoldsConfig.TTL: the name it had in package throttle, kept so
-// that no message changed when the type moved here.
+// Errors name the field (hold.LocalConfig.TTL) and its value.
 func NewLocal(cfg LocalConfig) (*Local, error) {
 	if err := cfg.TTL.Check(); err != nil {
-		return nil, fmt.Errorf("throttle: LocalHoldsConfig.TTL: %w", err)
+		return nil, fmt.Errorf("hold: LocalConfig.TTL: %w", err)
 	}
 	cfg.fill()
 	return &Local{cfg: cfg}, nil

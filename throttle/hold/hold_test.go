@@ -48,9 +48,9 @@ func TestNewHoldsConfig(t *testing.T) {
 		{LocalConfig{}, "", time.Hour, 24 * time.Hour},
 		{LocalConfig{TTL: TTLPolicy{Max: 30 * time.Minute}}, "", 30 * time.Minute, 30 * time.Minute},
 		{LocalConfig{TTL: TTLPolicy{Default: 5 * time.Minute}}, "", 5 * time.Minute, 24 * time.Hour},
-		{LocalConfig{TTL: TTLPolicy{Default: -time.Second}}, "LocalHoldsConfig.TTL: default TTL -1s is under the shortest hold, 1s", 0, 0},
-		{LocalConfig{TTL: TTLPolicy{Max: -time.Minute}}, "LocalHoldsConfig.TTL: max TTL -1m0s is under the shortest hold, 1s", 0, 0},
-		{LocalConfig{TTL: TTLPolicy{Default: 2 * time.Hour, Max: time.Hour}}, "LocalHoldsConfig.TTL: default TTL 2h0m0s exceeds max TTL 1h0m0s", 0, 0},
+		{LocalConfig{TTL: TTLPolicy{Default: -time.Second}}, "hold: LocalConfig.TTL: default TTL -1s is under the shortest hold, 1s", 0, 0},
+		{LocalConfig{TTL: TTLPolicy{Max: -time.Minute}}, "hold: LocalConfig.TTL: max TTL -1m0s is under the shortest hold, 1s", 0, 0},
+		{LocalConfig{TTL: TTLPolicy{Default: 2 * time.Hour, Max: time.Hour}}, "hold: LocalConfig.TTL: default TTL 2h0m0s exceeds max TTL 1h0m0s", 0, 0},
 	} {
 		h, err := NewLocal(tc.cfg)
 		if tc.want != "" {
