@@ -74,66 +74,16 @@ func newResumeCmd(lf *logFlags) *cobra.Command {
 
 // run releases what o chose, asking on con before --all.
 func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Writer) int {
-	cf, id, job, prefix, scope, reason, every, yes, latched := o.cf, o.id, o.job, o.prefix, o.scope, o.reason, o.every, o.yes, o.latched
-	for _, f := range []struct{ flag, v string }{{"--reason", reason}, {"--actor", cf.actor}} {
-		if err := hold.Storable(f.v); err != nil {
-			return fail(errOut, "resume", usageError(fmt.Errorf("%s: %w", f.flag, err)))
-		}
-	}
-	chosen := 0
-	for _, set := range []bool{id != "", job != "", prefix != "", scope != "", every} {
-		if set {
-			chosen++
-		}
-	}
-	if latched {
-		if chosen > 0 {
-			return fail(errOut, "resume", usageError(errors.New("--latched ends the critical pause; release holds in another call")))
-		}
-		ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-		defer cancel()
-		b, err := cf.backend(ctx, true)
-		if err != nil {
-			return fail(errOut, "resume", err)
-		}
-		defer b.close()
-		if err := b.resumeLatched(ctx, reason); err != nil {
-			return fail(errOut, "resume", err)
-		}
-		if cf.json {
-			_ = json.NewEncoder(out).Encode(struct {
-				Requested bool `json:"resume_requested"`
-			}{true})
-			return exitOK
-		}
-		fmt.Fprintln(out, "resume requested: the leader ends the latch within a tick; jobs restart once the signals are calm, slowly")
-		return exitOK
-	}
-	if chosen != 1 {
-		return fail(errOut, "resume", usageError(errors.New("give exactly one of --hold ID, --job, --prefix, --scope and --all (--all: every hold of every scope)")))
-	}
-	var sc hold.Scope
-	var err error
-	switch {
-	case job != "":
-		sc = hold.OneJob(job)
-		err = sc.Validate()
-	case prefix != "":
-		sc = hold.Group(prefix)
-		err = sc.Validate()
-	case scope != "":
-		sc, err = hold.ParseScope(scope)
-	}
+	sc, err := o.check(con)
 	if err != nil {
-		return fail(errOut, "resume", usageError(err))
+		return fail(errOut, "resume", err)
 	}
-	if every && !yes && !con.terminal {
-		return fail(errOut, "resume", usageError(errors.New("--all releases every active hold of every scope: add --yes to confirm, as stdin is not a terminal to ask on "+
-			"(--scope all releases the hold on all jobs alone)")))
+	if o.latched {
+		return o.resumeLatched(ctx, out, errOut)
 	}
-
 	// The timeout bounds the calls, not a person's answer: the releases
 	// after a confirmation get their own.
+	cf := o.cf
 	bctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
 	r, err := cf.backend(bctx, true)
@@ -141,8 +91,8 @@ func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Wri
 		return fail(errOut, "resume", err)
 	}
 	defer r.close()
-	if id != "" {
-		h, err := r.release(bctx, id, reason)
+	if o.id != "" {
+		h, err := r.release(bctx, o.id, o.reason)
 		if err != nil {
 			return fail(errOut, "resume", err)
 		}
@@ -153,24 +103,24 @@ func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Wri
 	if err != nil {
 		return fail(errOut, "resume", err)
 	}
-	var chosenHolds []hold.Hold
+	var chosen []hold.Hold
 	for _, h := range active {
-		if every || h.Scope == sc {
-			chosenHolds = append(chosenHolds, h)
+		if o.every || h.Scope == sc {
+			chosen = append(chosen, h)
 		}
 	}
 	switch {
-	case len(chosenHolds) == 0 && every:
+	case len(chosen) == 0 && o.every:
 		if cf.json {
 			printReleased(out, nil, true)
 			return exitOK
 		}
 		fmt.Fprintln(out, "no active holds")
 		return exitOK
-	case len(chosenHolds) == 0:
+	case len(chosen) == 0:
 		return fail(errOut, "resume", fmt.Errorf("no active hold on exactly %s; see `throttled holds` (--all releases every hold of every scope)", sc))
-	case every && !yes:
-		ok, err := confirm(con.in, errOut, chosenHolds)
+	case o.every && !o.yes:
+		ok, err := confirm(con.in, errOut, chosen)
 		if err != nil {
 			return fail(errOut, "resume", err)
 		}
@@ -178,13 +128,89 @@ func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Wri
 			return fail(errOut, "resume", errors.New("not confirmed; nothing released"))
 		}
 	}
-	// Exactly the holds listed (and confirmed): a hold made since is not
-	// released, and one that ended meanwhile is passed over.
+	return o.release(ctx, r, chosen, out, errOut)
+}
+
+// check refuses flags that do not make one request: unstorable text, no
+// target or more than one, --latched beside a target, or --all with no
+// way to confirm it. It returns the scope to release (the zero Scope for
+// --hold, --all and --latched). Every error is a usage error.
+func (o *resumeOptions) check(con console) (hold.Scope, error) {
+	for _, f := range []struct{ flag, v string }{{"--reason", o.reason}, {"--actor", o.cf.actor}} {
+		if err := hold.Storable(f.v); err != nil {
+			return hold.Scope{}, usageError(fmt.Errorf("%s: %w", f.flag, err))
+		}
+	}
+	chosen := 0
+	for _, set := range []bool{o.id != "", o.job != "", o.prefix != "", o.scope != "", o.every} {
+		if set {
+			chosen++
+		}
+	}
+	if o.latched {
+		if chosen > 0 {
+			return hold.Scope{}, usageError(errors.New("--latched ends the critical pause; release holds in another call"))
+		}
+		return hold.Scope{}, nil
+	}
+	if chosen != 1 {
+		return hold.Scope{}, usageError(errors.New("give exactly one of --hold ID, --job, --prefix, --scope and --all (--all: every hold of every scope)"))
+	}
+	var sc hold.Scope
+	var err error
+	switch {
+	case o.job != "":
+		sc = hold.OneJob(o.job)
+		err = sc.Validate()
+	case o.prefix != "":
+		sc = hold.Group(o.prefix)
+		err = sc.Validate()
+	case o.scope != "":
+		sc, err = hold.ParseScope(o.scope)
+	}
+	if err != nil {
+		return hold.Scope{}, usageError(err)
+	}
+	if o.every && !o.yes && !con.terminal {
+		return hold.Scope{}, usageError(errors.New("--all releases every active hold of every scope: add --yes to confirm, as stdin is not a terminal to ask on " +
+			"(--scope all releases the hold on all jobs alone)"))
+	}
+	return sc, nil
+}
+
+// resumeLatched asks the leader to end its latched critical pause.
+func (o *resumeOptions) resumeLatched(ctx context.Context, out, errOut io.Writer) int {
+	cf := o.cf
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	b, err := cf.backend(ctx, true)
+	if err != nil {
+		return fail(errOut, "resume", err)
+	}
+	defer b.close()
+	if err := b.resumeLatched(ctx, o.reason); err != nil {
+		return fail(errOut, "resume", err)
+	}
+	if cf.json {
+		_ = json.NewEncoder(out).Encode(struct {
+			Requested bool `json:"resume_requested"`
+		}{true})
+		return exitOK
+	}
+	fmt.Fprintln(out, "resume requested: the leader ends the latch within a tick; jobs restart once the signals are calm, slowly")
+	return exitOK
+}
+
+// release releases exactly the holds listed (and confirmed): a hold made
+// since is not released, and one that ended meanwhile is passed over. On
+// a failure it prints what it released before and names how far it got.
+func (o *resumeOptions) release(ctx context.Context, r holdsBackend, chosen []hold.Hold, out, errOut io.Writer) int {
+	cf := o.cf
 	rctx, cancel := context.WithTimeout(ctx, cf.timeout)
 	defer cancel()
 	var released []hold.Hold
-	for _, h := range chosenHolds {
-		got, err := r.release(rctx, h.ID, reason)
+	for _, h := range chosen {
+		got, err := r.release(rctx, h.ID, o.reason)
 		if errors.Is(err, hold.ErrUnknown) {
 			if cf.json {
 				fmt.Fprintf(errOut, "hold %s had already ended\n", textsafe.Line(h.ID))
@@ -195,7 +221,7 @@ func (o *resumeOptions) run(ctx context.Context, con console, out, errOut io.Wri
 		}
 		if err != nil {
 			printReleased(out, released, cf.json)
-			return fail(errOut, "resume", fmt.Errorf("release hold %s (%d of %d released): %w", h.ID, len(released), len(chosenHolds), err))
+			return fail(errOut, "resume", fmt.Errorf("release hold %s (%d of %d released): %w", h.ID, len(released), len(chosen), err))
 		}
 		released = append(released, got)
 	}
