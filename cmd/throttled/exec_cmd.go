@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -250,43 +251,10 @@ func runExec(ctx context.Context, o execOptions, out, errOut io.Writer) int {
 	if o.dryRun {
 		return execDryRun(ctx, pool, o, out, errOut)
 	}
-	replicas := map[string]throttle.ReplicaPolicy{}
-	for _, r := range o.replicas {
-		replicas[r] = throttle.ReplicaRequired
-	}
-	// throttled.Open sets primary_load's Resolution from the cores.
-	var rules map[signals.Name]throttle.Rule
-	if o.foregroundLatency > 0 {
-		// Required: until the canary has learnt its baseline, or while it
-		// cannot commit, the job does not run. Without the flag Open adds
-		// the default rule where the canary can run.
-		rules = map[signals.Name]throttle.Rule{signals.ForegroundLatency: {Target: o.foregroundLatency, Required: true}}
-	}
-	var jobRules map[signals.Name]throttle.Rule
-	if o.pauseOnVacuum {
-		jobRules = map[signals.Name]throttle.Rule{signals.VacuumRunning: {Target: 0}}
-	}
 	if err := errors.Join(checkDSN("--primary-dsn", o.primaryDSN), checkDSN("--pgbouncer-dsn", o.pgbouncerDSN)); err != nil {
 		return fail(errOut, "exec", usageError(err))
 	}
-	openCtx, cancel := context.WithTimeout(ctx, o.startTimeout)
-	client, err := throttled.Open(openCtx, throttled.Options{
-		PrimaryDSN: o.primaryDSN, ReplicaDSNs: o.replicaDSNs, Cores: o.cores,
-		Signals:             signals.Config{Replicas: o.replicas, AllowSuperuser: o.allowSuperuser, PgBouncerDSN: o.pgbouncerDSN},
-		NoForegroundLatency: o.noLatency,
-		Controller: throttle.Config{Replicas: replicas, MaxBudget: o.maxRate, InitialBudget: o.initRate, QuietPeriod: o.quiet,
-			Rules: rules, JobRules: jobRules},
-		// Durable holds live beside the job's data: `throttled pause`
-		// stops this run within the second.
-		CoordinationDSN: o.jobDSN,
-		Coordinate:      !o.solo,
-		// exec has no notifier: a sidecar, which pages, leads whenever
-		// one runs; an exec takes over only once no leader has
-		// published for three seconds.
-		DeferLeadership: execDeferLeadership,
-		Logger:          log,
-	})
-	cancel()
+	client, err := openExecClient(ctx, o, log)
 	if err != nil {
 		return fail(errOut, "exec", err)
 	}
@@ -310,6 +278,53 @@ func runExec(ctx context.Context, o execOptions, out, errOut io.Writer) int {
 	// Where the time went, from the decisions this process applied to
 	// the job: the why of each second.
 	limited := client.LimitedSeconds(o.job)
+	return reportExec(o, st, err, limited, time.Since(started), paused, out, errOut)
+}
+
+// openExecClient opens the client an exec paces its statement with: its
+// rules from the flags, durable holds beside the job's data, and
+// leadership deferred to a sidecar.
+func openExecClient(ctx context.Context, o execOptions, log hclog.Logger) (*throttled.Client, error) {
+	replicas := map[string]throttle.ReplicaPolicy{}
+	for _, r := range o.replicas {
+		replicas[r] = throttle.ReplicaRequired
+	}
+	// throttled.Open sets primary_load's Resolution from the cores.
+	var rules map[signals.Name]throttle.Rule
+	if o.foregroundLatency > 0 {
+		// Required: until the canary has learnt its baseline, or while it
+		// cannot commit, the job does not run. Without the flag Open adds
+		// the default rule where the canary can run.
+		rules = map[signals.Name]throttle.Rule{signals.ForegroundLatency: {Target: o.foregroundLatency, Required: true}}
+	}
+	var jobRules map[signals.Name]throttle.Rule
+	if o.pauseOnVacuum {
+		jobRules = map[signals.Name]throttle.Rule{signals.VacuumRunning: {Target: 0}}
+	}
+	openCtx, cancel := context.WithTimeout(ctx, o.startTimeout)
+	defer cancel()
+	return throttled.Open(openCtx, throttled.Options{
+		PrimaryDSN: o.primaryDSN, ReplicaDSNs: o.replicaDSNs, Cores: o.cores,
+		Signals:             signals.Config{Replicas: o.replicas, AllowSuperuser: o.allowSuperuser, PgBouncerDSN: o.pgbouncerDSN},
+		NoForegroundLatency: o.noLatency,
+		Controller: throttle.Config{Replicas: replicas, MaxBudget: o.maxRate, InitialBudget: o.initRate, QuietPeriod: o.quiet,
+			Rules: rules, JobRules: jobRules},
+		// Durable holds live beside the job's data: `throttled pause`
+		// stops this run within the second.
+		CoordinationDSN: o.jobDSN,
+		Coordinate:      !o.solo,
+		// exec has no notifier: a sidecar, which pages, leads whenever
+		// one runs; an exec takes over only once no leader has
+		// published for three seconds.
+		DeferLeadership: execDeferLeadership,
+		Logger:          log,
+	})
+}
+
+// reportExec prints how the run ended (done, interrupted between batches
+// or failed), its totals and where its time went, and returns the exit
+// code: one JSON summary with --json, else a line.
+func reportExec(o execOptions, st jobs.Status, err error, limited map[throttle.Why]float64, took time.Duration, paused pausedTime, out, errOut io.Writer) int {
 	whySlow := throttle.WhySlow(limited)
 	result, code := "done", exitOK
 	switch {
@@ -321,7 +336,7 @@ func runExec(ctx context.Context, o execOptions, out, errOut io.Writer) int {
 	}
 	if o.json {
 		sum := execSummary{Summary: true, Result: result, Rows: st.Rows, Batches: st.Batches, Retries: st.Retries, Errors: st.Errors,
-			DurationS: time.Since(started).Seconds(), PausedS: paused.seconds, PausedWhy: append([]string{}, paused.why...),
+			DurationS: took.Seconds(), PausedS: paused.seconds, PausedWhy: append([]string{}, paused.why...),
 			LimitedS: limitedJSON(limited), WhySlow: whySlow}
 		if err != nil && code == exitError {
 			sum.Error = err.Error()
