@@ -207,25 +207,7 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, plotDir string, 
 	if err != nil {
 		return err
 	}
-	const cores = 2
-	client, err := throttled.Open(ctx, throttled.Options{
-		PrimaryDSN:  c.Primary.DSN(pgcluster.RoleMonitor),
-		ReplicaDSNs: []string{c.Replica.DSN(pgcluster.RoleMonitor)},
-		Cores:       cores,
-		// Durable holds and the audit log, in the demo database itself.
-		CoordinationDSN: c.Primary.DSN(pgcluster.RoleAdmin),
-		Controller: throttle.Config{
-			Replicas:      map[string]throttle.ReplicaPolicy{pgcluster.ReplicaName: throttle.ReplicaRequired},
-			MaxBudget:     demoMaxRate,
-			MinBudget:     0.2, // one batch in 5 s, at the least, while work is allowed
-			InitialBudget: 2,
-			QuietPeriod:   8 * time.Second,
-			// A vacuum on the table the job deletes from pauses it.
-			JobRules: map[signals.Name]throttle.Rule{signals.VacuumRunning: {Target: 0}},
-			GateHold: 2 * time.Second,
-		},
-		Logger: log,
-	})
+	client, err := openDemoClient(ctx, c, log)
 	if err != nil {
 		return err
 	}
@@ -244,7 +226,7 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, plotDir string, 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Sampling as %s (pg_monitor, not superuser); %d cores configured.\n", pgcluster.RoleMonitor, cores)
+	fmt.Fprintf(out, "Sampling as %s (pg_monitor, not superuser); %d cores configured.\n", pgcluster.RoleMonitor, demoCores)
 	fmt.Fprintf(out, "Job %q deletes the %d rows of %s older than 30 days (of %d), at most %d batches/s of at most %d rows.\n",
 		demoJob, old, demoTable, demoRows, demoMaxRate, demoMaxBatch)
 	fmt.Fprintf(out, "Rules: primary_load target 0.7, critical 1.0 (3 samples), connection headroom 10%%, replica1 required (lag target 2 s); a vacuum on %s pauses the job (a job rule); quiet period shortened to 8 s for the demo.\n", demoTable)
@@ -253,99 +235,161 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, plotDir string, 
 	jctx, stopJob := context.WithCancel(ctx)
 	jobDone := make(chan error, 1)
 	go func() { jobDone <- job.Run(jctx) }()
-
-	scenes := demoScenes(scale)
-	stats := make([]sceneStats, len(scenes))
-	var mu sync.Mutex
-	current := 0
-	start := time.Now()
-	timeline := newDemoTimeline(demoJob)
-
+	r := &demoRun{out: out, client: client, job: job, scenes: demoScenes(scale), start: time.Now(), timeline: newDemoTimeline(demoJob)}
+	r.stats = make([]sceneStats, len(r.scenes))
 	// The printer: one row per decision (once a second), for the scene in
 	// progress, with the events and reasons as they change.
 	decisions := client.Decisions()
 	pctx, stopPrinter := context.WithCancel(ctx)
 	var pwg sync.WaitGroup
-	pwg.Go(func() {
-		lastReason, lastJobCode := "", throttle.Code("")
-		fmt.Fprintln(out, demoHeader)
-		for {
-			var d throttle.Decision
-			select {
-			case <-pctx.Done():
-				return
-			case d = <-decisions:
-			}
-			snap, st := client.Snapshot(), job.Status()
-			mu.Lock()
-			i := current
-			stats[i].add(snap, d, st)
-			mu.Unlock()
-			timeline.add(time.Now(), snap, d, st, client.HoldWatcher().Active())
-			fmt.Fprintln(out, demoRow(time.Since(start), scenes[i].name, snap, d, st))
-			for _, e := range d.Events {
-				tag := "event"
-				if e.Page() {
-					tag = "PAGE "
-				}
-				fmt.Fprintf(out, "         %s %s\n", tag, e.Message)
-			}
-			if d.Reason != lastReason && d.Mode != throttle.ModeRunning {
-				fmt.Fprintf(out, "         why: %s\n", d.Reason)
-			}
-			lastReason = d.Reason
-			// A job held back by what binds it alone (a gate) says so:
-			// the cluster's reason does not.
-			if jd := d.Jobs[demoJob]; jd.Code != lastJobCode && jd.Code == throttle.CodeGated {
-				fmt.Fprintf(out, "         job: %s\n", jd.Reason)
-			}
-			lastJobCode = d.Jobs[demoJob].Code
-		}
+	pwg.Go(func() { r.print(pctx, decisions) })
+	sceneErr := r.play(ctx, c, jobDone)
+	stopPrinter()
+	pwg.Wait()
+	stopJob()
+	jobErr := <-jobDone
+	if err := r.report(ctx, c, pool, old, plotDir); err != nil {
+		return err
+	}
+	if jobErr != nil && !errors.Is(jobErr, context.Canceled) {
+		return jobErr
+	}
+	return sceneErr
+}
+
+// demoCores is the cores the demo tells throttled the primary has.
+const demoCores = 2
+
+// openDemoClient opens the demo's client: sampling as the pg_monitor
+// role, the replica required, durable holds in the demo database, and a
+// vacuum on the table pausing the job.
+func openDemoClient(ctx context.Context, c *pgcluster.Cluster, log hclog.Logger) (*throttled.Client, error) {
+	return throttled.Open(ctx, throttled.Options{
+		PrimaryDSN:  c.Primary.DSN(pgcluster.RoleMonitor),
+		ReplicaDSNs: []string{c.Replica.DSN(pgcluster.RoleMonitor)},
+		Cores:       demoCores,
+		// Durable holds and the audit log, in the demo database itself.
+		CoordinationDSN: c.Primary.DSN(pgcluster.RoleAdmin),
+		Controller: throttle.Config{
+			Replicas:      map[string]throttle.ReplicaPolicy{pgcluster.ReplicaName: throttle.ReplicaRequired},
+			MaxBudget:     demoMaxRate,
+			MinBudget:     0.2, // one batch in 5 s, at the least, while work is allowed
+			InitialBudget: 2,
+			QuietPeriod:   8 * time.Second,
+			// A vacuum on the table the job deletes from pauses it.
+			JobRules: map[signals.Name]throttle.Rule{signals.VacuumRunning: {Target: 0}},
+			GateHold: 2 * time.Second,
+		},
+		Logger: log,
 	})
-	var sceneErr error
-	for i, sc := range scenes {
-		mu.Lock()
-		current = i
-		stats[i].name = sc.name
-		mu.Unlock()
-		var stop func()
-		if sc.start != nil {
-			if stop, sceneErr = sc.start(ctx, c); sceneErr != nil {
-				sceneErr = fmt.Errorf("scene %q: %w", sc.name, sceneErr)
-				break
-			}
-		}
+}
+
+// demoRun is one run of the demo: the job on its client, the scenes, and
+// what the printer gathers of each scene while it plays.
+type demoRun struct {
+	out      io.Writer
+	client   *throttled.Client
+	job      *jobs.Job
+	scenes   []scene
+	start    time.Time
+	timeline *demoTimeline
+
+	mu      sync.Mutex
+	current int // the scene in progress
+	stats   []sceneStats
+}
+
+// print writes one row per decision until ctx ends, with the events,
+// the reason when it changes, and a gated job's own reason.
+func (r *demoRun) print(ctx context.Context, decisions <-chan throttle.Decision) {
+	out := r.out
+	lastReason, lastJobCode := "", throttle.Code("")
+	fmt.Fprintln(out, demoHeader)
+	for {
+		var d throttle.Decision
 		select {
 		case <-ctx.Done():
-			sceneErr = ctx.Err()
+			return
+		case d = <-decisions:
+		}
+		snap, st := r.client.Snapshot(), r.job.Status()
+		r.mu.Lock()
+		i := r.current
+		r.stats[i].add(snap, d, st)
+		r.mu.Unlock()
+		r.timeline.add(time.Now(), snap, d, st, r.client.HoldWatcher().Active())
+		fmt.Fprintln(out, demoRow(time.Since(r.start), r.scenes[i].name, snap, d, st))
+		for _, e := range d.Events {
+			tag := "event"
+			if e.Page() {
+				tag = "PAGE "
+			}
+			fmt.Fprintf(out, "         %s %s\n", tag, e.Message)
+		}
+		if d.Reason != lastReason && d.Mode != throttle.ModeRunning {
+			fmt.Fprintf(out, "         why: %s\n", d.Reason)
+		}
+		lastReason = d.Reason
+		// A job held back by what binds it alone (a gate) says so: the
+		// cluster's reason does not.
+		if jd := d.Jobs[demoJob]; jd.Code != lastJobCode && jd.Code == throttle.CodeGated {
+			fmt.Fprintf(out, "         job: %s\n", jd.Reason)
+		}
+		lastJobCode = d.Jobs[demoJob].Code
+	}
+}
+
+// play runs the scenes in order, each for its hold, on cluster c; a job
+// that finishes early leaves the scenes going. It returns the first
+// scene's failure, or ctx's end.
+func (r *demoRun) play(ctx context.Context, c *pgcluster.Cluster, jobDone chan error) error {
+	for i, sc := range r.scenes {
+		r.mu.Lock()
+		r.current = i
+		r.stats[i].name = sc.name
+		r.mu.Unlock()
+		var stop func()
+		if sc.start != nil {
+			var err error
+			if stop, err = sc.start(ctx, c); err != nil {
+				return fmt.Errorf("scene %q: %w", sc.name, err)
+			}
+		}
+		var err error
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
 		case <-time.After(sc.hold):
-		case err := <-jobDone:
-			jobDone <- err // the job finished early; keep the scenes going
+		case jerr := <-jobDone:
+			jobDone <- jerr // the job finished early; keep the scenes going
 			<-time.After(sc.hold)
 		}
 		if stop != nil {
 			stop()
 		}
-		if sceneErr != nil {
-			break
+		if err != nil {
+			return err
 		}
 	}
-	stopPrinter()
-	pwg.Wait()
-	stopJob()
-	jobErr := <-jobDone
-	writeSummary(out, stats)
+	return nil
+}
+
+// report writes each scene's summary, the overview plot when asked, how
+// far the job got, and the audit log.
+func (r *demoRun) report(ctx context.Context, c *pgcluster.Cluster, pool *pgxpool.Pool, old int64, plotDir string) error {
+	out := r.out
+	writeSummary(out, r.stats)
 	if plotDir != "" {
 		path := filepath.Join(plotDir, "overview-demo.png")
 		if err := os.MkdirAll(plotDir, 0o755); err != nil {
 			return err
 		}
-		if err := timeline.overview().WritePNG(path); err != nil {
+		if err := r.timeline.overview().WritePNG(path); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "\nThe overview's key series from this run: %s\n", path)
 	}
-	st := job.Status()
+	st := r.job.Status()
 	var left int64
 	if err := pool.QueryRow(context.WithoutCancel(ctx), "SELECT count(*) FROM "+demoTable+" WHERE created_at < now() - interval '30 days'").Scan(&left); err != nil {
 		return err
@@ -359,10 +403,7 @@ func demo(ctx context.Context, log hclog.Logger, scale float64, plotDir string, 
 	if code := run(context.WithoutCancel(ctx), []string{"audit", "--primary-dsn", c.Primary.DSN(pgcluster.RoleAdmin), "--since", "10m"}, out, out); code != exitOK {
 		return fmt.Errorf("audit log: exit %d", code)
 	}
-	if jobErr != nil && !errors.Is(jobErr, context.Canceled) {
-		return jobErr
-	}
-	return sceneErr
+	return nil
 }
 
 // demoTableSetup creates the demo table, every other row older than 30
