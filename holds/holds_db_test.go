@@ -460,7 +460,7 @@ func TestReleaseRefusesTextPostgresCannotStore(t *testing.T) {
 		},
 	} {
 		if err := call(); !errors.Is(err, hold.ErrInvalid) {
-			t.Errorf("%s with text PostgreSQL cannot store: %v; want an error wrapping ErrInvalidHold", name, err)
+			t.Errorf("%s with text PostgreSQL cannot store: %v; want an error wrapping hold.ErrInvalid", name, err)
 		}
 	}
 	active, err := store.Active(ctx)

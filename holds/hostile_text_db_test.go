@@ -15,7 +15,7 @@ import (
 // Issue 33, points 1 and 6, on the database path: the store refuses a
 // reason or an actor that would forge a line, a ratio too small to start a
 // batch and a TTL under a second, before any query: an error wrapping
-// ErrInvalidHold that names the problem, never the database's check
+// hold.ErrInvalid that names the problem, never the database's check
 // constraint, and nothing written.
 func TestStoreRefusesForgingTextAndOutOfBoundHolds(t *testing.T) {
 	_, pool, store := setup(t)
@@ -42,7 +42,7 @@ func TestStoreRefusesForgingTextAndOutOfBoundHolds(t *testing.T) {
 		{request(func(r *hold.Request) { r.TTL = 999 * time.Microsecond }), "TTL 999µs is under the shortest accepted, 1s"},
 	} {
 		if h, err := store.Add(ctx, tc.r); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Add(%+v) = %+v, %v; want ErrInvalidHold saying %q", tc.r, h, err, tc.want)
+			t.Errorf("Add(%+v) = %+v, %v; want hold.ErrInvalid saying %q", tc.r, h, err, tc.want)
 		}
 	}
 	var after int
@@ -57,11 +57,11 @@ func TestStoreRefusesForgingTextAndOutOfBoundHolds(t *testing.T) {
 	}
 	if _, err := store.Release(ctx, h.ID, "bob", hold.SourceCLI, "done\nh1  all  FORGED"); !errors.Is(err, hold.ErrInvalid) ||
 		!strings.Contains(err.Error(), "reason: control character U+000A at byte 4") {
-		t.Errorf("Release with a newline in its reason = %v; want ErrInvalidHold naming it", err)
+		t.Errorf("Release with a newline in its reason = %v; want hold.ErrInvalid naming it", err)
 	}
 	if _, err := store.Release(ctx, h.ID, "bob\r", hold.SourceCLI, "done"); !errors.Is(err, hold.ErrInvalid) ||
 		!strings.Contains(err.Error(), "actor: control character U+000D at byte 3") {
-		t.Errorf("Release with a CR in its actor = %v; want ErrInvalidHold naming it", err)
+		t.Errorf("Release with a CR in its actor = %v; want hold.ErrInvalid naming it", err)
 	}
 	if _, err := store.Release(ctx, h.ID, "bob", hold.SourceCLI, "done"); err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestStoreKnowsRegisteredJobsAndSignals(t *testing.T) {
 		case !tc.ok && (!errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), `exempt "no_such_signal": no such signal`) ||
 			!strings.Contains(err.Error(), "replica_lag_seconds, replica_replay_backlog_bytes") ||
 			!strings.HasSuffix(err.Error(), "custom signals known: configured_signal, queue_depth")):
-			t.Errorf("CheckExempt(%q) = %v; want ErrInvalidHold naming the signals known", tc.name, err)
+			t.Errorf("CheckExempt(%q) = %v; want hold.ErrInvalid naming the signals known", tc.name, err)
 		}
 	}
 	if err := holds.CheckExempt("no_such_signal", nil); err == nil || !strings.Contains(err.Error(), "custom signals known: none") {
