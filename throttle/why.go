@@ -54,8 +54,8 @@ const (
 // whyHoldPrefix starts the why of a job a hold pauses or scales.
 const whyHoldPrefix = "hold:"
 
-// holdSources are the sources a hold's why may name.
-var holdSources = []hold.Source{hold.SourceManual, hold.SourceAuto, hold.SourceGrafanaAlert, hold.SourceCLI, hold.SourceWindow}
+// holdSources are the sources a hold's why may name: every one.
+var holdSources = hold.Sources()
 
 // WhyHeld is the why of a job a hold of source src pauses or scales.
 func WhyHeld(src hold.Source) Why {

@@ -139,13 +139,14 @@ const (
 	SourceCLI Source = "cli"
 )
 
-func (s Source) known() bool {
-	switch s {
-	case SourceManual, SourceAuto, SourceGrafanaAlert, SourceCLI:
-		return true
-	}
-	return false
-}
+// requestSources are the sources a [Request] may give.
+var requestSources = []Source{SourceManual, SourceAuto, SourceGrafanaAlert, SourceCLI}
+
+// Sources lists every source a hold may have: those a request may give,
+// then SourceWindow, which only [Windows] gives.
+func Sources() []Source { return append(slices.Clone(requestSources), SourceWindow) }
+
+func (s Source) known() bool { return slices.Contains(requestSources, s) }
 
 // Hold is one pause: while it is active (before Expires), no job in its
 // Scope may start work.
@@ -273,7 +274,7 @@ func (r Request) Check(ttls TTLPolicy) (time.Duration, error) {
 		errs = append(errs, fmt.Sprintf("scope %q: %s", r.Scope.String(), p))
 	}
 	if !r.Source.known() {
-		errs = append(errs, fmt.Sprintf("source %q is not one of %s, %s, %s, %s", string(r.Source), SourceManual, SourceAuto, SourceGrafanaAlert, SourceCLI))
+		errs = append(errs, fmt.Sprintf("source %q is not one of %s", string(r.Source), joinSources(requestSources)))
 	}
 	if strings.TrimSpace(r.Reason) == "" {
 		errs = append(errs, "a reason is required")
@@ -481,4 +482,13 @@ func (h *Local) Active(now time.Time) []Hold {
 // pruneLocked forgets the holds expired at now. h.mu must be held.
 func (h *Local) pruneLocked(now time.Time) {
 	h.holds = slices.DeleteFunc(h.holds, func(x Hold) bool { return !x.active(now) })
+}
+
+// joinSources is ss as a list for people: "manual, auto, …".
+func joinSources(ss []Source) string {
+	words := make([]string, len(ss))
+	for i, s := range ss {
+		words[i] = string(s)
+	}
+	return strings.Join(words, ", ")
 }
