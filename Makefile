@@ -158,8 +158,16 @@ sim-search: ## search the canary's target and the controller's growth and breach
 	$(GO) run $(LABTAGS) ./cmd/throttled sim search --doc docs/SIMULATION.md
 
 .PHONY: replay
-replay: deps-postgres lab ## the replay benchmark: every scenario as one block of interleaved windows (about 30 minutes; SCENARIO=surge runs one, about 4); results in docs/replay, tables in docs/BENCHMARKS.md
+replay: deps-postgres lab ## the replay benchmark: every scenario as one block of interleaved windows (about 70 minutes; SCENARIO=surge runs one, about 8); results in docs/replay, tables in docs/BENCHMARKS.md
 	$(LAB) bench replay --scenario $(SCENARIO) --results docs/replay --doc docs/BENCHMARKS.md $(REPLAY_FLAGS)
+
+.PHONY: step
+step: deps-postgres lab ## adaptive's step response on a throwaway pair: onset to first cut, relief to 80 % of the budget, in surge and cpu-hog (about 9 minutes); table in docs/BENCHMARKS.md
+	$(LAB) bench step --scenario surge,cpu-hog --results docs/replay --doc docs/BENCHMARKS.md
+
+.PHONY: replay-windows
+replay-windows: deps-postgres lab ## the window table: surge and quiet at windows of 2, 5, 10 and 20 s (about 25 minutes); table in docs/BENCHMARKS.md
+	$(LAB) bench replay --window-table --scenario surge,quiet --results docs/replay --doc docs/BENCHMARKS.md
 
 .PHONY: clean
 clean: ## remove build output

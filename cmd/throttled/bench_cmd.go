@@ -40,10 +40,12 @@ func newBenchCmd() *cobra.Command {
 		Short: "foreground latency and cleanup throughput under every pacing policy, on a throwaway primary and replica",
 		Long: `throttled bench replay: each scenario runs as one block on a throwaway primary and streaming replica.
 The foreground (a pgbench-like mix, open loop at the machine's calibrated rate) and the scenario's disturbance
-run throughout, while 2 s windows in which one policy's cleanup job works alternate with windows of the
-foreground alone, in a seeded random order. Each policy window is compared with its neighbours (a pair), and
-each goal is decided over the pairs: met, not met or undecided, with its interval. One scenario takes about
-4 minutes, all about 30; --short (one scenario, three policies) about 2 and a half.
+run throughout, while windows in which one policy's cleanup job works alternate with windows of the foreground
+alone. A closed-loop policy's window (--window) is at least three times adaptive's step response (throttled
+bench step); open-loop and alone windows are shorter. Each policy window is compared with its neighbours (a
+pair); each goal is decided over the pairs pooled: met, not met or undecided, with its interval, and adaptive
+against the fixed rates' curve (the frontier). One scenario takes about 8 minutes; --short (one scenario, a/a
+and unthrottled) about 3. --window-table runs the window table instead.
 
 Each scenario's seconds go to its own results file (--results, docs/replay/<scenario>.json by default), so
 one scenario can run again and be merged; --doc renders the replay section of a Markdown file from every
@@ -65,7 +67,7 @@ machine's: the primary runs here, so THROTTLED_CORES (a production primary's) do
 	}
 	replayCmd.Flags().SortFlags = false // givenFlags: in the order given
 	o.register(replayCmd.Flags())
-	bench.AddCommand(replayCmd)
+	bench.AddCommand(replayCmd, newBenchStepCmd())
 	return bench
 }
 
@@ -87,6 +89,8 @@ func givenFlags(fs *pflag.FlagSet) []string {
 // replayOptions are the flags of `throttled bench replay`.
 type replayOptions struct {
 	short, calibrate, render bool
+	// windowTable runs the window table instead of the scenarios' blocks.
+	windowTable bool
 	scenarios, policies      string
 	block                    replay.BlockConfig
 	goals                    replay.Goals
@@ -108,6 +112,9 @@ var (
 	// ran 0.13-0.19 wide against the check's 0.20, and the check is what
 	// the short run is for.
 	shortPairs = 16
+	// shortWindow: the short run has no closed-loop policy, and at 2 s
+	// windows surge's 4,000 transactions a second give each thousands.
+	shortWindow = 2
 )
 
 func (o *replayOptions) register(fs *pflag.FlagSet) {
@@ -115,19 +122,26 @@ func (o *replayOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.scenarios, "scenario", "all", "comma-separated scenarios ("+strings.Join(replay.ScenarioNames(), ", ")+"), or all")
 	fs.StringVar(&o.policies, "policy", "", "comma-separated policies for the windows (default "+strings.Join(replay.BlockPolicies, ", ")+"; also lag-only, binary, adaptive-tail, adaptive-held)")
 	fs.BoolVar(&o.calibrate, "calibrate", false, "measure the foreground's rate on this machine again (twice; they must agree within 20 %) and write the calibration file")
+	fs.BoolVar(&o.windowTable, "window-table", false, fmt.Sprintf("run the window table instead: for each scenario one block per window length (%v s) with adaptive, unthrottled and one fixed rate; results to <results>/windows/w<W>, the table to --doc", replay.WindowLengths))
 	fs.BoolVar(&o.render, "render", false, "run nothing: render --doc and the PNGs from the results files present")
 	fs.StringVar(&o.results, "results", replay.DefaultResults, "directory of the results files, one per scenario, and the PNGs")
 	fs.StringVar(&o.calibration, "calibration", "docs/replay/calibration.json", "the calibration file the runs read (and --calibrate writes)")
 	fs.StringVar(&o.doc, "doc", "", "rewrite the replay section of this markdown file (between "+replay.BeginMarker+" and "+replay.EndMarker+") from every results file")
 	fs.Float64Var(&o.block.Rate, "rate", 0, "foreground arrival rate, transactions/s (default: the calibration file's)")
-	fs.IntVar(&o.block.Pairs, "pairs", 10, "windows per policy (the fixed rates share theirs)")
-	fs.IntVar(&o.block.WindowSeconds, "window", 2, "each window's seconds")
+	fs.IntVar(&o.block.Pairs, "pairs", replay.DefaultPairs, "windows of each closed-loop policy (the controllers, lag-only, binary) and of a/a")
+	fs.IntVar(&o.block.OpenPairs, "open-pairs", replay.DefaultOpenPairs, "windows of unthrottled")
+	fs.IntVar(&o.block.FixedPairs, "fixed-pairs", replay.DefaultOpenPairs, "windows of each fixed rate")
+	fs.IntVar(&o.block.WindowSeconds, "window", replay.DefaultWindowSeconds, "a closed-loop policy's (and a/a's) window, seconds: at least three times adaptive's step response (throttled bench step)")
+	fs.IntVar(&o.block.OpenWindowSeconds, "open-window", replay.DefaultOpenWindowSeconds, "an open-loop policy's window (unthrottled, the fixed rates), seconds; at most --window")
+	fs.IntVar(&o.block.AloneSeconds, "alone-window", replay.DefaultOpenWindowSeconds, "an alone window, seconds; at most --window")
+	fs.Float64SliceVar(&o.block.FixedFractions, "fixed", replay.DefaultFixedFractions, "the fixed rates, as fractions of the batches per second unthrottled did in its windows")
 	fs.IntVar(&o.block.AloneDrop, "alone-drop", 1, "first seconds of each alone window left out (the last window's batch and WAL)")
 	fs.BoolVar(&o.block.Probe, "probe", false, "run the instrument's own canary throughout each block (a one-row commit every 50 ms) and keep its latencies per second beside the foreground's: what a canary reads under every policy, for fitting the simulator's canary")
 	fs.Float64Var(&o.block.ForegroundTarget, "foreground-target", 0, fmt.Sprintf("adaptive's foreground_latency target, a multiple of the canary's job-free baseline above 1 (default: the product's, %g)", throttle.DefaultForegroundLatencyRule.Target))
 	fs.Int64Var(&o.block.Rows, "rows", 0, fmt.Sprintf("rows of the cleaned table, half old (default %d; 8000000 with --short)", replay.DefaultBlockRows))
 	fs.DurationVar(&o.block.BatchTarget, "batch-target", replay.DefaultBatchTarget, "the cleanup's target batch duration under every policy")
 	fs.IntVar(&o.block.MaxBatch, "max-batch-size", replay.DefaultMaxBatch, "the cleanup's largest batch, in keys (about half are old rows), under every policy")
+	fs.IntVar(&o.block.ClientNice, "client-nice", replay.DefaultClientNice, "the nice value of this process's threads (the foreground's generator, the jobs' clients) during each block, set after the pair starts so the database keeps its own; 0 leaves them")
 	fs.Uint64Var(&o.block.Seed, "seed", 1, "seed of the windows' order and the arrivals")
 	fs.Float64Var(&o.goals.MaxSteal, "max-steal", 0.10, "leave out every second in which the hypervisor took more than this share of the CPU time wanted (steal, /proc/stat); -1 keeps every second")
 	fs.IntVar(&o.block.Cores, "cores", runtime.NumCPU(), "the primary's cores (it runs on this machine)")
@@ -181,12 +195,31 @@ func (o *replayOptions) check(fs *pflag.FlagSet) error {
 		if !fs.Changed("pairs") {
 			o.block.Pairs = shortPairs
 		}
+		if !fs.Changed("open-pairs") {
+			o.block.OpenPairs = shortPairs
+		}
+		for _, f := range []struct {
+			name string
+			v    *int
+		}{{"window", &o.block.WindowSeconds}, {"open-window", &o.block.OpenWindowSeconds}, {"alone-window", &o.block.AloneSeconds}} {
+			if !fs.Changed(f.name) {
+				*f.v = shortWindow
+			}
+		}
 		if !fs.Changed("results") {
 			o.results = "out/replay-short"
 		}
 		if o.block.Rows == 0 {
 			o.block.Rows = 8_000_000
 		}
+	}
+	// Open-loop and alone windows are never longer than a closed-loop
+	// one unless asked.
+	if !fs.Changed("open-window") {
+		o.block.OpenWindowSeconds = min(o.block.OpenWindowSeconds, o.block.WindowSeconds)
+	}
+	if !fs.Changed("alone-window") {
+		o.block.AloneSeconds = min(o.block.AloneSeconds, o.block.WindowSeconds)
 	}
 	o.block.Rows = max(o.block.Rows, 0)
 	if o.block.Rows == 0 {
@@ -195,10 +228,14 @@ func (o *replayOptions) check(fs *pflag.FlagSet) error {
 	switch {
 	case o.block.Cores <= 0:
 		return usageError(fmt.Errorf("--cores must be positive, got %d", o.block.Cores))
-	case o.block.Pairs < 1:
-		return usageError(fmt.Errorf("--pairs must be at least 1, got %d", o.block.Pairs))
-	case o.block.WindowSeconds < 1 || o.block.AloneDrop < 0 || o.block.AloneDrop >= o.block.WindowSeconds:
-		return usageError(fmt.Errorf("--window %d and --alone-drop %d: want at least one second of each window kept", o.block.WindowSeconds, o.block.AloneDrop))
+	case o.block.Pairs < 1 || o.block.OpenPairs < 1 || o.block.FixedPairs < 1:
+		return usageError(fmt.Errorf("--pairs, --open-pairs and --fixed-pairs must each be at least 1, got %d, %d and %d", o.block.Pairs, o.block.OpenPairs, o.block.FixedPairs))
+	case o.block.WindowSeconds < 1 || o.block.OpenWindowSeconds < 1 || o.block.AloneSeconds < 1:
+		return usageError(fmt.Errorf("--window %d, --open-window %d and --alone-window %d must each be at least 1", o.block.WindowSeconds, o.block.OpenWindowSeconds, o.block.AloneSeconds))
+	case o.block.OpenWindowSeconds > o.block.WindowSeconds || o.block.AloneSeconds > o.block.WindowSeconds:
+		return usageError(fmt.Errorf("--open-window %d and --alone-window %d may not be longer than --window %d", o.block.OpenWindowSeconds, o.block.AloneSeconds, o.block.WindowSeconds))
+	case o.block.AloneDrop < 0 || o.block.AloneDrop >= o.block.AloneSeconds:
+		return usageError(fmt.Errorf("--alone-window %d and --alone-drop %d: want at least one second of each alone window kept", o.block.AloneSeconds, o.block.AloneDrop))
 	case o.block.Rate < 0:
 		return usageError(fmt.Errorf("--rate must be positive, got %v", o.block.Rate))
 	case o.block.Rows < 100_000:
@@ -260,6 +297,9 @@ func benchBlocks(ctx context.Context, c *pgcluster.Cluster, o replayOptions, com
 		}
 		cfg.Rate = mc.Rate
 	}
+	if o.windowTable {
+		return nil, windowTable(ctx, be, cfg, o, command, logf, out)
+	}
 	var blocks []*replay.Block
 	for i, name := range o.list {
 		// Each block needs room for every policy's windows; a table
@@ -298,6 +338,63 @@ func benchBlocks(ctx context.Context, c *pgcluster.Cluster, o replayOptions, com
 	}
 	fmt.Fprintf(out, "Done in %s.\n", time.Since(started).Round(time.Second))
 	return blocks, nil
+}
+
+// Markers of the window table in docs/BENCHMARKS.md.
+const (
+	windowsBegin = "<!-- windows:begin -->"
+	windowsEnd   = "<!-- windows:end -->"
+)
+
+// windowTable runs, for each of o's scenarios, one block per window
+// length, and renders the table.
+func windowTable(ctx context.Context, be *replay.BlockEnv, base replay.BlockConfig, o replayOptions, command string, logf func(string, ...any), out io.Writer) error {
+	for _, name := range o.list {
+		for _, w := range replay.WindowLengths {
+			if be.OldRowsLeft(base.Rows) < min(replay.BlockRowsNeeded, base.Rows/2) {
+				if err := be.Restore(ctx); err != nil {
+					return err
+				}
+			}
+			cfg := base
+			cfg.Scenario = name
+			cfg.Policies = []string{replay.PolicyAdaptive, replay.PolicyUnthrottled, replay.PolicyFixed}
+			cfg.FixedFractions = []float64{replay.WindowTableFixed}
+			cfg.WindowSeconds, cfg.OpenWindowSeconds, cfg.AloneSeconds = w, w, min(w, replay.DefaultOpenWindowSeconds)
+			cfg.Pairs = replay.WindowTablePairs(w)
+			cfg.OpenPairs, cfg.FixedPairs = max(2, cfg.Pairs/2), max(2, cfg.Pairs/2)
+			b, err := replay.RunBlock(ctx, be, cfg)
+			if err != nil {
+				return fmt.Errorf("%s, %d s windows: %w", name, w, err)
+			}
+			dir := replay.WindowsDir(o.results, w)
+			if err := replay.WriteBlock(dir, b); err != nil {
+				return err
+			}
+			logf("%s, %d s windows: done in %s; wrote %s", name, w, b.Took, replay.BlockFile(dir, name))
+		}
+	}
+	if o.doc != "" {
+		return writeWindowsDoc(o, command, out)
+	}
+	return nil
+}
+
+// writeWindowsDoc renders the window table into o.doc from the blocks
+// under o.results.
+func writeWindowsDoc(o replayOptions, command string, out io.Writer) error {
+	byLen, err := replay.ReadWindowBlocks(o.results)
+	if err != nil {
+		return err
+	}
+	if len(byLen) == 0 {
+		return nil
+	}
+	if err := replay.WriteMarked(o.doc, windowsBegin, windowsEnd, replay.WindowSection(byLen, o.goals, command)); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Rewrote the window table of %s.\n", o.doc)
+	return nil
 }
 
 // replayScale is the foreground's pgbench scale and connections for a
@@ -377,6 +474,11 @@ func writeBlocksDoc(o replayOptions, command string, out io.Writer) error {
 	section := replay.Section(blocks, o.goals, mc, command, o.results, rel)
 	if err := replay.WriteDoc(o.doc, section); err != nil {
 		return err
+	}
+	if o.render {
+		if err := writeWindowsDoc(o, command, out); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(out, "Rewrote the replay section of %s from %d results files in %s.\n", o.doc, len(blocks), o.results)
 	return nil

@@ -70,6 +70,16 @@ type Second struct {
 	// Lat is the latency of the foreground's transactions scheduled in
 	// this second, from their scheduled start.
 	Lat SparseHist `json:"lat"`
+	// Client and Server split Lat's latencies in two, transaction by
+	// transaction: Client the measuring process's own wait (its lateness
+	// behind the schedule and a free worker's wake-up, clientWait), Server
+	// the rest (waiting for a worker busy on the database, the pool's
+	// connection, the round trips to the commit's answer). Server is what
+	// a user of a real primary sees, whose application runs on other
+	// cores; the verdicts judge it. Empty in blocks recorded before the
+	// split.
+	Client SparseHist `json:"client,omitzero"`
+	Server SparseHist `json:"server,omitzero"`
 	// Failed is the foreground's transactions scheduled in this second
 	// that failed or could not start.
 	Failed int64 `json:"failed,omitempty"`
@@ -154,10 +164,16 @@ type Block struct {
 	// (before the scenario's own surge, if any).
 	Rate float64 `json:"rate"`
 	// WindowSeconds is each window's length; Seed the order's.
-	WindowSeconds int      `json:"window_seconds"`
-	Seed          uint64   `json:"seed"`
-	Windows       []Window `json:"windows"`
-	Seconds       []Second `json:"seconds"`
+	WindowSeconds int `json:"window_seconds"`
+	// Layout is the block's shape; nil in blocks recorded before it had
+	// one (every window WindowSeconds long).
+	Layout *Layout `json:"layout,omitempty"`
+	Seed   uint64  `json:"seed"`
+	// ClientNice is the nice value the measuring process ran at
+	// (BlockConfig.ClientNice); 0 for its default.
+	ClientNice int      `json:"client_nice,omitempty"`
+	Windows    []Window `json:"windows"`
+	Seconds    []Second `json:"seconds"`
 	// Started is when the block began; Took how long it ran, setup
 	// included.
 	Started time.Time     `json:"started"`

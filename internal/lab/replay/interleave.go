@@ -48,11 +48,23 @@ type BlockConfig struct {
 	// batches per second unthrottled did in its windows. Default
 	// DefaultFixedFractions.
 	FixedFractions []float64
-	// WindowSeconds is each window's length. Default 2.
+	// WindowSeconds is a closed-loop policy's window (the controllers,
+	// lag-only, binary) and a/a's: long enough for a controller to act
+	// in, at least three times its step response (docs/BENCHMARKS.md,
+	// `throttled bench step`). Default DefaultWindowSeconds.
 	WindowSeconds int
-	// Pairs is how many windows each policy gets (the fixed rates share
-	// them: each gets Pairs over their number). Default 10.
-	Pairs int
+	// OpenWindowSeconds is an open-loop policy's window (unthrottled, the
+	// fixed rates), and AloneSeconds an alone window's. Both default to
+	// DefaultOpenWindowSeconds, or to WindowSeconds where it is shorter.
+	OpenWindowSeconds int
+	AloneSeconds      int
+	// Pairs is how many windows each closed-loop policy and a/a gets.
+	// Default DefaultPairs.
+	Pairs int `json:"pairs"`
+	// OpenPairs is unthrottled's windows (it sets the fixed rates) and
+	// FixedPairs each fixed rate's. Default DefaultOpenPairs each, or
+	// Pairs where it is fewer.
+	OpenPairs, FixedPairs int
 	// AloneDrop is how many first seconds of each alone window the
 	// statistics leave out: the last policy window's batch commits and
 	// its WAL is flushed in them. Default 1.
@@ -77,6 +89,11 @@ type BlockConfig struct {
 	// under every policy's windows alike, beside the foreground's p99,
 	// for fitting the simulator's canary; off, the block is as without it.
 	Probe bool
+	// ClientNice, when not 0, is the nice value every thread of this
+	// process (the generator, the jobs' clients) runs at during the
+	// block (ShieldClient): -10 shields the measuring client from the
+	// job's backend on a machine whose cores they share. 0 leaves them.
+	ClientNice int
 	// Seed seeds the windows' order and the arrivals. Default 1.
 	Seed uint64
 	// Log, when set, receives one line per step.
@@ -93,7 +110,22 @@ var BlockPolicies = []string{PolicyAA, PolicyUnthrottled, PolicyFixed, PolicyAda
 // batches per second unthrottled did in its windows: on this 2-core machine the rate
 // that keeps the foreground within +10 % sat between 2.5 % and 25 % of
 // unthrottled's in every scenario of the old replay.
-var DefaultFixedFractions = []float64{0.05, 0.2}
+var DefaultFixedFractions = []float64{0.02, 0.06, 0.15, 0.4}
+
+// The block's default shape. A closed-loop window is at least three times
+// adaptive's step response on this machine (docs/BENCHMARKS.md, "Step
+// response"); open-loop and alone windows are shorter, where the window
+// table shows an open-loop policy reads the same at either length.
+const (
+	DefaultWindowSeconds     = 20
+	DefaultOpenWindowSeconds = 5
+	DefaultPairs             = 6
+	DefaultOpenPairs         = 3
+)
+
+// DefaultClientNice is the measuring process's nice value in a block
+// (BlockConfig.ClientNice).
+const DefaultClientNice = 0
 
 func (c *BlockConfig) fill() {
 	var base Config
@@ -108,8 +140,12 @@ func (c *BlockConfig) fill() {
 	if len(c.FixedFractions) == 0 {
 		c.FixedFractions = DefaultFixedFractions
 	}
-	c.WindowSeconds = cmp.Or(c.WindowSeconds, 2)
-	c.Pairs = cmp.Or(c.Pairs, 10)
+	c.WindowSeconds = cmp.Or(c.WindowSeconds, DefaultWindowSeconds)
+	c.OpenWindowSeconds = cmp.Or(c.OpenWindowSeconds, min(DefaultOpenWindowSeconds, c.WindowSeconds))
+	c.AloneSeconds = cmp.Or(c.AloneSeconds, min(DefaultOpenWindowSeconds, c.WindowSeconds))
+	c.Pairs = cmp.Or(c.Pairs, DefaultPairs)
+	c.OpenPairs = cmp.Or(c.OpenPairs, min(DefaultOpenPairs, c.Pairs))
+	c.FixedPairs = cmp.Or(c.FixedPairs, min(DefaultOpenPairs, c.Pairs))
 	c.AloneDrop = cmp.Or(c.AloneDrop, 1)
 	c.Warmup = cmp.Or(c.Warmup, 5*time.Second)
 	c.Seed = cmp.Or(c.Seed, 1)
@@ -155,11 +191,11 @@ func (c *BlockConfig) validate() error {
 			bad("FixedFractions: each must be within (0, 1], got %v", f)
 		}
 	}
-	if c.WindowSeconds < 1 || c.AloneDrop < 0 || c.AloneDrop >= c.WindowSeconds {
-		bad("WindowSeconds %d and AloneDrop %d: want at least one second kept of each window", c.WindowSeconds, c.AloneDrop)
+	if c.WindowSeconds < 1 || c.OpenWindowSeconds < 1 || c.AloneSeconds < 1 || c.AloneDrop < 0 || c.AloneDrop >= c.AloneSeconds {
+		bad("WindowSeconds %d, OpenWindowSeconds %d, AloneSeconds %d and AloneDrop %d: want at least one second kept of each window", c.WindowSeconds, c.OpenWindowSeconds, c.AloneSeconds, c.AloneDrop)
 	}
-	if c.Pairs < 1 {
-		bad("Pairs must be at least 1, got %d", c.Pairs)
+	if c.Pairs < 1 || c.OpenPairs < 1 || c.FixedPairs < 1 {
+		bad("Pairs %d, OpenPairs %d and FixedPairs %d: each must be at least 1", c.Pairs, c.OpenPairs, c.FixedPairs)
 	}
 	if c.ForegroundTarget != 0 {
 		if err := throttle.CheckForegroundTarget(c.ForegroundTarget); err != nil {
@@ -186,17 +222,55 @@ func (c *BlockConfig) validate() error {
 // written; then unthrottled, whose windows set the fixed rates; then the
 // fixed rates, lag-only and binary.
 func Schedule(policies []Window, pairs, windowSeconds, aloneDrop int, alone bool, seed uint64) []Window {
+	return ScheduleLayout(policies, Layout{Pairs: pairs, Window: windowSeconds, AloneDrop: aloneDrop, FixedShare: true}, alone, seed)
+}
+
+// Layout is a block's shape: how many windows each kind of policy gets
+// and how long each is.
+type Layout struct {
+	// Pairs is each closed-loop policy's windows (the controllers,
+	// lag-only, binary) and a/a's.
+	Pairs int
+	// OpenPairs is unthrottled's windows; 0 means Pairs.
+	OpenPairs int `json:"open_pairs,omitempty"`
+	// FixedPairs is each fixed rate's windows; 0 means Pairs. With
+	// FixedShare the fixed rates share Pairs instead, Pairs over their
+	// number each.
+	FixedPairs int  `json:"fixed_pairs,omitempty"`
+	FixedShare bool `json:"fixed_share,omitempty"`
+	// Window is a closed-loop policy's (and a/a's) window, seconds.
+	Window int `json:"window"`
+	// OpenWindow is unthrottled's and the fixed rates' window; 0 means
+	// Window.
+	OpenWindow int `json:"open_window,omitempty"`
+	// Alone is an alone window's length; 0 means Window.
+	Alone int `json:"alone,omitempty"`
+	// AloneDrop is the first seconds of each alone window left out.
+	AloneDrop int `json:"alone_drop"`
+}
+
+// openLoop reports whether policy paces without feedback: its window
+// needs no time for a controller to act in.
+func openLoop(policy string) bool { return policy == PolicyUnthrottled || policy == PolicyFixed }
+
+// ScheduleLayout is Schedule for a Layout: each kind's windows and their
+// lengths as lay says.
+func ScheduleLayout(policies []Window, lay Layout, alone bool, seed uint64) []Window {
+	lay.OpenPairs = cmp.Or(lay.OpenPairs, lay.Pairs)
+	lay.FixedPairs = cmp.Or(lay.FixedPairs, lay.Pairs)
+	lay.OpenWindow = cmp.Or(lay.OpenWindow, lay.Window)
+	lay.Alone = cmp.Or(lay.Alone, lay.Window)
 	rng := rand.New(rand.NewPCG(seed, 0xb10c))
 	t := 0
 	var out []Window
-	add := func(w Window) {
-		w.Start, w.End = t, t+windowSeconds
+	add := func(w Window, secs int) {
+		w.Start, w.End = t, t+secs
 		t = w.End
 		out = append(out, w)
 	}
 	addAlone := func() {
 		if alone {
-			add(Window{Policy: PolicyAlone, Dropped: aloneDrop, kind: -1})
+			add(Window{Policy: PolicyAlone, Dropped: lay.AloneDrop, kind: -1}, lay.Alone)
 		}
 	}
 	kinds := slices.Clone(policies)
@@ -222,12 +296,17 @@ func Schedule(policies []Window, pairs, windowSeconds, aloneDrop int, alone bool
 	slices.SortStableFunc(kinds, func(a, b Window) int { return group(a) - group(b) })
 	addAlone()
 	for _, k := range kinds {
-		n := pairs
-		if k.Policy == PolicyFixed {
-			n = max(1, pairs/nFixed)
+		n, secs := lay.Pairs, lay.Window
+		switch {
+		case k.Policy == PolicyFixed && lay.FixedShare:
+			n, secs = max(1, lay.Pairs/nFixed), lay.OpenWindow
+		case k.Policy == PolicyFixed:
+			n, secs = lay.FixedPairs, lay.OpenWindow
+		case k.Policy == PolicyUnthrottled:
+			n, secs = lay.OpenPairs, lay.OpenWindow
 		}
 		for range n {
-			add(k)
+			add(k, secs)
 			addAlone()
 		}
 	}
@@ -242,6 +321,11 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 	}
 	sc, _ := scenarioByName(cfg.Scenario)
 	began := time.Now()
+	if cfg.ClientNice != 0 {
+		if err := ShieldClient(cfg.ClientNice); err != nil {
+			return nil, err
+		}
+	}
 	fgRate := cfg.Rate * cmp.Or(sc.RateFactor, 1)
 	if sc.NoForeground {
 		fgRate = 0
@@ -286,7 +370,8 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 	}
 	defer mon.close()
 
-	windows := Schedule(kinds, cfg.Pairs, cfg.WindowSeconds, cfg.AloneDrop, !sc.NoForeground, cfg.Seed)
+	lay := cfg.layout()
+	windows := ScheduleLayout(kinds, lay, !sc.NoForeground, cfg.Seed)
 	total := windows[len(windows)-1].End
 	start := time.Now().Add(500 * time.Millisecond).Truncate(100 * time.Millisecond)
 	blockAt := start.Add(cfg.Warmup)
@@ -315,7 +400,7 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 	e := &env{c: cfg.Cluster, gen: gen, admin: be.admin, cores: cfg.Cores}
 	var eventErr error
 	wg.Go(func() { eventErr = runEventsThroughout(gctx, sc, e, end) })
-	cfg.Log("%s: %d windows of %d s (a stretch per policy, %d pairs each, the fixed rates sharing theirs; alone between), %s; foreground %.0f tx/s before the scenario's own surge", sc.Name, len(windows), cfg.WindowSeconds, cfg.Pairs, time.Duration(total)*time.Second, fgRate)
+	cfg.Log("%s: %d windows (a stretch per policy: %s; alone %d s between), %s; foreground %.0f tx/s before the scenario's own surge", sc.Name, len(windows), lay, lay.Alone, time.Duration(total)*time.Second, fgRate)
 
 	secs := make([]Second, total)
 	probes := newRecorder(blockAt)
@@ -343,7 +428,7 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 		}
 		if open >= 0 {
 			unBatches += runners[open].job.Status().Batches - openBatches
-			unSeconds += float64(cfg.WindowSeconds)
+			unSeconds += float64(windows[wi-1].End - windows[wi-1].Start)
 			open = -1
 		}
 		if w.Policy == PolicyFixed && !fixedSet {
@@ -397,6 +482,9 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 		if i < len(rec.perSec) {
 			secs[i].Lat = Sparse(rec.perSec[i])
 		}
+		if i < len(rec.client) {
+			secs[i].Client, secs[i].Server = Sparse(rec.client[i]), Sparse(rec.server[i])
+		}
 	}
 	rec.mu.Unlock()
 	probes.mu.Lock()
@@ -407,7 +495,7 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 		}
 	}
 	probes.mu.Unlock()
-	b := &Block{Scenario: sc.Name, Rate: fgRate, WindowSeconds: cfg.WindowSeconds, Seed: cfg.Seed, Windows: windows, Seconds: secs,
+	b := &Block{Scenario: sc.Name, Rate: fgRate, WindowSeconds: cfg.WindowSeconds, Layout: &lay, Seed: cfg.Seed, Windows: windows, Seconds: secs, ClientNice: cfg.ClientNice,
 		Started: began, Took: time.Since(began).Round(time.Second)}
 	if eventErr != nil {
 		b.EventErrors = eventErr.Error()
@@ -418,6 +506,19 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 		}
 	}
 	return b, b.check()
+}
+
+// layout is the block's shape from the config.
+func (c *BlockConfig) layout() Layout {
+	return Layout{Pairs: c.Pairs, OpenPairs: c.OpenPairs, FixedPairs: c.FixedPairs, Window: c.WindowSeconds,
+		OpenWindow: c.OpenWindowSeconds, Alone: c.AloneSeconds, AloneDrop: c.AloneDrop}
+}
+
+// String reads like "closed-loop and a/a 6 × 10 s, unthrottled 3 × 5 s,
+// each fixed rate 3 × 5 s".
+func (l Layout) String() string {
+	return fmt.Sprintf("closed-loop and a/a %d × %d s, unthrottled %d × %d s, each fixed rate %d × %d s",
+		l.Pairs, l.Window, cmp.Or(l.OpenPairs, l.Pairs), cmp.Or(l.OpenWindow, l.Window), cmp.Or(l.FixedPairs, l.Pairs), cmp.Or(l.OpenWindow, l.Window))
 }
 
 func fixedRates(kinds []Window) []float64 {

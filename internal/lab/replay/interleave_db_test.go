@@ -25,7 +25,7 @@ func TestBlockKeepsEverySecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer be.Close()
-	b, err := RunBlock(ctx, be, BlockConfig{Cluster: c, Scenario: "quiet", Rate: 2000, Pairs: 3, Rows: 2_000_000, MaxBatch: 300,
+	b, err := RunBlock(ctx, be, BlockConfig{Cluster: c, Scenario: "quiet", Rate: 2000, Pairs: 3, WindowSeconds: 2, Rows: 2_000_000, MaxBatch: 300,
 		Policies: []string{PolicyAA, PolicyUnthrottled, PolicyFixed, PolicyAdaptive}, FixedFractions: []float64{0.1}, Warmup: 2 * time.Second,
 		Probe: true, Log: t.Logf})
 	if err != nil {
@@ -71,6 +71,11 @@ func TestBlockKeepsEverySecond(t *testing.T) {
 	var tx uint64
 	for _, s := range b.Seconds {
 		tx += s.Lat.Count()
+		// Every transaction's latency is split in two: the measuring
+		// process's own wait and the rest.
+		if n := s.Lat.Count(); s.Client.Count() != n || s.Server.Count() != n {
+			t.Errorf("second %d: %d transactions, %d client parts, %d server parts", s.T, n, s.Client.Count(), s.Server.Count())
+		}
 		if runtime.GOOS == "linux" && (s.Steal < 0 || s.Steal > 1) {
 			t.Errorf("second %d: steal %v", s.T, s.Steal)
 		}

@@ -16,7 +16,11 @@ import (
 // request is one foreground transaction, scheduled at a time on the
 // generator's clock.
 type request struct {
-	at       time.Time
+	at time.Time
+	// sent is when the generator put the request on the queue: sent-at
+	// is its own lateness behind the schedule (its timer and its
+	// goroutine waiting for this process's CPU).
+	sent     time.Time
 	readOnly bool
 	aid, tid int
 	bid      int
@@ -65,13 +69,17 @@ func (g *generator) run(ctx context.Context, rate float64, start time.Time, d ti
 	var wg sync.WaitGroup
 	for range g.workers {
 		wg.Go(func() {
+			free := start // when this worker last finished
 			for r := range queue {
+				picked := time.Now()
 				if wctx.Err() != nil {
 					rec.fail(r.at)
 					continue
 				}
 				err := g.exec(wctx, r)
-				rec.record(r.at, time.Since(r.at), err)
+				done := time.Now()
+				rec.recordSplit(r.at, done.Sub(r.at), clientWait(r.at, r.sent, free, picked), err)
+				free = done
 			}
 		})
 	}
@@ -96,6 +104,7 @@ func (g *generator) run(ctx context.Context, rate float64, start time.Time, d ti
 		if ctx.Err() != nil {
 			break
 		}
+		r.sent = time.Now()
 		select {
 		case queue <- r:
 		default:
@@ -141,10 +150,13 @@ type recorder struct {
 	mu     sync.Mutex
 	all    *Histogram
 	perSec []*Histogram
-	done   []int
-	ok     int64
-	failed int64
-	errs   map[string]int
+	// client and server split perSec's latencies in two (see
+	// clientWait): the measuring process's own wait, and the rest.
+	client, server []*Histogram
+	done           []int
+	ok             int64
+	failed         int64
+	errs           map[string]int
 }
 
 func newRecorder(start time.Time) *recorder {
@@ -154,6 +166,33 @@ func newRecorder(start time.Time) *recorder {
 func (r *recorder) second(t time.Time) int { return max(0, int(t.Sub(r.start)/time.Second)) }
 
 func (r *recorder) record(at time.Time, lat time.Duration, err error) {
+	r.recordSplit(at, lat, -1, err)
+}
+
+// clientWait is the part of a transaction's latency spent waiting for
+// the measuring process itself, not for the database: the generator's
+// lateness behind the schedule (scheduled at, queued at sent), and the
+// time a worker that was already free took to pick it up (a goroutine
+// waking on this process's CPU). Waiting for a worker that was busy with
+// an earlier transaction is waiting for the database, and counts in the
+// server part, as do the pool's connection and the round trips.
+func clientWait(at, sent, free, picked time.Time) time.Duration {
+	lag := max(0, sent.Sub(at))
+	wake := max(0, picked.Sub(maxTime(sent, free)))
+	return lag + wake
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// recordSplit records one transaction's latency lat, client of it the
+// measuring process's own wait (clientWait); client < 0 records no
+// split.
+func (r *recorder) recordSplit(at time.Time, lat, client time.Duration, err error) {
 	if at.Before(r.start) {
 		return // the warm-up's
 	}
@@ -175,6 +214,14 @@ func (r *recorder) record(at time.Time, lat time.Duration, err error) {
 		r.perSec = append(r.perSec, NewHistogram())
 	}
 	r.perSec[s].Record(lat)
+	if client >= 0 {
+		for len(r.client) <= s {
+			r.client, r.server = append(r.client, NewHistogram()), append(r.server, NewHistogram())
+		}
+		client = min(client, lat)
+		r.client[s].Record(client)
+		r.server[s].Record(lat - client)
+	}
 	c := r.second(at.Add(lat))
 	for len(r.done) <= c {
 		r.done = append(r.done, 0)

@@ -33,6 +33,14 @@ type PolicyResult struct {
 	// unthrottled's (the ceiling, in a block without foreground). 0 where
 	// there is none.
 	OfOracle, OfCeiling float64
+	// Frontier is a closed-loop policy's standing against the fixed
+	// rates' curve (StandingOf); zero for the others.
+	Frontier Standing
+	// ClientP99 and AloneClientP99 are the measuring process's own wait's
+	// p99 (Second.Client) over the policy's windows and over their alone
+	// neighbours, pooled; TotalP99 and AloneTotalP99 the whole latency's.
+	// 0 in a block without the split.
+	ClientP99, AloneClientP99, TotalP99, AloneTotalP99 float64
 	// ExtraCritical is the seconds at or over critical in the policy's
 	// windows beyond those the neighbouring alone windows spent, scaled
 	// to as many seconds.
@@ -52,7 +60,10 @@ type BlockResult struct {
 	Oracle, OracleRate float64
 	OracleOK           bool
 	Fixed              []RatePoint
-	Policies           []PolicyResult
+	// Curve is the fixed rates as a curve of ratio against rows, with
+	// the oracle's interval (FrontierOf).
+	Curve    Frontier
+	Policies []PolicyResult
 	// StealDropped is the seconds over the steal limit, of all.
 	StealDropped int
 	MedianSteal  float64
@@ -77,14 +88,15 @@ func Evaluate(b *Block, g Goals) BlockResult {
 	sc, _ := scenarioByName(b.Scenario)
 	rowsOf := func(label string, pairs []Pair) float64 {
 		if !sc.NoForeground {
-			var xs []float64
+			// The mean, as the frontier reads it: rows over seconds.
+			var sum float64
 			for _, p := range pairs {
-				xs = append(xs, p.RowsPerSec)
+				sum += p.RowsPerSec
 			}
-			if len(xs) == 0 {
+			if len(pairs) == 0 {
 				return 0
 			}
-			return medianOf(xs)
+			return sum / float64(len(pairs))
 		}
 		var xs []float64
 		for _, w := range b.Windows {
@@ -105,9 +117,10 @@ func Evaluate(b *Block, g Goals) BlockResult {
 	for _, label := range b.Policies() {
 		pairs, stolen := Pairs(b, label, g)
 		pr := PolicyResult{Policy: label, Stolen: stolen,
-			P99:        Decide(pairs, PairRatio, g.P99Ratio, g),
-			Exceed:     Decide(pairs, PairExceedRatio, g.P99Ratio, g),
+			P99:        DecidePooled(pairs, PooledP99Ratio, g.P99Ratio, g),
+			Exceed:     DecidePooled(pairs, PooledExceedRatio, g.P99Ratio, g),
 			RowsPerSec: rowsOf(label, pairs)}
+		pr.ClientP99, pr.AloneClientP99, pr.TotalP99, pr.AloneTotalP99 = splitP99s(b, label, g)
 		pol, alone := Critical(b, label, g)
 		pr.ExtraCritical = max(0, pol-alone)
 		if strings.HasPrefix(label, PolicyFixed+"-") {
@@ -134,6 +147,15 @@ func Evaluate(b *Block, g Goals) BlockResult {
 	}
 	if len(r.Fixed) > 0 && !sc.NoForeground {
 		r.Oracle, r.OracleRate, r.OracleOK = Oracle(r.Fixed, g.P99Ratio)
+		r.Curve = FrontierOf(b, g)
+		if r.Curve.OK {
+			r.Oracle = r.Curve.Oracle
+		}
+		for i := range r.Policies {
+			if p := &r.Policies[i]; p.Policy != PolicyAA && !openLoop(policyOf(p.Policy)) {
+				p.Frontier = StandingOf(b, p.Policy, g)
+			}
+		}
 	}
 	ceiling := 0.0
 	for _, p := range r.Policies {
@@ -151,6 +173,39 @@ func Evaluate(b *Block, g Goals) BlockResult {
 		}
 	}
 	return r
+}
+
+// policyOf is the policy a label names: fixed for fixed-N.
+func policyOf(label string) string {
+	if strings.HasPrefix(label, PolicyFixed+"-") {
+		return PolicyFixed
+	}
+	return label
+}
+
+// splitP99s is the p99 of the measuring process's own wait and of the
+// whole latency, in label's windows and in their alone neighbours, each
+// pooled, milliseconds; zeros in a block without the split.
+func splitP99s(b *Block, label string, g Goals) (client, aloneClient, total, aloneTotal float64) {
+	pol, alone := newPairSide(), newPairSide()
+	seen := map[int]bool{}
+	for i, w := range b.Windows {
+		if w.Policy == PolicyAlone || w.Label() != label {
+			continue
+		}
+		pol.add(b, w, g)
+		for _, j := range AloneNeighbours(b, i) {
+			if !seen[j] {
+				seen[j] = true
+				alone.add(b, b.Windows[j], g)
+			}
+		}
+	}
+	if pol.client.Count() == 0 || alone.client.Count() == 0 {
+		return 0, 0, 0, 0
+	}
+	ms := func(h *Histogram) float64 { return interpQuantileUs(h, 0.99) / 1e3 }
+	return ms(pol.client), ms(alone.client), ms(pol.total), ms(alone.total)
 }
 
 // Section renders the replay section from every block: how it was made,
@@ -172,35 +227,50 @@ func Section(blocks []*Block, g Goals, calib *MachineCalibration, command, resul
 	b.WriteString("\n\n")
 	fmt.Fprintf(&b, `How to read it. Each scenario ran as one block on the throwaway primary and streaming replica: the
 foreground (the pgbench-like mix, open loop at the calibrated rate, scaled by the scenario) and the scenario's
-disturbance ran throughout, while windows of %s where one policy's cleanup job worked alternated with windows
-of the foreground alone. Each policy's windows form one stretch: the controllers and a/a first, in a seeded
-random order, before any other job has written (a controller's sampler runs through the whole block, and
-would learn its job-free baseline from another policy's writes), then unthrottled, whose windows set the
-fixed rates, then the fixed rates (sharing the pairs of one policy). Every policy's job, client and sampler was open from
-the start, and each job cleaned where the last window left off. A **pair** is one policy window against the alone windows on either side of it; the first %s of each alone
-window are left out (the last window's batch commits and its WAL is flushed there), and so is every second in
-which the hypervisor took over %.0f %% of the CPU time wanted (steal, /proc/stat). The **p99 ratio** is the
-policy window's p99 over its alone neighbours'; the **share over** is the share of its transactions slower
-than the neighbours' own p99, over 1 %%. Each is decided over the pairs: the median ratio with its %.0f %%
-bootstrap interval, **met** when the interval lies at or under %.2f, **not met** when it lies above, else
-**undecided** (and with fewer than %d pairs). **a/a** is a window in which no job runs, judged exactly as a
-policy is: the instrument's own check (met, with an interval narrower than ±10 %%). Every other policy's
-interval is then widened by the a/a's excursion in the same block (its low end divided by the a/a's high end
-where that is over 1, its high end by the a/a's low end where that is under 1): a verdict must clear the
-noise the instrument reads with no job at all, or it is undecided. The **oracle** is the
-rows per second read at a ratio of %.2f on the fixed rates' curves (isotonic fits of ratio and rows against
-the rate); **rows/oracle** is a policy's over it (goal at least 0.8). **Extra s ≥ critical** is the seconds
-the independent sampler read primary_load at or over critical in the policy's windows beyond its alone
-neighbours' (goal 0). In a scenario without foreground, **of ceiling** is the rows per second over
-unthrottled's.
-`, plural(blocks, func(b *Block) int { return b.WindowSeconds }, "s"), plural(slices.DeleteFunc(slices.Clone(blocks), func(b *Block) bool { return dropOf(b) < 0 }), func(b *Block) int { return dropOf(b) }, "s"),
+disturbance ran throughout, while windows where one policy's cleanup job worked alternated with windows of the
+foreground alone. A closed-loop policy's window (and a/a's) is at least three times adaptive's step response
+(the table above), so the controller is judged where it acts and not on readings left from its neighbours;
+open-loop windows (unthrottled, the fixed rates) and alone windows are shorter. Each policy's windows form one
+stretch: the controllers and a/a first, in a seeded random order, before any other job has written (a
+controller's sampler runs through the whole block, and would learn its job-free baseline from another policy's
+writes), then unthrottled, whose windows set the fixed rates, then the fixed rates. Every policy's job, client
+and sampler was open from the start, and each job cleaned where the last window left off. A **pair** is one
+policy window against the alone windows on either side of it; the first %s of each alone window are left out
+(the last window's batch commits and its WAL is flushed there), and so is every second in which the hypervisor
+took over %.0f %% of the CPU time wanted (steal, /proc/stat).
+
+Each transaction's latency is split in two: the **client** part is the measuring process's own wait (its
+lateness behind the schedule, and a free worker's wake-up: both wait for this machine's CPU, which the job's
+backend also takes), the **server** part the rest (waiting for a worker busy on the database, the pool's
+connection, the round trips to the commit's answer). A user of a real primary runs the application on other
+machines and sees the server part; the verdicts judge it. The **client p99** column shows the client part's p99
+in the policy's windows and in their alone neighbours.
+
+The **p99 ratio** is the p99 of the policy windows' transactions pooled over that of their alone neighbours'
+pooled; the **share over** is the share of its transactions slower than the neighbours' own p99, over 1 %%.
+Each is decided with a %.0f %% bootstrap interval that resamples whole pairs: **met** when the interval lies at
+or under %.2f, **not met** when it lies above, else **undecided** (and with fewer than %d pairs). **a/a** is a
+window in which no job runs, judged exactly as a policy is: the instrument's own check (met, with an interval
+narrower than ±10 %%). Every other policy's interval is then widened by the a/a's excursion in the same block
+(its low end divided by the a/a's high end where that is over 1, its high end by the a/a's low end where that
+is under 1): a verdict must clear the noise the instrument reads with no job at all, or it is undecided.
+
+The **frontier** is the fixed rates as a curve of p99 ratio against rows per second (each rate's pairs pooled,
+an isotonic fit from 0 rows at 1.0, flat past the fastest); the **oracle** is the rows per second at a ratio of
+%.2f on it, and **rows/oracle** a policy's over it (goal at least 0.8). A closed-loop policy's **frontier**
+verdict is its pooled ratio over the curve's at its own rows per second: met where the interval lies at or
+under 1 (on or beyond the frontier), not met where it lies over. Both intervals resample the policy's pairs and
+every fixed rate's at once. **Extra s ≥ critical** is the seconds the independent sampler read primary_load at
+or over critical in the policy's windows beyond its alone neighbours' (goal 0). In a scenario without
+foreground, **of ceiling** is the rows per second over unthrottled's.
+`, plural(slices.DeleteFunc(slices.Clone(blocks), func(b *Block) bool { return dropOf(b) < 0 }), func(b *Block) int { return dropOf(b) }, "s"),
 		100*g.MaxSteal, 100*g.Confidence, g.P99Ratio, g.MinPairs, g.P99Ratio)
 	for _, blk := range blocks {
 		r := Evaluate(blk, g)
 		sc, _ := scenarioByName(blk.Scenario)
 		fmt.Fprintf(&b, "\n### %s\n\n%s. ", blk.Scenario, upperFirst(sc.Description))
-		fmt.Fprintf(&b, "%d windows of %d s (%s of them), foreground %.0f tx/s; the block took %s, run %s. Median steal %.1f %%; %d of %d seconds over the steal limit.",
-			len(blk.Windows), blk.WindowSeconds, time.Duration(blk.Windows[len(blk.Windows)-1].End)*time.Second, blk.Rate, blk.Took, blk.Started.UTC().Format("2006-01-02 15:04"), 100*r.MedianSteal, r.StealDropped, len(blk.Seconds))
+		fmt.Fprintf(&b, "%d windows: %s (%s of them), foreground %.0f tx/s; the block took %s, run %s. Median steal %.1f %%; %d of %d seconds over the steal limit.",
+			len(blk.Windows), layoutOf(blk), time.Duration(blk.Windows[len(blk.Windows)-1].End)*time.Second, blk.Rate, blk.Took, blk.Started.UTC().Format("2006-01-02 15:04"), 100*r.MedianSteal, r.StealDropped, len(blk.Seconds))
 		if len(blk.Finished) > 0 {
 			fmt.Fprintf(&b, " Ran out of old rows: %s (their rows per second understate them).", strings.Join(blk.Finished, ", "))
 		}
@@ -215,16 +285,14 @@ unthrottled's.
 				fmt.Fprintf(&b, "Instrument check (a/a): **passed**, %s.\n\n", r.AA)
 			}
 		}
-		if len(r.Fixed) > 0 && !sc.NoForeground {
+		if r.Curve.OK && !sc.NoForeground {
 			var pts []string
-			for _, f := range r.Fixed {
-				pts = append(pts, fmt.Sprintf("%g/s: ratio %.2f, %.0f rows/s", f.Rate, f.Ratio, f.RowsPerSec))
+			for _, f := range r.Curve.Points {
+				pts = append(pts, fmt.Sprintf("%s: ratio %.2f [%.2f, %.2f] at %.0f rows/s (%d pairs)", f.Label, f.Ratio, f.Low, f.High, f.RowsPerSec, f.Pairs))
 			}
-			if r.OracleOK {
-				fmt.Fprintf(&b, "Oracle: %.0f rows/s at %.2g batches/s (fixed rates: %s).\n\n", r.Oracle, r.OracleRate, strings.Join(pts, "; "))
-			} else {
-				fmt.Fprintf(&b, "Oracle: none (fixed rates: %s).\n\n", strings.Join(pts, "; "))
-			}
+			fmt.Fprintf(&b, "Frontier: %s. Oracle: %.0f rows/s [%.0f, %.0f].\n\n", strings.Join(pts, "; "), r.Curve.Oracle, r.Curve.OracleLow, r.Curve.OracleHigh)
+		} else if len(r.Fixed) > 0 && !sc.NoForeground {
+			fmt.Fprintf(&b, "Oracle: none.\n\n")
 		}
 		if sc.NoForeground {
 			b.WriteString("| policy | rows/s | of ceiling (unthrottled) | extra s ≥ critical |\n|---|---:|---:|---:|\n")
@@ -235,13 +303,26 @@ unthrottled's.
 				fmt.Fprintf(&b, "| %s | %.0f | %.2f | %.1f |\n", bold(p.Policy), p.RowsPerSec, p.OfCeiling, p.ExtraCritical)
 			}
 		} else {
-			b.WriteString("| policy | p99 ratio | share over alone's p99 | rows/s | rows/oracle | extra s ≥ critical | pairs (left out for steal) |\n|---|---|---|---:|---:|---:|---:|\n")
+			b.WriteString("| policy | p99 ratio (server) | share over alone's p99 | client p99 ms, windows / alone | rows/s | rows/oracle | frontier | extra s ≥ critical | pairs (left out for steal) |\n|---|---|---|---|---:|---|---|---:|---:|\n")
 			for _, p := range r.Policies {
-				of := "-"
+				of, front := "-", "-"
 				if r.OracleOK && p.Policy != PolicyAA {
 					of = fmt.Sprintf("%.2f", p.OfOracle)
 				}
-				fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %s | %.1f | %d (%d) |\n", bold(p.Policy), cell(p.P99), cell(p.Exceed), p.RowsPerSec, of, p.ExtraCritical, p.P99.Pairs, p.Stolen)
+				if p.Frontier.Pairs > 0 {
+					front = cell(p.Frontier.Verdict)
+					if verdictFinite(p.Frontier.OfOracle) {
+						of = fmt.Sprintf("%.2f [%.2f, %.2f]", p.Frontier.OfOracle, p.Frontier.OfOracleLow, p.Frontier.OfOracleHigh)
+					}
+				}
+				client := "-"
+				if p.AloneClientP99 > 0 {
+					client = fmt.Sprintf("%.2f / %.2f", p.ClientP99, p.AloneClientP99)
+				}
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %.0f | %s | %s | %.1f | %d (%d) |\n", bold(p.Policy), cell(p.P99), cell(p.Exceed), client, p.RowsPerSec, of, front, p.ExtraCritical, p.P99.Pairs, p.Stolen)
+			}
+			if note := clientNote(r); note != "" {
+				b.WriteString("\n" + note + "\n")
 			}
 		}
 		if pngDir != "" {
@@ -249,6 +330,38 @@ unthrottled's.
 		}
 	}
 	return b.String()
+}
+
+// layoutOf describes a block's windows: its Layout, or one length for
+// blocks recorded before it had one.
+func layoutOf(b *Block) string {
+	if b.Layout != nil && b.ClientNice != 0 {
+		return fmt.Sprintf("%s; the measuring process at nice %d", b.Layout, b.ClientNice)
+	}
+	if b.Layout != nil {
+		return b.Layout.String()
+	}
+	return fmt.Sprintf("every window %d s", b.WindowSeconds)
+}
+
+// clientNote says, for each policy whose windows raised the client part's
+// p99 by more than a tenth of the whole p99's excess over alone, by how
+// much: where the instrument measured itself.
+func clientNote(r BlockResult) string {
+	var over []string
+	for _, p := range r.Policies {
+		if p.AloneClientP99 <= 0 || p.Policy == PolicyAA {
+			continue
+		}
+		excess, client := p.TotalP99-p.AloneTotalP99, p.ClientP99-p.AloneClientP99
+		if excess > 0 && client > excess/10 {
+			over = append(over, fmt.Sprintf("%s (client +%.2f ms of +%.2f ms)", p.Policy, client, excess))
+		}
+	}
+	if len(over) == 0 {
+		return "The client part rose by no more than a tenth of the whole p99's excess over alone in any policy's windows."
+	}
+	return "The client part rose by more than a tenth of the whole p99's excess over alone in: " + strings.Join(over, ", ") + "; the server-part verdicts leave it out."
 }
 
 func cell(v Verdict) string {

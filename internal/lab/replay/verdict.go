@@ -27,7 +27,10 @@ type Goals struct {
 	// MaxSteal drops a second whose steal is over it: 0.10. Negative
 	// keeps every second. A second whose steal is unknown is kept.
 	MaxSteal float64
-	// MinPairs is the fewest pairs a verdict is given on: 10.
+	// MinPairs is the fewest pairs a verdict is given on: 5. A verdict
+	// pools its pairs' transactions (DecidePooled), so its resolution
+	// comes from the transactions a window holds more than from the
+	// pairs' number.
 	MinPairs int
 	// MinSeconds is the fewest kept seconds a side of a pair needs: 2.
 	MinSeconds int
@@ -43,7 +46,7 @@ type Goals struct {
 func (g *Goals) fill() {
 	g.P99Ratio = cmp.Or(g.P99Ratio, 1.10)
 	g.MaxSteal = cmp.Or(g.MaxSteal, 0.10)
-	g.MinPairs = cmp.Or(g.MinPairs, 10)
+	g.MinPairs = cmp.Or(g.MinPairs, 5)
 	g.MinSeconds = cmp.Or(g.MinSeconds, 2)
 	if g.Confidence <= 0 || g.Confidence >= 1 {
 		g.Confidence = 0.90
@@ -95,6 +98,16 @@ type Pair struct {
 	// are those seconds.
 	Critical, AloneCritical float64
 	Span, AloneSpan         int
+	// TotalP99 and AloneTotalP99 are each side's p99 of the whole
+	// latency, the measuring process's own wait included; ClientP99 and
+	// AloneClientP99 the p99 of that wait alone (Second.Client). P99 and
+	// AloneP99 are of the server part where the block split it (what a
+	// user of a real primary sees), else of the whole latency. 0 where the
+	// block has no split.
+	TotalP99, AloneTotalP99   time.Duration
+	ClientP99, AloneClientP99 time.Duration
+	// lat and aloneLat are each side's judged latencies, for pooling.
+	lat, aloneLat *Histogram
 }
 
 // PairRatio is a pair's p99 ratio, for Decide.
@@ -106,7 +119,11 @@ func PairExceedRatio(p Pair) float64 { return p.ExceedRatio }
 
 // pairSide is what one side of a pair read from its seconds.
 type pairSide struct {
-	lat          *Histogram
+	// lat is the judged latency: the server part where the block split
+	// it (Second.Server), else the whole; total the whole, client the
+	// measuring process's own wait.
+	lat, total   *Histogram
+	client       *Histogram
 	kept, stolen int
 	span         int
 	rows         int64
@@ -130,11 +147,19 @@ func (s *pairSide) add(b *Block, w Window, g Goals) {
 		}
 		s.kept++
 		s.failed += sec.Failed
-		sec.Lat.AddTo(s.lat)
+		if len(sec.Server.Buckets) > 0 {
+			sec.Server.AddTo(s.lat)
+		} else {
+			sec.Lat.AddTo(s.lat)
+		}
+		sec.Lat.AddTo(s.total)
+		sec.Client.AddTo(s.client)
 	}
 }
 
-func newPairSide() *pairSide { return &pairSide{lat: NewHistogram()} }
+func newPairSide() *pairSide {
+	return &pairSide{lat: NewHistogram(), total: NewHistogram(), client: NewHistogram()}
+}
 
 // AloneNeighbours returns the indices of the alone windows just before and
 // just after window i.
@@ -204,6 +229,12 @@ func Pairs(b *Block, label string, g Goals) ([]Pair, int) {
 			Ratio:             math.NaN(),
 			Exceed:            math.NaN(),
 			ExceedRatio:       math.NaN(),
+			lat:               pol.lat,
+			aloneLat:          alone.lat,
+		}
+		if pol.client.Count() > 0 && alone.client.Count() > 0 {
+			p.TotalP99, p.AloneTotalP99 = usDuration(interpQuantileUs(pol.total, 0.99)), usDuration(interpQuantileUs(alone.total, 0.99))
+			p.ClientP99, p.AloneClientP99 = usDuration(interpQuantileUs(pol.client, 0.99)), usDuration(interpQuantileUs(alone.client, 0.99))
 		}
 		if pol.lat.Count() > 0 && alone.lat.Count() > 0 {
 			polUs := interpQuantileUs(pol.lat, 0.99)
@@ -434,7 +465,7 @@ func signTestP(xs []float64, goal float64) float64 {
 func CheckAA(b *Block, g Goals) (Verdict, error) {
 	g.fill()
 	pairs, skipped := Pairs(b, PolicyAA, g)
-	v := Decide(pairs, PairRatio, g.P99Ratio, g)
+	v := DecidePooled(pairs, PooledP99Ratio, g.P99Ratio, g)
 	margin := g.P99Ratio - 1
 	const widen = "widen the sample, not the goal"
 	var errs []string
@@ -536,4 +567,106 @@ func Critical(b *Block, label string, g Goals) (policySeconds, aloneSeconds floa
 		return pol.critical, 0
 	}
 	return pol.critical, alone.critical * float64(pol.span) / float64(alone.span)
+}
+
+// PooledP99Ratio is the p99 of pol's transactions over alone's, for
+// DecidePooled.
+func PooledP99Ratio(pol, alone *Histogram) float64 {
+	return interpQuantileUs(pol, 0.99) / interpQuantileUs(alone, 0.99)
+}
+
+// PooledExceedRatio is the share of pol's transactions over alone's p99,
+// over the 1 % alone has there, for DecidePooled.
+func PooledExceedRatio(pol, alone *Histogram) float64 {
+	return shareOver(pol, alone, 0.99) / exceedShare
+}
+
+// DecidePooled judges stat of the pairs' transactions pooled: every
+// policy window's against every alone neighbour's (each pair's alone
+// side once), with a bootstrap interval that resamples whole pairs, so
+// the interval keeps the windows' own spread (the machine's drift, a
+// stall) and not only the transactions'. Met where the interval is at or
+// under goal, not met where it is over, undecided where it holds goal or
+// with fewer than g.MinPairs pairs. Verdict.Median is the pooled value.
+//
+// Why pooled and not the median of the pairs' ratios: a window's p99 is
+// its 1 % slowest, so a window of a quiet foreground's 2,000 transactions
+// reads it off 20 values, and the ratio of two such swings by a quarter
+// between neighbours with no job at all. Pooling six pairs reads it off
+// 120; the pairs still carry the interval.
+func DecidePooled(pairs []Pair, stat func(pol, alone *Histogram) float64, goal float64, g Goals) Verdict {
+	g.fill()
+	var ps []Pair
+	var ratios []float64
+	for _, p := range pairs {
+		if p.lat != nil && p.aloneLat != nil && p.lat.Count() > 0 && p.aloneLat.Count() > 0 {
+			ps = append(ps, p)
+			ratios = append(ratios, p.Ratio)
+		}
+	}
+	v := Verdict{Outcome: OutcomeUndecided, Median: math.NaN(), Low: math.NaN(), High: math.NaN(),
+		Pairs: len(ps), Goal: goal, SignP: signTestP(ratios, goal)}
+	if len(ps) > 0 {
+		v.Median = pooledStat(ps, nil, stat)
+		v.Low, v.High = bootstrapPooled(ps, stat, g)
+	}
+	switch {
+	case len(ps) < g.MinPairs:
+		v.Reason = fmt.Sprintf("too few pairs: %d of the %d needed", len(ps), g.MinPairs)
+	case v.High <= goal:
+		v.Outcome = OutcomeMet
+	case v.Low > goal:
+		v.Outcome = OutcomeNotMet
+	}
+	return v
+}
+
+// pooledStat is stat of the pairs idx names (all of ps where idx is nil)
+// pooled.
+func pooledStat(ps []Pair, idx []int, stat func(pol, alone *Histogram) float64) float64 {
+	pol, alone := NewHistogram(), NewHistogram()
+	if idx == nil {
+		for _, p := range ps {
+			pol.Merge(p.lat)
+			alone.Merge(p.aloneLat)
+		}
+	} else {
+		for _, i := range idx {
+			pol.Merge(ps[i].lat)
+			alone.Merge(ps[i].aloneLat)
+		}
+	}
+	return stat(pol, alone)
+}
+
+// bootstrapPooled is the percentile interval of the pooled stat at
+// g.Confidence, resampling whole pairs.
+func bootstrapPooled(ps []Pair, stat func(pol, alone *Histogram) float64, g Goals) (float64, float64) {
+	rng := rand.New(rand.NewPCG(g.Seed, 0x9e3779b97f4a7c15))
+	vals := make([]float64, 0, g.Resamples)
+	idx := make([]int, len(ps))
+	for range g.Resamples {
+		for i := range idx {
+			idx[i] = rng.IntN(len(ps))
+		}
+		if x := pooledStat(ps, idx, stat); verdictFinite(x) {
+			vals = append(vals, x)
+		}
+	}
+	return percentiles(vals, g.Confidence)
+}
+
+// percentiles is the central interval of vals at confidence; NaN, NaN
+// for none. It sorts vals in place.
+func percentiles(vals []float64, confidence float64) (float64, float64) {
+	if len(vals) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	slices.Sort(vals)
+	tail := (1 - confidence) / 2
+	lo := int(math.Floor(tail * float64(len(vals))))
+	hi := int(math.Ceil((1-tail)*float64(len(vals)))) - 1
+	lo = min(max(lo, 0), len(vals)-1)
+	hi = min(max(hi, lo), len(vals)-1)
+	return vals[lo], vals[hi]
 }
