@@ -90,12 +90,12 @@ func givenFlags(fs *pflag.FlagSet) []string {
 type replayOptions struct {
 	short, calibrate, render bool
 	// windowTable runs the window table instead of the scenarios' blocks.
-	windowTable bool
-	scenarios, policies      string
-	block                    replay.BlockConfig
-	goals                    replay.Goals
-	results, calibration     string
-	doc, plots               string
+	windowTable          bool
+	scenarios, policies  string
+	block                replay.BlockConfig
+	goals                replay.Goals
+	results, calibration string
+	doc, plots           string
 	// list is the scenarios to run, from scenarios.
 	list []string
 }
