@@ -285,8 +285,8 @@ func (s *promSampler) dataTime(ctx context.Context, x *promSignal) (time.Time, e
 	}
 	var oldest time.Time
 	for _, e := range vec {
-		sec, frac := math.Modf(float64(e.Value))
-		t := time.Unix(int64(sec), int64(frac*1e9))
+		// timestamp() is in seconds; Prometheus keeps milliseconds.
+		t := time.UnixMilli(int64(math.Round(float64(e.Value) * 1000)))
 		if oldest.IsZero() || t.Before(oldest) {
 			oldest = t
 		}

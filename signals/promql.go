@@ -102,8 +102,8 @@ func selectors(expr string) []string {
 			case keywords[strings.ToLower(word)]:
 				afterOffset = strings.EqualFold(word, "offset")
 				i = j
-			case k < n && r[k] == '(':
-				i = j // a function or an aggregation
+			case k < n && r[k] == '(' || aggregation(r[k:]):
+				i = j // a function or an aggregation (sum by (le) (x))
 			case k < n && r[k] == '{':
 				end := closing(k, '{', '}')
 				add(word + string(r[k:end]))
@@ -157,3 +157,14 @@ var grouping = map[string]bool{"by": true, "without": true, "on": true, "ignorin
 // keywords are PromQL's words that are neither selectors nor functions.
 var keywords = map[string]bool{"and": true, "or": true, "unless": true, "bool": true, "offset": true, "atan2": true,
 	"inf": true, "nan": true, "start": true, "end": true}
+
+// aggregation reports whether r starts with a grouping clause of an
+// aggregation written before its argument: by (le) ( or without (le) (.
+func aggregation(r []rune) bool {
+	for _, w := range []string{"by", "without"} {
+		if len(r) > len(w) && strings.EqualFold(string(r[:len(w)]), w) && !isIdentChar(r[len(w)]) {
+			return true
+		}
+	}
+	return false
+}
