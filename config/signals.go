@@ -21,7 +21,7 @@ func (c *Config) buildSignals(doc *file, v *validator) map[signals.Name]hcl.Rang
 		name := signals.Name(s.Name)
 		prom := c.promSignal(name)
 		if !signals.Known(name) && !c.custom(name) && prom < 0 {
-			v.bad(s.Range, "signal %q: unknown; signals are %v and the custom_signal and prometheus_signal blocks", s.Name, signals.Names)
+			v.bad(s.Range, "signal %q: unknown; signals are %v and the custom_signal blocks and prometheus_signal blocks", s.Name, signals.Names)
 			continue
 		}
 		if !v.first(s.Range, "signal", s.Name) {
