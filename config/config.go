@@ -65,7 +65,7 @@ type Config struct {
 	// signals, each with its file:line as Source; their rules are in
 	// Rules (a ratio rule with baseline = "job-free").
 	Prometheus PrometheusSignals `restart:"prometheus/prometheus_signal"`
-	Jobs   []Job
+	Jobs       []Job
 	// HoldTTL is the holds block's default_ttl and max_ttl, filled:
 	// `throttled run` writes it as the cluster's hold policy.
 	HoldTTL hold.TTLPolicy `restart:"holds default_ttl/max_ttl"`
