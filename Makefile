@@ -20,6 +20,7 @@ PLOTS    := out/plots
 FUZZ_TARGETS := \
 	./signals:FuzzConninfoValue \
 	./signals:FuzzPgBouncerRows \
+	./signals:FuzzSelectors \
 	./throttle/hold:FuzzParseWindow \
 	./cmd/throttled:FuzzParseSignalsFlags \
 	./cmd/throttled:FuzzParseExecFlags \

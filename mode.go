@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -201,4 +202,18 @@ func RequestResume(ctx context.Context, db *pgxpool.Pool, store *holds.Store, ac
 // (RequestResume).
 func (c *Client) ResumeLatched(ctx context.Context, actor, reason string) error {
 	return c.mode.resumeLatched(ctx, actor, reason)
+}
+
+// withPrometheus lets cfg's rules name the sampler's Prometheus signals.
+func withPrometheus(cfg throttle.Config, p signals.PrometheusConfig) throttle.Config {
+	if len(p.Signals) == 0 {
+		return cfg
+	}
+	cfg.External = slices.Clone(cfg.External)
+	for _, s := range p.Signals {
+		if !slices.Contains(cfg.External, s.Name) {
+			cfg.External = append(cfg.External, s.Name)
+		}
+	}
+	return cfg
 }

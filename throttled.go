@@ -191,6 +191,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	// emergency), and a canary that runs on its own paces by default.
 	prepare := func(cfg throttle.Config) throttle.Config {
 		cfg = withResolution(cfg, opts.Cores)
+		cfg = withPrometheus(cfg, scfg.Prometheus)
 		if auto {
 			cfg = withForegroundLatency(cfg)
 		}

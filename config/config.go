@@ -61,7 +61,11 @@ type Config struct {
 	Windows hold.Windows
 	// Custom are the custom signals, each with its file:line as Source.
 	Custom CustomSignals `restart:"custom_signal"`
-	Jobs   []Job
+	// Prometheus is where the Prometheus signals are read, and the
+	// signals, each with its file:line as Source; their rules are in
+	// Rules (a ratio rule with baseline = "job-free").
+	Prometheus PrometheusSignals `restart:"prometheus/prometheus_signal"`
+	Jobs       []Job
 	// HoldTTL is the holds block's default_ttl and max_ttl, filled:
 	// `throttled run` writes it as the cluster's hold policy.
 	HoldTTL hold.TTLPolicy `restart:"holds default_ttl/max_ttl"`
@@ -105,6 +109,7 @@ type Config struct {
 type places struct {
 	primary  hcl.Range
 	replicas map[string]hcl.Range
+	prom     hcl.Range
 }
 
 // at names a place in the file as file:line, or the file alone when the
@@ -239,6 +244,10 @@ func (c *Config) build(doc *file, v *validator) {
 	c.buildReplicas(doc, v)
 	c.buildBouncer(doc, v)
 	c.buildCustom(doc, v)
+	c.buildPrometheus(doc, v)
+	if doc.Prom != nil {
+		c.places.prom = doc.Prom.Range
+	}
 	ruleBlocks := c.buildSignals(doc, v)
 	c.buildJobs(doc, v)
 	c.buildHolds(doc, v)
@@ -348,5 +357,5 @@ func (c *Config) buildControl(doc *file, v *validator) {
 
 // ControllerConfig is the controller configuration this file describes.
 func (c *Config) ControllerConfig() throttle.Config {
-	return throttle.Config{Rules: c.Rules, JobRules: c.JobRules, Replicas: c.Replicas, MaxBudget: c.MaxBudget, QuietPeriod: c.QuietPeriod}
+	return throttle.Config{Rules: c.Rules, JobRules: c.JobRules, Replicas: c.Replicas, MaxBudget: c.MaxBudget, QuietPeriod: c.QuietPeriod, External: c.promNames()}
 }

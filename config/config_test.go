@@ -166,6 +166,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(`job "a" { weight = -1 }`)
 	f.Add(gated)
 	f.Add(smallest + "maintenance \"m\" {\n  window = \"sun 02:00-04:00 UTC\"\n}\njob \"n\" {\n  run_windows = [\"01:00-06:00 UTC\"]\n  avoid = [\"m\"]\n}\npgbouncer {\n  dsn = \"host=b dbname=pgbouncer\"\n}\n")
+	f.Add(smallest + "prometheus {\n  address = \"http://127.0.0.1:9090\"\n}\nprometheus_signal \"p\" {\n  query = \"sum(rate(x[15s]))\"\n  traffic = \"y\"\n  min_traffic = 1\n}\nsignal \"p\" {\n  target = 1.1\n  baseline = \"job-free\"\n}\n")
 	f.Fuzz(func(t *testing.T, src string) {
 		c, err := Parse("fuzz.hcl", []byte(src), getenv)
 		if err != nil {

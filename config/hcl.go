@@ -7,22 +7,24 @@ import (
 
 // file is the HCL document.
 type file struct {
-	Cluster   *string          `hcl:"cluster,optional"`
-	Dashboard *string          `hcl:"dashboard_url,optional"`
-	Runbook   *string          `hcl:"runbook_url,optional"`
-	Primary   *primaryBlock    `hcl:"primary,block"`
-	Replicas  []replicaBlock   `hcl:"replica,block"`
-	Signals   []signalBlock    `hcl:"signal,block"`
-	Customs   []customBlock    `hcl:"custom_signal,block"`
-	Maint     []maintBlock     `hcl:"maintenance,block"`
-	Bouncer   *bouncerBlock    `hcl:"pgbouncer,block"`
-	Jobs      []jobBlock       `hcl:"job,block"`
-	Holds     *holdsBlock      `hcl:"holds,block"`
-	Listen    *listenBlock     `hcl:"listen,block"`
-	Tokens    []tokenBlock     `hcl:"token,block"`
-	Notifiers []notifierBlock  `hcl:"notifier,block"`
-	Control   *controllerBlock `hcl:"controller,block"`
-	Grafana   *grafanaBlock    `hcl:"grafana,block"`
+	Cluster     *string           `hcl:"cluster,optional"`
+	Dashboard   *string           `hcl:"dashboard_url,optional"`
+	Runbook     *string           `hcl:"runbook_url,optional"`
+	Primary     *primaryBlock     `hcl:"primary,block"`
+	Replicas    []replicaBlock    `hcl:"replica,block"`
+	Signals     []signalBlock     `hcl:"signal,block"`
+	Customs     []customBlock     `hcl:"custom_signal,block"`
+	Maint       []maintBlock      `hcl:"maintenance,block"`
+	Bouncer     *bouncerBlock     `hcl:"pgbouncer,block"`
+	Prom        *promBlock        `hcl:"prometheus,block"`
+	PromSignals []promSignalBlock `hcl:"prometheus_signal,block"`
+	Jobs        []jobBlock        `hcl:"job,block"`
+	Holds       *holdsBlock       `hcl:"holds,block"`
+	Listen      *listenBlock      `hcl:"listen,block"`
+	Tokens      []tokenBlock      `hcl:"token,block"`
+	Notifiers   []notifierBlock   `hcl:"notifier,block"`
+	Control     *controllerBlock  `hcl:"controller,block"`
+	Grafana     *grafanaBlock     `hcl:"grafana,block"`
 
 	// attrs are the top-level attributes, for their places in errors.
 	attrs hclsyntax.Attributes
@@ -60,11 +62,13 @@ type replicaBlock struct {
 }
 
 type signalBlock struct {
-	Name     string    `hcl:"name,label"`
-	Target   float64   `hcl:"target"`
-	Critical *float64  `hcl:"critical,optional"`
-	MaxAge   *string   `hcl:"max_age,optional"`
-	Required *bool     `hcl:"required,optional"`
+	Name     string   `hcl:"name,label"`
+	Target   float64  `hcl:"target"`
+	Critical *float64 `hcl:"critical,optional"`
+	MaxAge   *string  `hcl:"max_age,optional"`
+	Required *bool    `hcl:"required,optional"`
+	// Baseline is a Prometheus signal's: "job-free" or "none".
+	Baseline *string   `hcl:"baseline,optional"`
 	Range    hcl.Range `hcl:",def_range"`
 }
 

@@ -44,6 +44,11 @@ func lookupToken(tokens []Token, secret string) (Token, bool) {
 func (c *Config) Live(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// Each Prometheus signal's queries run once, as the sampler's start
+	// runs them: an error names its block's file:line.
+	if err := signals.CheckPrometheus(ctx, c.Prometheus.PrometheusConfig); err != nil {
+		return c.promErr(err)
+	}
 	primary := c.at(c.places.primary)
 	// As the sampler will connect: the role's grant, no superuser, and a
 	// server not in recovery.

@@ -19,11 +19,20 @@ func (c *Config) buildSignals(doc *file, v *validator) map[signals.Name]hcl.Rang
 	ruleBlocks := map[signals.Name]hcl.Range{}
 	for _, s := range doc.Signals {
 		name := signals.Name(s.Name)
-		if !signals.Known(name) && !c.custom(name) {
-			v.bad(s.Range, "signal %q: unknown; signals are %v and the custom_signal blocks", s.Name, signals.Names)
+		prom := c.promSignal(name)
+		if !signals.Known(name) && !c.custom(name) && prom < 0 {
+			v.bad(s.Range, "signal %q: unknown; signals are %v and the custom_signal blocks and prometheus_signal blocks", s.Name, signals.Names)
 			continue
 		}
 		if !v.first(s.Range, "signal", s.Name) {
+			continue
+		}
+		if s.Baseline != nil && prom < 0 {
+			v.bad(s.Range, "signal %q: baseline is a prometheus_signal's; this signal has its own", s.Name)
+		}
+		if prom >= 0 {
+			ruleBlocks[name] = s.Range
+			c.buildPromRule(s, prom, v)
 			continue
 		}
 		if c.jobRule(name) {
@@ -142,12 +151,15 @@ func (c *Config) checkController(doc *file, v *validator, ruleBlocks map[signals
 	refused := false
 	for _, name := range slices.Sorted(maps.Keys(ruleBlocks)) {
 		r := c.Rules[name]
-		_, err := throttle.New(throttle.Config{Rules: map[signals.Name]throttle.Rule{name: r}})
+		_, err := throttle.New(throttle.Config{Rules: map[signals.Name]throttle.Rule{name: r}, External: c.promNames()})
 		if err == nil {
 			continue
 		}
 		refused = true
-		problems := ruleProblems(name, r)
+		var problems []string
+		if c.promSignal(name) < 0 {
+			problems = ruleProblems(name, r)
+		}
 		if len(problems) == 0 {
 			problems = []string{err.Error()}
 		}

@@ -79,6 +79,25 @@ signal "old_transactions" {
 #   target = 10000
 # }
 
+# The application's own p99, from Prometheus, as a pacing signal (docs/SIGNALS.md):
+# prometheus {
+#   address      = "http://127.0.0.1:9090"
+#   bearer_token = env("PROM_TOKEN")
+# }
+# prometheus_signal "api_p99" {
+#   query       = "histogram_quantile(0.99, sum(rate(http_request_duration_seconds_bucket{job=\"api\"}[15s])) by (le))"
+#   traffic     = "sum(rate(http_request_duration_seconds_count{job=\"api\"}[15s]))"
+#   min_traffic = 1
+#   unit        = "seconds"
+#   delay       = "30s"
+# }
+# signal "api_p99" {
+#   target   = 1.1          # a ratio over the p99 while no job works
+#   baseline = "job-free"
+#   critical = 2.0
+#   max_age  = "30s"
+# }
+
 # Every hold expires; longer than max_ttl is refused.
 holds {
   default_ttl = "1h"

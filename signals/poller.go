@@ -100,6 +100,10 @@ type Config struct {
 	// on a connection of their own in READ ONLY transactions. None by
 	// default.
 	Custom []CustomSignal
+	// Prometheus is where the Prometheus signals are read, and the
+	// signals (prometheus.go): the application's own latency, apdex or
+	// error rate. None by default.
+	Prometheus PrometheusConfig
 	// PgBouncerDSN is PgBouncer's admin console, such as
 	// "host=pgbouncer port=6432 dbname=pgbouncer user=throttled_monitor":
 	// its role must be in stats_users (admin_users also works, and can do
@@ -172,6 +176,14 @@ func (c *Config) validate() error {
 			bad("Replicas[%d] is empty", i)
 		}
 	}
+	for _, p := range c.Prometheus.Problems() {
+		bad("Prometheus: %s", p)
+	}
+	for _, s := range c.Prometheus.Signals {
+		if slices.ContainsFunc(c.Custom, func(x CustomSignal) bool { return x.Name == s.Name }) {
+			bad("Prometheus: %s: also a custom signal's name", s.where())
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -190,19 +202,22 @@ type Poller struct {
 	custom    *customSampler // nil without Config.Custom
 	// bouncer reads PgBouncer's pools; nil without Config.PgBouncerDSN.
 	bouncer *pgbouncerSampler
+	// prom reads the Prometheus signals; nil without any.
+	prom *promSampler
 
 	mu      sync.Mutex
 	current Primary             // the primary sampled last
 	latest  map[string][]Sample // by sampler id
 	learnt  map[string]bool     // replica names learnt from replica DSNs
 	stats   map[string]*ServerStats
+	jobs    jobWatch // the jobs' work as the primary's samples saw it
 }
 
 // ServerStats is how sampling one server has gone.
 type ServerStats struct {
 	// Server is "primary", "replica-N", "canary" (the
-	// foreground-latency canary's own connection to the primary), or
-	// "pgbouncer" (PgBouncer's admin console).
+	// foreground-latency canary's own connection to the primary),
+	// "pgbouncer" (PgBouncer's admin console), "custom" or "prometheus".
 	Server string
 	// Ticks and Failures count sampling rounds, and those that failed.
 	Ticks, Failures int64
@@ -229,9 +244,12 @@ func (p *Poller) sampleAndStore(ctx context.Context, s sampler) {
 	// A signal still learning (a rate's first window, the canary's
 	// baseline) is unusable but no failed round.
 	failed := slices.ContainsFunc(samples, func(x Sample) bool {
-		return x.Err != nil && !errors.Is(x.Err, errWALWarmup) && !errors.Is(x.Err, ErrBaselineWarmup)
+		return x.Err != nil && !errors.Is(x.Err, errWALWarmup) && !errors.Is(x.Err, ErrBaselineWarmup) && !errors.Is(x.Err, ErrWarmingUp)
 	})
 	p.mu.Lock()
+	if s == sampler(p.primary) {
+		p.watchJobs(samples)
+	}
 	st := p.stats[s.id()]
 	if st == nil {
 		st = &ServerStats{Server: s.id()}
@@ -281,6 +299,11 @@ func New(cfg Config) (*Poller, error) {
 			return nil, fmt.Errorf("signals: PgBouncerDSN: %w", err)
 		}
 	}
+	if len(cfg.Prometheus.Signals) > 0 {
+		if p.prom, err = newPromSampler(cfg.Prometheus, p.jobWatch); err != nil {
+			return nil, fmt.Errorf("signals: %w", err)
+		}
+	}
 	return p, nil
 }
 
@@ -295,11 +318,13 @@ func (p *Poller) Connect(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, s := range p.samplers() {
 		wg.Go(func() {
-			if err := s.server().ensureWithin(ctx, now, max(StartTimeout, s.server().timeout)); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-				return
+			if srv := s.server(); srv != nil {
+				if err := srv.ensureWithin(ctx, now, max(StartTimeout, srv.timeout)); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
 			}
 			if r, ok := s.(*replicaSampler); ok {
 				p.learn(r.srv.replicaName)
@@ -388,7 +413,9 @@ func (p *Poller) Run(ctx context.Context) error {
 // Close closes every connection. Call it after Tick when not using Run.
 func (p *Poller) Close() {
 	for _, s := range p.samplers() {
-		s.server().close()
+		if srv := s.server(); srv != nil {
+			srv.close()
+		}
 	}
 }
 
@@ -453,5 +480,32 @@ func (p *Poller) samplers() []sampler {
 	if p.custom != nil {
 		out = append(out, p.custom)
 	}
+	if p.prom != nil {
+		out = append(out, p.prom)
+	}
 	return out
+}
+
+// watchJobs records, from a primary round's samples, whether a job
+// session was at work: one that failed could not tell, which counts as
+// at work (no reading of its time is job-free). Called with p.mu held.
+func (p *Poller) watchJobs(samples []Sample) {
+	for _, x := range samples {
+		if x.Name != PrimaryJobSessions {
+			continue
+		}
+		if p.jobs.from.IsZero() && x.Err == nil {
+			p.jobs.from = x.At
+		}
+		if x.Err != nil || x.Raw > 0 {
+			p.jobs.seen = x.At
+		}
+	}
+}
+
+// jobWatch is what the primary's samples saw of the jobs' work.
+func (p *Poller) jobWatch() jobWatch {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.jobs
 }

@@ -146,6 +146,15 @@ type Sample struct {
 	Unit Unit
 	At   time.Time
 	Err  error
+	// Baseline, for a ratio over a job-free level (a Prometheus signal
+	// with Baseline job-free), is that level in the reading's own unit:
+	// the reading is Value times Baseline. 0 otherwise.
+	Baseline float64
+	// NoForeground says there is no foreground to protect: a Prometheus
+	// signal's Traffic read under its MinTraffic. Value and Raw carry
+	// nothing; a rule on the signal does not bind (the jobs run as on an
+	// idle primary). Err is nil and At is the traffic's time.
+	NoForeground bool
 }
 
 // Age is how long before now the sample was taken.

@@ -42,7 +42,20 @@ type Rule struct {
 	// samples in a row, or the smoothed value, need no such margin. 0
 	// means a continuous reading: one sample suffices.
 	Resolution float64
+	// Ratio says the reading is a ratio over its level while no job was
+	// at work (a Prometheus signal with a job-free baseline), 1.0 at it:
+	// the pressure is the excess over that level against the excess the
+	// target allows, (v-1)/(Target-1), as for foreground_latency (whose
+	// rule is one whatever this says), and Target must be above 1.
+	Ratio bool
 }
+
+// ratio reports whether the rule on name reads a ratio over a job-free
+// level.
+func (r Rule) ratio(name signals.Name) bool { return r.Ratio || name == signals.ForegroundLatency }
+
+// external reports whether name is one of Config.External.
+func (c *Config) external(name signals.Name) bool { return slices.Contains(c.External, name) }
 
 // ReplicaPolicy says how a replica's lag counts.
 type ReplicaPolicy string
@@ -197,6 +210,14 @@ type Config struct {
 	// allocations are unscaled, so no hold is applied twice).
 	ScaleAtWorkers bool
 
+	// External are the signals of the sampler's configuration, beyond
+	// the built-in ones, that Rules may name: the Prometheus signals
+	// (signals.PrometheusConfig). Each is a valid name (signals.ValidName)
+	// and no built-in signal. A rule on one that is never sampled reads
+	// "not sampled": unknown, and a required rule stops the work.
+	// throttled.Open adds the Prometheus signals of its Options.Signals.
+	External []signals.Name
+
 	// JobRules are rules that bind jobs one at a time, as gates (see
 	// gates.go): a job whose gate signal reads over Target, or cannot be
 	// read or is older than MaxAge, is paused with CodeGated, and the
@@ -283,6 +304,18 @@ var ruleSignals = []signals.Name{
 	signals.PgBouncerWaitingClientsMax, signals.PgBouncerMaxWaitSecondsMax, signals.PgBouncerPoolUsedFractionMax,
 }
 
+// ruleOrder is the order rules are read in: the built-in signals', then
+// the operator's own, by name.
+func (c *Config) ruleOrder() []signals.Name {
+	out := slices.Clone(ruleSignals)
+	for _, n := range slices.Sorted(maps.Keys(c.Rules)) {
+		if !slices.Contains(ruleSignals, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // lowerIsWorse reports whether a rule on name is on a level to stay over.
 func lowerIsWorse(name signals.Name) bool { return name == signals.ConnectionHeadroom }
 
@@ -355,8 +388,8 @@ func (c *Config) checkRules(p *problems) {
 	bad := p.bad
 	for _, name := range slices.Sorted(maps.Keys(c.Rules)) {
 		r := c.Rules[name]
-		if !slices.Contains(ruleSignals, name) {
-			bad("Rules[%q]: unknown signal; rules may name %v", name, ruleSignals)
+		if !slices.Contains(ruleSignals, name) && !c.external(name) {
+			bad("Rules[%q]: unknown signal; rules may name %v, or one of External (a Prometheus signal)", name, ruleSignals)
 			continue
 		}
 		if !(r.Target > 0) || !finite(r.Target) {
@@ -376,8 +409,12 @@ func (c *Config) checkRules(p *problems) {
 		if lowerIsWorse(name) && r.Critical > 0 && c.ResumeLevel > 0 && r.Critical/c.ResumeLevel >= 1 {
 			bad("Rules[%q]: Critical %v / ResumeLevel %v = %v free would be needed to resume, more than every slot", name, r.Critical, c.ResumeLevel, r.Critical/c.ResumeLevel)
 		}
-		if name == signals.ForegroundLatency && r.Target <= 1 && r.Target > 0 {
-			bad("Rules[%q].Target is a multiple of the latency without jobs and must be above 1, such as 1.3; got %v", name, r.Target)
+		if r.ratio(name) && r.Target <= 1 && r.Target > 0 {
+			of := "level"
+			if name == signals.ForegroundLatency {
+				of = "latency"
+			}
+			bad("Rules[%q].Target is a multiple of the %s without jobs and must be above 1, such as 1.3; got %v", name, of, r.Target)
 		}
 		if lowerIsWorse(name) && r.Target >= 1 {
 			bad("Rules[%q].Target is a free fraction of client slots and must be under 1, got %v", name, r.Target)
@@ -395,6 +432,11 @@ func (c *Config) checkRules(p *problems) {
 // policies.
 func (c *Config) checkJobRules(p *problems) {
 	bad := p.bad
+	for _, n := range c.External {
+		if !signals.ValidName(n) {
+			bad("External[%q]: want lower case letters, digits and '_', starting with a letter, and no built-in signal's name", n)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.JobRules)) {
 		r := c.JobRules[name]
 		if why := gateSignal(name); why != "" {
@@ -487,7 +529,7 @@ func (c *Config) checkEmergency(p *problems) {
 		if r.Critical <= 0 || !(r.Target > 0) {
 			continue
 		}
-		if cp := pressure(name, r.Critical, r.Target); c.EmergencyPressure >= cp {
+		if cp := pressure(name, r.ratio(name), r.Critical, r.Target); c.EmergencyPressure >= cp {
 			bad("EmergencyPressure %v must be below Rules[%q]'s critical pressure %.3g (critical %v over target %v): the emergency cut must come before a critical pause",
 				c.EmergencyPressure, name, cp, r.Critical, r.Target)
 		}

@@ -22,7 +22,8 @@ type ruleEval struct {
 	pressure   float64 // smoothed value over target
 	rawPress   float64
 	unknown    string // why the sample is unusable; "" when usable
-	warming    bool   // unusable because the signal is still learning (signals.ErrBaselineWarmup)
+	warming    bool   // unusable because the signal is still learning (signals.ErrBaselineWarmup, ErrWarmingUp)
+	idle       bool   // no foreground to protect (signals.Sample.NoForeground): does not bind
 	at         time.Time
 	fresh      bool // a sample not seen at an earlier step
 }
@@ -34,15 +35,15 @@ func (e ruleEval) binding() Binding { return Binding{Signal: e.name, Labels: e.l
 // step better: what a single sample proves beyond quantization.
 func (e ruleEval) oneStepLower() float64 {
 	if lowerIsWorse(e.name) {
-		return pressure(e.name, e.raw+e.rule.Resolution, e.rule.Target)
+		return pressure(e.name, e.rule.ratio(e.name), e.raw+e.rule.Resolution, e.rule.Target)
 	}
-	return pressure(e.name, e.raw-e.rule.Resolution, e.rule.Target)
+	return pressure(e.name, e.rule.ratio(e.name), e.raw-e.rule.Resolution, e.rule.Target)
 }
 
 // evaluate applies every rule to the snapshot.
 func (c *Controller) evaluate(now time.Time, snap signals.Snapshot) []ruleEval {
 	var out []ruleEval
-	for _, name := range ruleSignals {
+	for _, name := range c.cfg.ruleOrder() {
 		rule, ok := c.cfg.Rules[name]
 		if !ok {
 			continue
@@ -112,7 +113,7 @@ func (c *Controller) read(now time.Time, e *ruleEval, s signals.Sample) {
 	switch age := s.Age(now); {
 	case s.Err != nil:
 		e.unknown = "error: " + s.Err.Error()
-		e.warming = errors.Is(s.Err, signals.ErrBaselineWarmup)
+		e.warming = errors.Is(s.Err, signals.ErrBaselineWarmup) || errors.Is(s.Err, signals.ErrWarmingUp)
 		return
 	case age > e.rule.MaxAge:
 		e.unknown = fmt.Sprintf("age %s over max_age %s", age.Round(time.Millisecond), e.rule.MaxAge)
@@ -120,6 +121,11 @@ func (c *Controller) read(now time.Time, e *ruleEval, s signals.Sample) {
 	case age < -e.rule.MaxAge:
 		// A clock this far off cannot vouch for the sample's freshness.
 		e.unknown = fmt.Sprintf("taken %s in the future (clock skew)", (-age).Round(time.Millisecond))
+		return
+	case s.NoForeground:
+		// Nothing to protect: the rule does not bind, as on an idle
+		// primary (pressure 0).
+		e.idle = true
 		return
 	case !finite(s.Value) || !finite(s.Raw):
 		e.unknown = fmt.Sprintf("non-finite value %v (raw %v)", s.Value, s.Raw)
@@ -129,7 +135,8 @@ func (c *Controller) read(now time.Time, e *ruleEval, s signals.Sample) {
 	if e.name == signals.ConnectionHeadroom {
 		e.value, e.raw = max(0, 1-s.Value), max(0, 1-s.Raw)
 	}
-	e.pressure, e.rawPress = pressure(e.name, e.value, e.rule.Target), pressure(e.name, e.raw, e.rule.Target)
+	ratio := e.rule.ratio(e.name)
+	e.pressure, e.rawPress = pressure(e.name, ratio, e.value, e.rule.Target), pressure(e.name, ratio, e.raw, e.rule.Target)
 }
 
 // withPool is the server's used fraction of client slots, s, counting a
@@ -164,18 +171,18 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // pressure is a reading of signal n against its rule's target: 1 at the
 // target, over 1 past it. For connection_headroom, a level to stay over,
-// it is target/v. For foreground_latency, a ratio to the latency without
-// jobs, it is the excess over that baseline against the excess the target
+// it is target/v. For foreground_latency and every ratio rule (a ratio to
+// the level without jobs), it is the excess over that baseline against the excess the target
 // allows, (v-1)/(target-1): 0 at the baseline, as a level of 0 is for a
 // load, so that "far under target" and the growth that goes with it mean
 // the same on every signal. (As v/target, a foreground at its baseline
 // read 0.77 of a 1.3 target: never far under it, so a new leader on an
 // idle primary never came back to the initial budget, and growth crept.)
-func pressure(n signals.Name, v, target float64) float64 {
+func pressure(n signals.Name, ratio bool, v, target float64) float64 {
 	switch {
 	case lowerIsWorse(n):
 		return target / max(v, 1e-9)
-	case n == signals.ForegroundLatency:
+	case ratio:
 		return max(0, v-1) / (target - 1)
 	}
 	return v / target

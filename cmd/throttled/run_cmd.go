@@ -81,7 +81,7 @@ func clientOptions(cfg *config.Config, log hclog.Logger) throttled.Options {
 	}
 	return throttled.Options{
 		PrimaryDSN: cfg.PrimaryDSN, ReplicaDSNs: replicaDSNs, Cores: cfg.Cores,
-		Signals:             signals.Config{Replicas: expected, Custom: cfg.Custom, PgBouncerDSN: cfg.PgBouncerDSN},
+		Signals:             signals.Config{Replicas: expected, Custom: cfg.Custom, PgBouncerDSN: cfg.PgBouncerDSN, Prometheus: cfg.Prometheus.PrometheusConfig},
 		Controller:          cfg.ControllerConfig(),
 		NoForegroundLatency: cfg.NoForegroundLatency,
 		CoordinationDSN:     cfg.CoordinationDSN,

@@ -179,6 +179,22 @@ func (o *signalsOptions) customFromConfig() error {
 		}
 		o.customs[cs.Name] = info
 	}
+	// The Prometheus signals, read as the sidecar reads them; their
+	// credentials must be set (a linter's run leaves them unset).
+	p := cfg.Prometheus.PrometheusConfig
+	for _, secret := range []string{p.BearerToken, p.BasicPassword} {
+		if what, unset := config.Unset(secret); unset {
+			return fmt.Errorf("%s: prometheus: a credential is not set (%s): set it to read the prometheus signals", o.config, what)
+		}
+	}
+	o.cfg.Prometheus = p
+	for _, ps := range p.Signals {
+		info := customInfo{source: ps.Source}
+		if r, ok := cfg.Rules[ps.Name]; ok {
+			info.target = &r.Target
+		}
+		o.customs[ps.Name] = info
+	}
 	return nil
 }
 
