@@ -90,7 +90,9 @@ func givenFlags(fs *pflag.FlagSet) []string {
 type replayOptions struct {
 	short, calibrate, render bool
 	// windowTable runs the window table instead of the scenarios' blocks.
-	windowTable          bool
+	windowTable bool
+	// windowLengths are the window table's lengths.
+	windowLengths        []int
 	scenarios, policies  string
 	block                replay.BlockConfig
 	goals                replay.Goals
@@ -120,9 +122,10 @@ var (
 func (o *replayOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.short, "short", false, "the instrument's own check: the surge scenario with a/a and unthrottled only, 16 pairs, on a smaller table (about 3 minutes); results to out/replay-short")
 	fs.StringVar(&o.scenarios, "scenario", "all", "comma-separated scenarios ("+strings.Join(replay.ScenarioNames(), ", ")+"), or all")
-	fs.StringVar(&o.policies, "policy", "", "comma-separated policies for the windows (default "+strings.Join(replay.BlockPolicies, ", ")+"; also lag-only, binary, adaptive-tail, adaptive-held)")
+	fs.StringVar(&o.policies, "policy", "", "comma-separated policies for the windows (default "+strings.Join(replay.BlockPolicies, ", ")+"; also lag-only, binary, adaptive-load, adaptive-tail, adaptive-held, adaptive-app)")
 	fs.BoolVar(&o.calibrate, "calibrate", false, "measure the foreground's rate on this machine again (twice; they must agree within 20 %) and write the calibration file")
 	fs.BoolVar(&o.windowTable, "window-table", false, fmt.Sprintf("run the window table instead: for each scenario one block per window length (%v s) with adaptive, unthrottled and one fixed rate; results to <results>/windows/w<W>, the table to --doc", replay.WindowLengths))
+	fs.IntSliceVar(&o.windowLengths, "window-lengths", replay.WindowLengths, "the window table's lengths, seconds (with --window-table)")
 	fs.BoolVar(&o.render, "render", false, "run nothing: render --doc and the PNGs from the results files present")
 	fs.StringVar(&o.results, "results", replay.DefaultResults, "directory of the results files, one per scenario, and the PNGs")
 	fs.StringVar(&o.calibration, "calibration", "docs/replay/calibration.json", "the calibration file the runs read (and --calibrate writes)")
@@ -186,7 +189,7 @@ func (o *replayOptions) check(fs *pflag.FlagSet) error {
 	case o.policies == "" && o.short:
 		o.block.Policies = shortPolicies
 	case o.policies != "":
-		known := []string{replay.PolicyAA, replay.PolicyUnthrottled, replay.PolicyFixed, replay.PolicyLagOnly, replay.PolicyBinary, replay.PolicyAdaptive, replay.PolicyAdaptiveLoad, replay.PolicyAdaptiveTail, replay.PolicyAdaptiveHeld}
+		known := []string{replay.PolicyAA, replay.PolicyUnthrottled, replay.PolicyFixed, replay.PolicyLagOnly, replay.PolicyBinary, replay.PolicyAdaptive, replay.PolicyAdaptiveLoad, replay.PolicyAdaptiveTail, replay.PolicyAdaptiveHeld, replay.PolicyAdaptiveApp}
 		if o.block.Policies, err = list("policy", o.policies, known); err != nil {
 			return err
 		}
@@ -236,6 +239,8 @@ func (o *replayOptions) check(fs *pflag.FlagSet) error {
 		return usageError(fmt.Errorf("--open-window %d and --alone-window %d may not be longer than --window %d", o.block.OpenWindowSeconds, o.block.AloneSeconds, o.block.WindowSeconds))
 	case o.block.AloneDrop < 0 || o.block.AloneDrop >= o.block.AloneSeconds:
 		return usageError(fmt.Errorf("--alone-window %d and --alone-drop %d: want at least one second of each alone window kept", o.block.AloneSeconds, o.block.AloneDrop))
+	case slices.ContainsFunc(o.windowLengths, func(w int) bool { return w < 2 }):
+		return usageError(fmt.Errorf("--window-lengths: each must be at least 2 seconds, got %v", o.windowLengths))
 	case o.block.Rate < 0:
 		return usageError(fmt.Errorf("--rate must be positive, got %v", o.block.Rate))
 	case o.block.Rows < 100_000:
@@ -350,7 +355,7 @@ const (
 // length, and renders the table.
 func windowTable(ctx context.Context, be *replay.BlockEnv, base replay.BlockConfig, o replayOptions, command string, logf func(string, ...any), out io.Writer) error {
 	for _, name := range o.list {
-		for _, w := range replay.WindowLengths {
+		for _, w := range o.windowLengths {
 			if be.OldRowsLeft(base.Rows) < min(replay.BlockRowsNeeded, base.Rows/2) {
 				if err := be.Restore(ctx); err != nil {
 					return err

@@ -107,7 +107,11 @@ type Second struct {
 	CanaryRaw float64 `json:"canary_raw,omitempty"`
 	CanaryMs  float64 `json:"canary_ms,omitempty"`
 	Budget    float64 `json:"budget,omitempty"`
-	Batch     int     `json:"batch,omitempty"`
+	// App is, in an adaptive-app window, its Prometheus signal's ratio
+	// over the job-free baseline (the application's p99), the highest it
+	// read in this second; 0 elsewhere or while it had none.
+	App   float64 `json:"app,omitempty"`
+	Batch int     `json:"batch,omitempty"`
 	// Probe is the latency of the instrument's own canary commits due in
 	// this second (BlockConfig.Probe), under every window alike; nil
 	// without it.

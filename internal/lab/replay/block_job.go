@@ -157,7 +157,7 @@ func newBlockJob(ctx context.Context, cfg BlockConfig, w Window, rows *atomic.In
 	var inner jobs.Pacer
 	var stops []func()
 	switch w.Policy {
-	case PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail, PolicyAdaptiveHeld:
+	case PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail, PolicyAdaptiveHeld, PolicyAdaptiveApp:
 		opts := throttled.Options{
 			PrimaryDSN:          c.Primary.DSN(pgcluster.RoleMonitor),
 			ReplicaDSNs:         []string{c.Replica.DSN(pgcluster.RoleMonitor)},
@@ -170,6 +170,17 @@ func newBlockJob(ctx context.Context, cfg BlockConfig, w Window, rows *atomic.In
 			rule := throttle.DefaultForegroundLatencyRule
 			rule.Target = cfg.ForegroundTarget
 			opts.Controller.Rules = map[signals.Name]throttle.Rule{signals.ForegroundLatency: rule}
+		}
+		if w.Policy == PolicyAdaptiveApp {
+			if cfg.promURL == "" {
+				pool.Close()
+				return nil, fmt.Errorf("%s needs the lab's Prometheus", w.Policy)
+			}
+			opts.Signals.Prometheus = AppSignal(cfg.promURL)
+			if opts.Controller.Rules == nil {
+				opts.Controller.Rules = map[signals.Name]throttle.Rule{}
+			}
+			opts.Controller.Rules[AppSignalName] = AppRule
 		}
 		client, err := throttled.Open(ctx, opts)
 		if err != nil {

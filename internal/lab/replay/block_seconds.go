@@ -51,7 +51,7 @@ func sampleSeconds(ctx context.Context, mon *monitor, at time.Time, secs []Secon
 			for i < len(secs) && !now.Before(at.Add(time.Duration(i+1)*time.Second)) {
 				r := rows.Load()
 				secs[i] = Second{T: i, Steal: steal.share(), Rows: r - lastRows, Load: load, Lag: lag,
-					Canary: pol.canary, CanaryRaw: pol.raw, CanaryMs: pol.ms, Budget: pol.budget, Batch: pol.batch}
+					Canary: pol.canary, CanaryRaw: pol.raw, CanaryMs: pol.ms, Budget: pol.budget, Batch: pol.batch, App: pol.app}
 				if n > 0 {
 					secs[i].Critical = float64(crit) / float64(n)
 				}
@@ -95,8 +95,8 @@ func probe(ctx context.Context, conn *pgx.Conn, end time.Time, rec *recorder) {
 // policySecond is what an adaptive policy's own sampler and job read in
 // one second: the highest of each.
 type policySecond struct {
-	canary, raw, ms, budget float64
-	batch                   int
+	canary, raw, ms, budget, app float64
+	batch                        int
 }
 
 // read takes one reading of bj, if it is an adaptive policy's.
@@ -110,6 +110,9 @@ func (p *policySecond) read(bj *blockJob) {
 	}
 	if s, ok := snap.Get(signals.ForegroundLatencySeconds, nil); ok && s.Err == nil && !snap.Stale(s) {
 		p.ms = max(p.ms, s.Value*1e3)
+	}
+	if s, ok := snap.Get(AppSignalName, nil); ok && s.Err == nil && !snap.Stale(s) {
+		p.app = max(p.app, s.Value)
 	}
 	if bj.job != nil {
 		st := bj.job.Status()

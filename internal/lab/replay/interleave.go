@@ -98,6 +98,21 @@ type BlockConfig struct {
 	Seed uint64
 	// Log, when set, receives one line per step.
 	Log func(format string, args ...any)
+	// promURL is the lab's Prometheus, for adaptive-app.
+	promURL string
+}
+
+// appWarmup is the foreground alone before the first window of a block
+// with adaptive-app: the signal's delay, then readings for its job-free
+// baseline.
+const appWarmup = 30 * time.Second
+
+// policies is the policies a block of sc runs.
+func policies(cfg BlockConfig, sc Scenario) []string {
+	if sc.NoForeground {
+		return slices.DeleteFunc(slices.Clone(cfg.Policies), func(p string) bool { return p == PolicyAA || p == PolicyFixed || p == PolicyAdaptiveApp })
+	}
+	return cfg.Policies
 }
 
 // BlockPolicies are the policies a block runs by default: the
@@ -179,8 +194,8 @@ func (c *BlockConfig) validate() error {
 		bad("Rate must be a positive number of transactions per second (the calibration's), got %v", c.Rate)
 	}
 	for _, p := range c.Policies {
-		if p == PolicyAlone || p == PolicyForeground || p == PolicyForegroundAgain || !slices.Contains(append([]string{PolicyAA, PolicyAdaptiveTail, PolicyAdaptiveHeld}, PolicyNames...), p) {
-			bad("Policies: %q is not a policy a window can run; want some of %s, %v", p, PolicyAA, []string{PolicyUnthrottled, PolicyFixed, PolicyLagOnly, PolicyBinary, PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail, PolicyAdaptiveHeld})
+		if p == PolicyAlone || p == PolicyForeground || p == PolicyForegroundAgain || !slices.Contains(append([]string{PolicyAA, PolicyAdaptiveTail, PolicyAdaptiveHeld, PolicyAdaptiveApp}, PolicyNames...), p) {
+			bad("Policies: %q is not a policy a window can run; want some of %s, %v", p, PolicyAA, []string{PolicyUnthrottled, PolicyFixed, PolicyLagOnly, PolicyBinary, PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail, PolicyAdaptiveHeld, PolicyAdaptiveApp})
 		}
 	}
 	if slices.Contains(c.Policies, PolicyFixed) && !slices.Contains(c.Policies, PolicyUnthrottled) {
@@ -283,7 +298,7 @@ func ScheduleLayout(policies []Window, lay Layout, alone bool, seed uint64) []Wi
 	}
 	group := func(w Window) int {
 		switch w.Policy {
-		case PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail, PolicyAdaptiveHeld, PolicyAA:
+		case PolicyAdaptive, PolicyAdaptiveLoad, PolicyAdaptiveTail, PolicyAdaptiveHeld, PolicyAdaptiveApp, PolicyAA:
 			return 0
 		case PolicyUnthrottled:
 			return 1
@@ -330,23 +345,33 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 	if sc.NoForeground {
 		fgRate = 0
 	}
+	var rec0 func(time.Duration)
 	gen := newGenerator(be.fg, be.scale, cmp.Or(sc.ReadOnly, cfg.ReadOnly), cfg.Workers)
 	gen.small = sc.SmallWrites
 
+	// adaptive-app reads the foreground's own latency from a real
+	// Prometheus; its job-free baseline needs a rest longer than the
+	// signal's delay before any window.
+	if slices.Contains(policies(cfg, sc), PolicyAdaptiveApp) {
+		prom, err := startLabProm(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer prom.stop()
+		cfg.promURL, cfg.Warmup = prom.URL, max(cfg.Warmup, appWarmup)
+		rec0 = prom.observe
+	}
 	// Every policy's job, sampler and client open before anything runs:
 	// none pays for connecting inside a window, or meets a connection
 	// storm while it does. The fixed rates are set from unthrottled's
 	// windows, which come before theirs.
 	var rows atomic.Int64
 	var kinds []Window
-	policies := cfg.Policies
-	if sc.NoForeground {
-		// Without a foreground there is no latency to compare: a/a and
-		// the fixed rates (which only place the p99 oracle) say nothing,
-		// and the block spends its time on the rows.
-		policies = slices.DeleteFunc(slices.Clone(policies), func(p string) bool { return p == PolicyAA || p == PolicyFixed })
-	}
-	for _, p := range policies {
+	// Without a foreground there is no latency to compare: a/a and the
+	// fixed rates (which only place the p99 oracle) say nothing, nor has
+	// adaptive-app anything to read, and the block spends its time on the
+	// rows.
+	for _, p := range policies(cfg, sc) {
 		if p != PolicyFixed {
 			kinds = append(kinds, Window{Policy: p})
 			continue
@@ -381,6 +406,7 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	rec := newRecorder(blockAt)
+	rec.observe = rec0
 	if fgRate > 0 {
 		wg.Go(func() { gen.run(gctx, fgRate, start, end.Sub(start), cfg.Seed, rec) })
 	}

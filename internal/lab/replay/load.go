@@ -157,6 +157,9 @@ type recorder struct {
 	ok             int64
 	failed         int64
 	errs           map[string]int
+	// observe, when set, is given each transaction's server part as it
+	// ends: the application's own latency histogram (prom.go).
+	observe func(time.Duration)
 }
 
 func newRecorder(start time.Time) *recorder {
@@ -193,6 +196,11 @@ func maxTime(a, b time.Time) time.Time {
 // measuring process's own wait (clientWait); client < 0 records no
 // split.
 func (r *recorder) recordSplit(at time.Time, lat, client time.Duration, err error) {
+	// The application's histogram sees the warm-up too: its job-free
+	// baseline is learnt there.
+	if r.observe != nil && err == nil && client >= 0 {
+		r.observe(lat - min(client, lat))
+	}
 	if at.Before(r.start) {
 		return // the warm-up's
 	}
@@ -221,6 +229,7 @@ func (r *recorder) recordSplit(at time.Time, lat, client time.Duration, err erro
 		client = min(client, lat)
 		r.client[s].Record(client)
 		r.server[s].Record(lat - client)
+
 	}
 	c := r.second(at.Add(lat))
 	for len(r.done) <= c {

@@ -372,7 +372,7 @@ func cell(v Verdict) string {
 }
 
 func bold(policy string) string {
-	if policy == PolicyAdaptive || policy == PolicyAdaptiveLoad || policy == PolicyAdaptiveTail || policy == PolicyAdaptiveHeld {
+	if policy == PolicyAdaptive || policy == PolicyAdaptiveLoad || policy == PolicyAdaptiveTail || policy == PolicyAdaptiveHeld || policy == PolicyAdaptiveApp {
 		return "**" + policy + "**"
 	}
 	return policy

@@ -45,6 +45,11 @@ const (
 	// ForegroundLatencyHeldBaseline), as Envoy re-measures its minimum
 	// round trip: judged beside adaptive in the same block.
 	PolicyAdaptiveHeld = "adaptive-held"
+	// PolicyAdaptiveApp is adaptive with one more signal, the
+	// application's own p99 read from Prometheus (prom.go) through the
+	// product's Prometheus signal, target 1.10 over its job-free
+	// baseline: what a user with a latency objective configures.
+	PolicyAdaptiveApp = "adaptive-app"
 	// PolicyForegroundAgain is foreground alone once more, after every
 	// other run: how far p99 moves between two runs of the same thing,
 	// the noise any ratio to foreground alone carries.
