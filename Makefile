@@ -160,7 +160,15 @@ sim-search: ## search the canary's target and the controller's growth and breach
 
 .PHONY: replay
 replay: deps-postgres lab ## the replay benchmark: every scenario as one block of interleaved windows (about 70 minutes; SCENARIO=surge runs one, about 8); results in docs/replay, tables in docs/BENCHMARKS.md
+	@scripts/ensure-promtool
 	$(LAB) bench replay --scenario $(SCENARIO) --results docs/replay --doc docs/BENCHMARKS.md $(REPLAY_FLAGS)
+
+.PHONY: replay-app
+replay-app: deps-postgres lab ## adaptive-app (the application's own p99 from a real Prometheus) beside adaptive in surge, quiet and write-heavy (about 30 minutes); tables in docs/BENCHMARKS.md
+	@scripts/ensure-promtool
+	@for s in surge quiet write-heavy; do \
+		$(LAB) bench replay --scenario $$s --policy a/a,adaptive,adaptive-app,unthrottled,fixed --results docs/replay --doc docs/BENCHMARKS.md || exit 1; \
+	done
 
 .PHONY: step
 step: deps-postgres lab ## adaptive's step response on a throwaway pair: onset to first cut, relief to 80 % of the budget, in surge and cpu-hog (about 9 minutes); table in docs/BENCHMARKS.md
