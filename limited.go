@@ -9,7 +9,10 @@ import (
 // limited.go: the time each job of this process spends at each why
 // (throttle.Why: at full rate, growing, limited by a signal, slow start,
 // held, ...), counted wherever the process applies a decision to its
-// jobs: the solo decide loop, each coordinated worker's heartbeat. The
+// jobs: the solo decide loop, each coordinated worker's heartbeat. A
+// Prometheus signal that limits a job counts under its own name (the
+// controller's External, bounded by the configuration); in a coordinated
+// worker whose configuration lacks the leader's signal, under other. The
 // metrics export it (throttled_jobs_limited_seconds_total), exec sums it
 // up, the sidecar's status shows it.
 
@@ -20,14 +23,14 @@ const limitedTicks = 3
 // observeDecision counts a decision just applied for every job in it.
 func (c *Client) observeDecision(now time.Time, d throttle.Decision) {
 	for j, jd := range d.Jobs {
-		c.limited.Observe(now, j, throttle.WhyOfDecision(d, jd))
+		c.limited.Observe(now, j, throttle.WhyOfDecision(d, jd, c.external...))
 	}
 }
 
 // observe counts a status just applied to one job (a coordinated
 // worker's heartbeat).
 func (c *Client) observe(now time.Time, st throttle.JobStatus) {
-	c.limited.Observe(now, st.Job, throttle.WhyOf(st))
+	c.limited.Observe(now, st.Job, throttle.WhyOf(st, c.external...))
 }
 
 // LimitedSeconds is the seconds job has spent at each why in this process

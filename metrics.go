@@ -26,26 +26,30 @@ var (
 	descSignalValue = prometheus.NewDesc("throttled_signals_value", "Latest reading of each signal (smoothed where the signal is).", []string{"signal", "replica"}, nil)
 	descSignalAge   = prometheus.NewDesc("throttled_signals_age_seconds", "Age of each signal's latest sample.", []string{"signal", "replica"}, nil)
 	descSignalFail  = prometheus.NewDesc("throttled_signals_failed", "1 while a signal's latest sample failed (its value is unknown).", []string{"signal", "replica"}, nil)
-	descMode        = prometheus.NewDesc("throttled_controller_mode", "1 for the controller's current mode.", []string{"mode"}, nil)
-	descBinding     = prometheus.NewDesc("throttled_controller_binding", "1 for the signal under the most pressure against its target: the one pacing the work.", []string{"signal"}, nil)
-	descBudget      = prometheus.NewDesc("throttled_controller_budget_batches_per_second", "Total background budget.", nil, nil)
-	descLatched     = prometheus.NewDesc("throttled_controller_latched", "1 while a critical pause waits for a person to resume.", nil, nil)
-	descSampleDur   = prometheus.NewDesc("throttled_signals_sample_duration_seconds", "How long the last sampling round of each server took.", []string{"server"}, nil)
-	descSamples     = prometheus.NewDesc("throttled_signals_samples_total", "Sampling rounds, by server.", []string{"server"}, nil)
-	descSampleFail  = prometheus.NewDesc("throttled_signals_sample_failures_total", "Sampling rounds that failed, by server.", []string{"server"}, nil)
-	descHolds       = prometheus.NewDesc("throttled_holds_active", "Active holds by source.", []string{"source"}, nil)
-	descHoldInfo    = prometheus.NewDesc("throttled_holds_info", "1 for each active hold, for annotation regions: its id, scope, source, actor and reason (cut to 80 characters).", []string{"id", "scope", "source", "actor", "reason"}, nil)
-	descJobRate     = prometheus.NewDesc("throttled_jobs_rate_batches_per_second", "Each job's allocated rate in this process.", []string{"throttled_job"}, nil)
-	descJobPaused   = prometheus.NewDesc("throttled_jobs_paused", "1 while a job is paused.", []string{"throttled_job"}, nil)
-	descJobState    = prometheus.NewDesc("throttled_jobs_state", "1 for each job's state, and why in a bounded word: hold:<source> (manual, auto, grafana-alert, cli, window; the hold's id is in throttled_holds_info), the binding signal, no valid allocation, or the reason code (critical, stale, cut, slow_start, max_rate, ...).", []string{"throttled_job", "state", "why"}, nil)
-	descJobBatches  = prometheus.NewDesc("throttled_jobs_batches_total", "Batches run, by job.", []string{"throttled_job"}, nil)
-	descJobRows     = prometheus.NewDesc("throttled_jobs_rows_total", "Rows processed, by job.", []string{"throttled_job"}, nil)
-	descJobErrors   = prometheus.NewDesc("throttled_jobs_errors_total", "Failed batches, by job.", []string{"throttled_job"}, nil)
-	descJobRetries  = prometheus.NewDesc("throttled_jobs_retries_total", "Retried batches, by job.", []string{"throttled_job"}, nil)
-	descJobSize     = prometheus.NewDesc("throttled_jobs_batch_size", "Last batch size, by job.", []string{"throttled_job"}, nil)
-	descJobLeft     = prometheus.NewDesc("throttled_jobs_remaining_rows", "Rows a job still has to do (absent while unknown).", []string{"throttled_job"}, nil)
-	descJobLimited  = prometheus.NewDesc("throttled_jobs_limited_seconds_total", "Seconds each job of this process spent at each limit, by why: full_rate, growth, a rule's signal (foreground_latency, primary_load, ...), batch_errors, slow_start, breach_memory, hold:<source>, critical, stale, gated, ...", []string{"throttled_job", "why"}, nil)
-	descBuild       = prometheus.NewDesc("throttled_build_info", "Build information.", []string{"version", "go_version"}, nil)
+	// The Prometheus signals' own: which signals they are (the dashboards
+	// select them by it), and the job-free level a ratio is judged over.
+	descPromSignal = prometheus.NewDesc("throttled_signals_prometheus_info", "1 for each Prometheus signal the leader reads, with its baseline (job-free: its value is a ratio over the level while no job works; none: the reading itself).", []string{"signal", "baseline"}, nil)
+	descBaseline   = prometheus.NewDesc("throttled_signals_baseline", "The job-free level a ratio signal is judged over, in the reading's own unit, once learnt (a Prometheus signal with baseline job-free): the reading is throttled_signals_value times it.", []string{"signal"}, nil)
+	descMode       = prometheus.NewDesc("throttled_controller_mode", "1 for the controller's current mode.", []string{"mode"}, nil)
+	descBinding    = prometheus.NewDesc("throttled_controller_binding", "1 for the signal under the most pressure against its target: the one pacing the work.", []string{"signal"}, nil)
+	descBudget     = prometheus.NewDesc("throttled_controller_budget_batches_per_second", "Total background budget.", nil, nil)
+	descLatched    = prometheus.NewDesc("throttled_controller_latched", "1 while a critical pause waits for a person to resume.", nil, nil)
+	descSampleDur  = prometheus.NewDesc("throttled_signals_sample_duration_seconds", "How long the last sampling round of each server took.", []string{"server"}, nil)
+	descSamples    = prometheus.NewDesc("throttled_signals_samples_total", "Sampling rounds, by server.", []string{"server"}, nil)
+	descSampleFail = prometheus.NewDesc("throttled_signals_sample_failures_total", "Sampling rounds that failed, by server.", []string{"server"}, nil)
+	descHolds      = prometheus.NewDesc("throttled_holds_active", "Active holds by source.", []string{"source"}, nil)
+	descHoldInfo   = prometheus.NewDesc("throttled_holds_info", "1 for each active hold, for annotation regions: its id, scope, source, actor and reason (cut to 80 characters).", []string{"id", "scope", "source", "actor", "reason"}, nil)
+	descJobRate    = prometheus.NewDesc("throttled_jobs_rate_batches_per_second", "Each job's allocated rate in this process.", []string{"throttled_job"}, nil)
+	descJobPaused  = prometheus.NewDesc("throttled_jobs_paused", "1 while a job is paused.", []string{"throttled_job"}, nil)
+	descJobState   = prometheus.NewDesc("throttled_jobs_state", "1 for each job's state, and why in a bounded word: hold:<source> (manual, auto, grafana-alert, cli, window; the hold's id is in throttled_holds_info), the binding signal, no valid allocation, or the reason code (critical, stale, cut, slow_start, max_rate, ...).", []string{"throttled_job", "state", "why"}, nil)
+	descJobBatches = prometheus.NewDesc("throttled_jobs_batches_total", "Batches run, by job.", []string{"throttled_job"}, nil)
+	descJobRows    = prometheus.NewDesc("throttled_jobs_rows_total", "Rows processed, by job.", []string{"throttled_job"}, nil)
+	descJobErrors  = prometheus.NewDesc("throttled_jobs_errors_total", "Failed batches, by job.", []string{"throttled_job"}, nil)
+	descJobRetries = prometheus.NewDesc("throttled_jobs_retries_total", "Retried batches, by job.", []string{"throttled_job"}, nil)
+	descJobSize    = prometheus.NewDesc("throttled_jobs_batch_size", "Last batch size, by job.", []string{"throttled_job"}, nil)
+	descJobLeft    = prometheus.NewDesc("throttled_jobs_remaining_rows", "Rows a job still has to do (absent while unknown).", []string{"throttled_job"}, nil)
+	descJobLimited = prometheus.NewDesc("throttled_jobs_limited_seconds_total", "Seconds each job of this process spent at each limit, by why: full_rate, growth, a rule's signal (foreground_latency, primary_load, ...), batch_errors, slow_start, breach_memory, hold:<source>, critical, stale, gated, ...", []string{"throttled_job", "why"}, nil)
+	descBuild      = prometheus.NewDesc("throttled_build_info", "Build information.", []string{"version", "go_version"}, nil)
 	// Samples labelled by more than a replica have metrics of their own.
 	descSlotRetained = prometheus.NewDesc("throttled_signals_slot_retained_bytes", "WAL each replication slot retains.", []string{"slot", "type", "wal_status"}, nil)
 	descSlotSafe     = prometheus.NewDesc("throttled_signals_slot_safe_wal_bytes", "WAL a slot may still retain before max_slot_wal_keep_size invalidates it.", []string{"slot", "type"}, nil)
@@ -82,7 +86,7 @@ func byReplicaOnly(x signals.Sample) bool {
 
 // DescribeMetrics sends every descriptor [Client.CollectMetrics] uses.
 func DescribeMetrics(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLeader, descSignalValue, descSignalAge, descSignalFail, descMode, descBinding, descBudget,
+	for _, d := range []*prometheus.Desc{descLeader, descSignalValue, descSignalAge, descSignalFail, descPromSignal, descBaseline, descMode, descBinding, descBudget,
 		descLatched, descSampleDur, descSamples, descSampleFail, descHolds, descHoldInfo, descJobRate, descJobPaused, descJobState,
 		descJobBatches, descJobRows, descJobErrors, descJobRetries, descJobSize, descJobLeft, descJobLimited, descBuild,
 		descSlotRetained, descSlotSafe, descHolder, descVacuum, descPoolWaiting, descPoolWait, descPoolUsed} {
@@ -156,6 +160,16 @@ func (c *Client) CollectMetrics(ch chan<- prometheus.Metric, jobs []JobMetrics) 
 			if x.Err == nil {
 				ch <- prometheus.MustNewConstMetric(descSignalValue, prometheus.GaugeValue, x.Value, string(x.Name), replica)
 			}
+			if x.Err == nil && x.Baseline > 0 && replica == "" {
+				ch <- prometheus.MustNewConstMetric(descBaseline, prometheus.GaugeValue, x.Baseline, string(x.Name))
+			}
+		}
+		for _, s := range c.prom {
+			baseline := signals.BaselineNone
+			if s.JobFree() {
+				baseline = signals.BaselineJobFree
+			}
+			ch <- prometheus.MustNewConstMetric(descPromSignal, prometheus.GaugeValue, 1, string(s.Name), string(baseline))
 		}
 		d := c.Decision()
 		for _, m := range []throttle.Mode{throttle.ModeRunning, throttle.ModeThrottled, throttle.ModePaused, throttle.ModeCritical, throttle.ModeStale} {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
@@ -55,6 +56,20 @@ func TestOpenWithAPrometheusSignal(t *testing.T) {
 		}
 		return nil
 	})
+	// The metrics name it as a Prometheus signal, with its baseline, for
+	// the dashboards to select it by.
+	reg2 := prometheus.NewRegistry()
+	reg2.MustRegister(tc.Collector())
+	n, err := testutil.GatherAndCount(reg2, "throttled_signals_prometheus_info")
+	if err != nil || n != 1 {
+		t.Fatalf("throttled_signals_prometheus_info: %d series (%v); want app_p99's", n, err)
+	}
+	if err := testutil.GatherAndCompare(reg2, strings.NewReader(`# HELP throttled_signals_prometheus_info 1 for each Prometheus signal the leader reads, with its baseline (job-free: its value is a ratio over the level while no job works; none: the reading itself).
+# TYPE throttled_signals_prometheus_info gauge
+throttled_signals_prometheus_info{baseline="none",signal="app_p99"} 1
+`), "throttled_signals_prometheus_info"); err != nil {
+		t.Fatal(err)
+	}
 	prom.Stop()
 	pgtest.Eventually(t, 30*time.Second, func() error {
 		d := tc.Decision()

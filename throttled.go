@@ -126,8 +126,13 @@ type Client struct {
 	made jobRegistry // the jobs made with Job, for the metrics
 
 	// limited is, per job of this process, the time spent at each why
-	// (limited.go).
-	limited *throttle.LimitedTime
+	// (limited.go); external are the controller's External signals, each
+	// a why of its own when it limits a job.
+	limited  *throttle.LimitedTime
+	external []signals.Name
+	// prom are the Prometheus signals this process samples, for the
+	// metrics.
+	prom []signals.PrometheusSignal
 }
 
 // Open connects to the primary (and replicas), checks the sampling role,
@@ -211,6 +216,8 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.tick = c.ctl.Config().Tick
 	c.limited = throttle.NewLimitedTime(limitedTicks * c.tick)
+	c.prom = scfg.Prometheus.Signals
+	c.external = ccfg.External
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
 	if opts.Coordinate {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
 )
 
 // promBlock is where the Prometheus signals are read (signals.PrometheusConfig).
@@ -110,6 +111,12 @@ func (c *Config) buildPrometheus(doc *file, v *validator) {
 		}
 		if 2*s.Delay > cfg.BaselineWindow {
 			v.bad(b.Range, "prometheus_signal %q: delay %s: the prometheus block's baseline_window %s must be at least twice it, or measuring the baseline costs the jobs half their time", b.Name, s.Delay, cfg.BaselineWindow)
+		}
+		// The controller's own judge of an external signal's name (no
+		// word of a job's why), said here at its block.
+		if _, err := throttle.New(throttle.Config{External: []signals.Name{s.Name}}); err != nil && s.Problems() == nil {
+			v.bad(b.Range, "prometheus_signal %q: %v", b.Name, err)
+			continue
 		}
 		if c.custom(s.Name) {
 			v.bad(b.Range, "prometheus_signal %q: a custom_signal has that name", b.Name)

@@ -92,6 +92,7 @@ func TestPrometheusBlocksRefused(t *testing.T) {
 		{"ratio target under 1", strings.Replace(ok, "  target = 1.1", "  target = 0.9", 1), "must be above 1"},
 		{"bad baseline", strings.Replace(ok, "  target = 1.1", "  target = 1.1\n  baseline = \"yesterday\"", 1), `baseline = "yesterday"`},
 		{"min_traffic without traffic", strings.Replace(ok, `unit  = "seconds"`, `min_traffic = 1`, 1), "min_traffic without traffic"},
+		{"named as a why", strings.ReplaceAll(ok, `"api_p99"`, `"stale"`), "is a word of a job's why"},
 		{"baseline on a built-in signal", smallest + "signal \"primary_load\" {\n  target = 0.7\n  baseline = \"none\"\n}\n", "baseline is a prometheus_signal's"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -265,6 +265,7 @@ func Overview() Dashboard {
 		[2]string{`max(throttled_holds_active{source="window",` + c + `})`, "held by a run or maintenance window"},
 		[2]string{`sum(throttled_holds_active{source!="window",` + c + `})`, "held by a person or an alert"})
 	gatedJobs.Description = "Gated: a job rule that binds the job (a vacuum on its tables, a custom signal) reads over its target or cannot be read; the other jobs run. Windows: outside a job's run window or inside a maintenance window it avoids; the regions show as hold annotations."
+	app := appPanels(45)
 	return Dashboard{
 		UID: "throttled-overview", Title: "throttled: background work and database health", Tags: []string{"throttled", "postgres"},
 		Timezone: "utc", SchemaVersion: 39, Refresh: "10s", Time: TimeRange{From: "now-1h", To: "now"}, Templating: variables(), Annotations: annotations(),
@@ -289,8 +290,45 @@ func Overview() Dashboard {
 			binding,
 			horizon, slots, wrap,
 			vacuums, gatedJobs,
+			app[0], app[1], app[2], app[3],
 		},
 	}
+}
+
+// promSignals is the join that keeps, of a query by signal, the
+// Prometheus signals (of a baseline, when given): whatever the operator
+// named them, each shows by its name, with no list to keep up.
+func promSignals(baseline string) string {
+	sel := c
+	if baseline != "" {
+		sel = `baseline="` + baseline + `",` + c
+	}
+	return ` and on (signal) max by (signal) (throttled_signals_prometheus_info{` + sel + `})`
+}
+
+// appPanels are the Prometheus signals' panels (the application's own
+// latency, apdex or error rate), at row y: each selects the signals by
+// throttled_signals_prometheus_info, so a signal added to the
+// configuration shows without a change here.
+func appPanels(y int) [4]Panel {
+	ratio := panel(16, "timeseries", "Application signals (Prometheus): over their job-free baseline", "short", GridPos{H: 8, W: 12, X: 0, Y: y},
+		[2]string{`max by (signal) (throttled_signals_value{` + c + `})` + promSignals("job-free"), "{{signal}}"})
+	ratio.Description = "Each Prometheus signal with baseline job-free, as the controller judges it: the reading over its level while no job was at work, 1.0 at it. A rule's target (such as 1.1) and critical level are multiples of that level. Absent while the signal is blind or warming up (the panel beside shows which)."
+	levels := panel(17, "timeseries", "Application signals (Prometheus): readings and job-free baselines", "short", GridPos{H: 8, W: 12, X: 12, Y: y},
+		[2]string{`max by (signal) (throttled_signals_value{` + c + `})` + promSignals("none"), "{{signal}}"},
+		[2]string{`max by (signal) (throttled_signals_value{` + c + `}) * on (signal) max by (signal) (throttled_signals_baseline{` + c + `})`, "{{signal}}"},
+		[2]string{`max by (signal) (throttled_signals_baseline{` + c + `})`, "{{signal}} job-free baseline"})
+	levels.Description = "Each Prometheus signal's reading in its own unit (seconds for a p99, a fraction for an apdex), and for those with baseline job-free the level learnt while no job was at work: the reading over it is the ratio beside. A baseline that climbs with the jobs is the foreground's own growth, measured in their rests."
+	age := panel(18, "timeseries", "Application signals (Prometheus): age of their data", "s", GridPos{H: 7, W: 12, X: 0, Y: y + 8},
+		[2]string{`max by (signal) (throttled_signals_age_seconds{` + c + `})` + promSignals(""), "{{signal}}"})
+	age.Description = "Dated by the newest sample of the series each query reads, not by when Prometheus answered: a scrape that stopped ages here, and past the rule's max_age the signal is stale and the jobs it binds hold."
+	blind := panel(19, "state-timeline", "Application signals (Prometheus): blind", "none", GridPos{H: 7, W: 12, X: 12, Y: y + 8},
+		[2]string{`max by (signal) (throttled_signals_failed{` + c + `})` + promSignals(""), "{{signal}}"})
+	blind.FieldConfig.Defaults.Mappings = []any{map[string]any{"type": "value", "options": map[string]any{
+		"0": map[string]any{"text": "reading", "color": "green"},
+		"1": map[string]any{"text": "blind", "color": "red"}}}}
+	blind.Description = "Blind: the last reading failed (a query error, a timeout, Prometheus down or refusing the credentials, more than one series, NaN with traffic) or is still warming up. The jobs a required rule on it binds hold; why, in words, is in throttled status and GET /v1/status, and a stale pause pages after a while."
+	return [4]Panel{ratio, levels, age, blind}
 }
 
 // Jobs shows each job's state and work.
@@ -343,7 +381,7 @@ func Jobs() Dashboard {
 	limited.FieldConfig.Defaults.Custom = map[string]any{"stacking": map[string]any{"mode": "normal", "group": "A"}, "fillOpacity": 60, "lineWidth": 1}
 	limited.Options = map[string]any{"legend": map[string]any{"displayMode": "table", "placement": "right", "calcs": []string{"mean"}},
 		"tooltip": map[string]any{"mode": "multi", "sort": "desc"}}
-	limited.Description = "Why each job runs at the pace it does, as a share of its time: full_rate (at its max_rate), growth (nothing binds, the budget grows), a signal's name (that signal limits it: foreground_latency, primary_load, replica_lag_seconds, ...), batch_errors, slow_start, breach_memory (below the budget that breached a target a while ago), hold:<source> (paused or scaled by a hold), critical, stale, gated, warming_up, unavailable. One job's bands add up to 100 %. A job that crawls: its largest band is what to fix. exec prints the same at its end, and GET /v1/status has it as limited_seconds and why_slow."
+	limited.Description = "Why each job runs at the pace it does, as a share of its time: full_rate (at its max_rate), growth (nothing binds, the budget grows), a signal's name (that signal limits it: foreground_latency, primary_load, replica_lag_seconds, ..., or a Prometheus signal's own, such as api_p99), batch_errors, slow_start, breach_memory (below the budget that breached a target a while ago), hold:<source> (paused or scaled by a hold), critical, stale, gated, warming_up, unavailable. One job's bands add up to 100 %. A job that crawls: its largest band is what to fix. exec prints the same at its end, and GET /v1/status has it as limited_seconds and why_slow."
 	return Dashboard{
 		UID: "throttled-jobs", Title: "throttled: jobs", Tags: []string{"throttled", "postgres"},
 		Timezone: "utc", SchemaVersion: 39, Refresh: "10s", Time: TimeRange{From: "now-1h", To: "now"}, Templating: variables(), Annotations: annotations(),

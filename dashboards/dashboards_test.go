@@ -155,3 +155,36 @@ func TestDataLinksReachTheConfirmPage(t *testing.T) {
 		t.Fatalf("%d data links; the jobs table needs Pause… and Resume…", n)
 	}
 }
+
+// A Prometheus signal, whatever the operator named it, shows on the
+// overview: its value, age and failure, and its job-free baseline, each on
+// a panel that selects the signals by label (throttled_signals_prometheus_info
+// or the baseline's own metric), never by a list of names. A panel that
+// named its signals would miss the next one configured.
+// go test ./cmd/throttled -run DashboardShowsPrometheusSignals runs these
+// queries on a real Prometheus.
+func TestPrometheusSignalsShowOnTheOverview(t *testing.T) {
+	need := map[string]bool{"throttled_signals_value": false, "throttled_signals_age_seconds": false,
+		"throttled_signals_failed": false, "throttled_signals_baseline": false}
+	for _, p := range Overview().Panels {
+		for _, q := range p.Targets {
+			byLabel := strings.Contains(q.Expr, "throttled_signals_prometheus_info") || strings.Contains(q.Expr, "throttled_signals_baseline")
+			if !byLabel || strings.Contains(q.Expr, `signal="`) || strings.Contains(q.Expr, `signal=~"`) {
+				continue
+			}
+			if !strings.Contains(q.Expr, "by (signal)") || !strings.Contains(q.LegendFormat, "{{signal}}") {
+				t.Errorf("panel %q: %s selects Prometheus signals but does not show each by its name", p.Title, q.Expr)
+			}
+			for _, m := range metrics(q.Expr) {
+				if _, ok := need[m]; ok {
+					need[m] = true
+				}
+			}
+		}
+	}
+	for m, ok := range need {
+		if !ok {
+			t.Errorf("no overview panel shows %s of every Prometheus signal by label", m)
+		}
+	}
+}

@@ -212,8 +212,10 @@ type Config struct {
 
 	// External are the signals of the sampler's configuration, beyond
 	// the built-in ones, that Rules may name: the Prometheus signals
-	// (signals.PrometheusConfig). Each is a valid name (signals.ValidName)
-	// and no built-in signal. A rule on one that is never sampled reads
+	// (signals.PrometheusConfig). Each is a valid name (signals.ValidName),
+	// no built-in signal and none of the other words of a job's why
+	// (Whys): pass them to WhyOf, and a job such a signal limits counts
+	// under the signal's name. A rule on one that is never sampled reads
 	// "not sampled": unknown, and a required rule stops the work.
 	// throttled.Open adds the Prometheus signals of its Options.Signals.
 	External []signals.Name
@@ -433,8 +435,11 @@ func (c *Config) checkRules(p *problems) {
 func (c *Config) checkJobRules(p *problems) {
 	bad := p.bad
 	for _, n := range c.External {
-		if !signals.ValidName(n) {
+		switch {
+		case !signals.ValidName(n):
 			bad("External[%q]: want lower case letters, digits and '_', starting with a letter, and no built-in signal's name", n)
+		case !externalWhy(n):
+			bad("External[%q]: the name is a word of a job's why (%v): it would read as that in throttled_jobs_limited_seconds_total's why label; choose another", n, whyWords)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.JobRules)) {

@@ -24,13 +24,18 @@ import (
 //   - a rule's signal name ("foreground_latency", "primary_load",
 //     "replica_lag_seconds", ...), without labels, when it binds, cuts or
 //     holds the budget; [WhyBatchErrors] when failing batches do;
+//   - the name of an external signal (a Prometheus signal, such as
+//     "api_p99") when one binds, where the caller passes the signals of
+//     its configuration (Config.External): bounded by that configuration,
+//     and refused there when it is one of this set's other words;
 //   - [WhySlowStart] (also a new leader's inherited budget), [WhyBreach];
 //   - the codes that say it themselves: low_utilization, not_growing,
 //     warming_up, unavailable, exempt, gated, critical, stale;
 //   - "hold:<source>" for a hold that pauses or scales it, by the hold's
 //     source (manual, auto, grafana-alert, cli, window);
-//   - [WhyOther] for anything else (a signal no rule may name, a hold of
-//     an unknown source, a code without a signal).
+//   - [WhyOther] for anything else (a signal no rule may name, an
+//     external signal the caller did not pass, a hold of an unknown
+//     source, a code without a signal).
 type Why string
 
 // The words of the bounded set that are not signals' names or holds.
@@ -51,6 +56,11 @@ const (
 	WhyOther          Why = "other"
 )
 
+// whyWords are the words of the set that are neither signals nor holds:
+// no external signal may have one's name.
+var whyWords = []Why{WhyFullRate, WhyGrowth, WhySlowStart, WhyBreach, WhyBatchErrors, WhyLowUtilization, WhyNotGrowing, WhyWarmingUp,
+	WhyUnavailable, WhyExempt, WhyGated, WhyCritical, WhyStale, WhyOther}
+
 // whyHoldPrefix starts the why of a job a hold pauses or scales.
 const whyHoldPrefix = "hold:"
 
@@ -66,14 +76,16 @@ func WhyHeld(src hold.Source) Why {
 }
 
 // WhyOfDecision is job's why in decision d: its code, d's binding signal
-// and its holds.
-func WhyOfDecision(d Decision, jd JobDecision) Why {
-	return WhyOf(JobStatus{State: jd.State, Code: jd.Code, Binding: d.Binding, Holds: jd.Holds})
+// and its holds; external as for [WhyOf].
+func WhyOfDecision(d Decision, jd JobDecision, external ...signals.Name) Why {
+	return WhyOf(JobStatus{State: jd.State, Code: jd.Code, Binding: d.Binding, Holds: jd.Holds}, external...)
 }
 
 // WhyOf is the why of a job's status: derived from its code, binding and
-// holds, never from its reason's text.
-func WhyOf(st JobStatus) Why {
+// holds, never from its reason's text. external are the signals beyond
+// the built-in ones that may be the why when they bind (the controller's
+// Config.External); a binding signal not among them is [WhyOther].
+func WhyOf(st JobStatus, external ...signals.Name) Why {
 	code := st.Code
 	if code == "" {
 		code = CodeOf(st.State)
@@ -88,7 +100,7 @@ func WhyOf(st JobStatus) Why {
 	case CodeBreach:
 		return WhyBreach
 	case CodeBinding, CodeCut, CodeHolding, CodeTooSlow:
-		return WhySignal(st.Binding)
+		return WhySignal(st.Binding, external...)
 	case CodeHeld, CodeScaled:
 		i := 0
 		if code == CodeScaled {
@@ -121,24 +133,39 @@ func WhyOf(st JobStatus) Why {
 
 // WhySignal is the why of a budget a binding signal limits: its name,
 // without its labels (replica_lag_seconds for every replica's), when a
-// rule may name it, batch_errors for failing batches, and other for
+// rule may name it or it is one of external (a valid name that is none of
+// the set's other words), batch_errors for failing batches, and other for
 // anything else.
-func WhySignal(b Binding) Why {
+func WhySignal(b Binding, external ...signals.Name) Why {
 	switch {
 	case b.Signal == BindingErrors:
 		return WhyBatchErrors
 	case slices.Contains(ruleSignals, b.Signal):
 		return Why(b.Signal)
+	case slices.Contains(external, b.Signal) && externalWhy(b.Signal):
+		return Why(b.Signal)
 	}
 	return WhyOther
 }
 
-// Whys lists every why, sorted: the bounded set a label takes.
-func Whys() []Why {
-	out := []Why{WhyFullRate, WhyGrowth, WhySlowStart, WhyBreach, WhyBatchErrors, WhyLowUtilization, WhyNotGrowing, WhyWarmingUp,
-		WhyUnavailable, WhyExempt, WhyGated, WhyCritical, WhyStale, WhyOther, whyHoldPrefix + WhyOther}
+// externalWhy reports whether an external signal's name n may be a why:
+// a valid name (so no built-in signal's) and none of the set's words.
+func externalWhy(n signals.Name) bool {
+	return signals.ValidName(n) && !slices.Contains(whyWords, Why(n))
+}
+
+// Whys lists every why, sorted: the bounded set a label takes, with the
+// names of the external signals given (as [WhyOf] takes them).
+func Whys(external ...signals.Name) []Why {
+	out := slices.Clone(whyWords)
+	out = append(out, whyHoldPrefix+WhyOther)
 	for _, n := range ruleSignals {
 		out = append(out, Why(n))
+	}
+	for _, n := range external {
+		if externalWhy(n) {
+			out = append(out, Why(n))
+		}
 	}
 	for _, s := range holdSources {
 		out = append(out, WhyHeld(s))
@@ -161,7 +188,7 @@ func (w Why) Phrase() string {
 		return "limited by batch errors"
 	case strings.HasPrefix(string(w), whyHoldPrefix):
 		return "held (" + strings.TrimPrefix(string(w), whyHoldPrefix) + ")"
-	case slices.Contains(ruleSignals, signals.Name(w)):
+	case slices.Contains(ruleSignals, signals.Name(w)), externalWhy(signals.Name(w)):
 		return "limited by " + string(w)
 	}
 	return strings.ReplaceAll(string(w), "_", " ")

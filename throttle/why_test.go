@@ -188,3 +188,44 @@ func TestWhySlowSummary(t *testing.T) {
 		}
 	}
 }
+
+// A Prometheus signal (an external one) that limits a job is the job's
+// why under its own name, when the caller passes the configuration's
+// external signals; one it does not pass is other. The set grows by
+// exactly those names, and the controller refuses an external signal
+// named as one of the set's words (it would read as that word).
+func TestWhyOfAnExternalSignal(t *testing.T) {
+	st := JobStatus{State: JobThrottled, Code: CodeCut, Binding: Binding{Signal: "api_p99"}}
+	if w := WhyOf(st); w != WhyOther {
+		t.Errorf("without the external signals: %q; want other", w)
+	}
+	ext := []signals.Name{"api_p99", "app_errors"}
+	if w := WhyOf(st, ext...); w != "api_p99" {
+		t.Errorf("with %v: %q; want api_p99", ext, w)
+	}
+	if w := WhyOf(JobStatus{Code: CodeCut, Binding: Binding{Signal: "elsewhere"}}, ext...); w != WhyOther {
+		t.Errorf("a signal not passed: %q; want other", w)
+	}
+	if got, want := len(Whys(ext...)), len(Whys())+2; got != want || !slices.Contains(Whys(ext...), "app_errors") {
+		t.Errorf("Whys(%v) has %d words, want %d with both names", ext, got, want)
+	}
+	if p := Why("api_p99").Phrase(); p != "limited by api_p99" {
+		t.Errorf("phrase %q; want limited by api_p99", p)
+	}
+	if line := WhySlow(map[Why]float64{"api_p99": 3, WhyFullRate: 1}); line != "ran 4s: 75 % limited by api_p99, 25 % at full rate" {
+		t.Errorf("WhySlow: %q", line)
+	}
+	// A word of the set, or a built-in signal's name, is never an
+	// external signal's why; the controller refuses it as a name.
+	for _, n := range []signals.Name{"stale", "other", "growth", "primary_load"} {
+		if w := WhyOf(JobStatus{Code: CodeCut, Binding: Binding{Signal: n}}, n); n != "primary_load" && w != WhyOther {
+			t.Errorf("external %q: why %q; want other", n, w)
+		}
+		if _, err := New(Config{External: []signals.Name{n}}); err == nil {
+			t.Errorf("New accepted External %q", n)
+		}
+	}
+	if _, err := New(Config{External: ext}); err != nil {
+		t.Errorf("New refused External %v: %v", ext, err)
+	}
+}

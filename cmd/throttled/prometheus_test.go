@@ -222,7 +222,14 @@ func TestEveryDashboardQueryHasDataInPrometheus(t *testing.T) {
 	for file, d := range dashboards.All() {
 		for _, p := range d.Panels {
 			for _, tg := range p.Targets {
-				queries = append(queries, query{fmt.Sprintf("%s: %q %s", file, p.Title, tg.RefID), vars.Replace(tg.Expr)})
+				q := query{fmt.Sprintf("%s: %q %s", file, p.Title, tg.RefID), vars.Replace(tg.Expr)}
+				// This run reads no Prometheus signal: their panels are
+				// TestDashboardShowsPrometheusSignals's, and valid here.
+				if strings.Contains(tg.Expr, "throttled_signals_prometheus_info") || strings.Contains(tg.Expr, "throttled_signals_baseline") {
+					optional = append(optional, q)
+					continue
+				}
+				queries = append(queries, q)
 			}
 		}
 		// The hold regions must show the hold above; the auto-pause

@@ -61,6 +61,9 @@ type Server struct {
 	CAFile string
 	cmd    *exec.Cmd
 	client *http.Client
+	// web is its web configuration file (BasicAuth or TLS), and tls that
+	// file's TLS part.
+	web, tls string
 }
 
 // Start runs a Prometheus until the test ends, and waits for it to be
@@ -93,11 +96,15 @@ func Start(t testing.TB, o Options) *Server {
 			pool.AppendCertsFromPEM(pem)
 			s.client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
 		}
+		if o.TLS {
+			s.tls = web.String()
+		}
 		if o.BasicAuth {
 			web.WriteString(fmt.Sprintf("basic_auth_users:\n  %s: %s\n", BasicUser, basicHash))
 		}
-		write(t, filepath.Join(dir, "web.yml"), web.String())
-		args = append(args, "--web.config.file="+filepath.Join(dir, "web.yml"))
+		s.web = filepath.Join(dir, "web.yml")
+		write(t, s.web, web.String())
+		args = append(args, "--web.config.file="+s.web)
 	}
 	s.cmd = exec.Command(bin, args...)
 	var out strings.Builder
@@ -249,6 +256,18 @@ func selfSigned(t testing.TB, dir string) string {
 	write(t, filepath.Join(dir, "cert.pem"), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER})))
 	write(t, filepath.Join(dir, "key.pem"), string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
 	return filepath.Join(dir, "ca.pem")
+}
+
+// RotateBasicAuth makes a Server started with Options.BasicAuth accept
+// another user only, as when an operator rotates its credentials:
+// Prometheus reads its web configuration on every request, so from now on
+// it refuses BasicUser and BasicPassword with 401.
+func (s *Server) RotateBasicAuth(t testing.TB) {
+	t.Helper()
+	if s.web == "" {
+		t.Fatal("promtest: RotateBasicAuth on a Server without BasicAuth")
+	}
+	write(t, s.web, s.tls+fmt.Sprintf("basic_auth_users:\n  someone-else: %s\n", basicHash))
 }
 
 // PID is the Prometheus process's ID, for a test that stops it with
