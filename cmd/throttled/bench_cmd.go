@@ -136,7 +136,7 @@ func (o *replayOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.block.FixedPairs, "fixed-pairs", replay.DefaultOpenPairs, "windows of each fixed rate")
 	fs.IntVar(&o.block.WindowSeconds, "window", replay.DefaultWindowSeconds, "a closed-loop policy's (and a/a's) window, seconds: at least three times adaptive's step response (throttled bench step)")
 	fs.IntVar(&o.block.OpenWindowSeconds, "open-window", replay.DefaultOpenWindowSeconds, "an open-loop policy's window (unthrottled, the fixed rates), seconds; at most --window")
-	fs.IntVar(&o.block.AloneSeconds, "alone-window", replay.DefaultOpenWindowSeconds, "an alone window, seconds; at most --window")
+	fs.IntVar(&o.block.AloneSeconds, "alone-window", replay.DefaultAloneSeconds, "an alone window, seconds; at most --window")
 	fs.Float64SliceVar(&o.block.FixedFractions, "fixed", replay.DefaultFixedFractions, "the fixed rates, as fractions of the batches per second unthrottled did in its windows")
 	fs.IntVar(&o.block.AloneDrop, "alone-drop", 1, "first seconds of each alone window left out (the last window's batch and WAL)")
 	fs.BoolVar(&o.block.Probe, "probe", false, "run the instrument's own canary throughout each block (a one-row commit every 50 ms) and keep its latencies per second beside the foreground's: what a canary reads under every policy, for fitting the simulator's canary")

@@ -134,6 +134,9 @@ var DefaultFixedFractions = []float64{0.02, 0.06, 0.15, 0.4}
 const (
 	DefaultWindowSeconds     = 20
 	DefaultOpenWindowSeconds = 5
+	// DefaultAloneSeconds: four, one of them left out (AloneDrop), so a
+	// block of every default policy fits in eight minutes with its setup.
+	DefaultAloneSeconds = 4
 	DefaultPairs             = 6
 	DefaultOpenPairs         = 3
 )
@@ -160,7 +163,7 @@ func (c *BlockConfig) fill() {
 	}
 	c.WindowSeconds = cmp.Or(c.WindowSeconds, DefaultWindowSeconds)
 	c.OpenWindowSeconds = cmp.Or(c.OpenWindowSeconds, min(DefaultOpenWindowSeconds, c.WindowSeconds))
-	c.AloneSeconds = cmp.Or(c.AloneSeconds, min(DefaultOpenWindowSeconds, c.WindowSeconds))
+	c.AloneSeconds = cmp.Or(c.AloneSeconds, min(DefaultAloneSeconds, c.WindowSeconds))
 	c.Pairs = cmp.Or(c.Pairs, DefaultPairs)
 	c.OpenPairs = cmp.Or(c.OpenPairs, min(DefaultOpenPairs, c.Pairs))
 	c.FixedPairs = cmp.Or(c.FixedPairs, min(DefaultOpenPairs, c.Pairs))
@@ -174,14 +177,16 @@ func (c *BlockConfig) fill() {
 
 // DefaultBlockRows is the cleaned table's size for blocks: half of it
 // old, enough for every policy's windows of one block. On this 2-core
-// machine unthrottled and adaptive-load each cleaned about 140,000 rows a
-// second in surge, 3 million in their 20 s of windows: with 6 million old
-// rows the fixed rates, which come last, found none left.
-const DefaultBlockRows = 20_000_000
+// machine unthrottled cleaned about 120,000 rows a second in surge, 1.8
+// million in its 15 s of windows, adaptive 20,000 in its 120 s, and the
+// four fixed rates together about 1.1 million: about 5 million, 7.5 with
+// adaptive-app. Its setup, about 2 s a million rows, counts in a
+// scenario's eight minutes.
+const DefaultBlockRows = 16_000_000
 
 // BlockRowsNeeded is the old rows a block is given: fewer left and the
 // table is restored before it.
-const BlockRowsNeeded = 8_000_000
+const BlockRowsNeeded = 7_500_000
 
 func (c *BlockConfig) validate() error {
 	var errs []error
