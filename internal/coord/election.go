@@ -21,6 +21,16 @@ func (e *Engine) elect(ctx context.Context) {
 		if err != nil {
 			return
 		}
+		// The server ends this session a lease after its last statement:
+		// a leader frozen or cut off loses the lock then, and a follower
+		// takes over (docs/HOLDS.md gives the bound). The loop runs a
+		// statement on it every heartbeat.
+		if err := store.New(conn).EndIdleSession(ectx, e.lease); err != nil {
+			if !e.idleUnset {
+				e.log.Warn("the server cannot end a frozen leader's session (idle_session_timeout, PostgreSQL 14 and later): a leader that freezes keeps the lock until its connection ends", "error", err)
+			}
+			e.idleUnset = true
+		}
 		e.election = conn
 	}
 	session := store.New(e.election) // the lock is this session's

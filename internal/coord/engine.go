@@ -88,6 +88,12 @@ type Engine struct {
 	lease          time.Duration
 	deferLead      time.Duration // Deps.DeferLeadership
 	election       *pgx.Conn     // the leader's lock lives on this session
+	// idleUnset: the election session could not be given an idle
+	// timeout (said once).
+	idleUnset bool
+	// term is this leader's fencing term (store.TakeTerm); a publication
+	// of an older one writes nothing.
+	term int64
 
 	mu      sync.Mutex
 	workers map[throttle.Job]*worker

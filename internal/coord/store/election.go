@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -21,6 +22,17 @@ func (s *Store) TryLeaderLock(ctx context.Context) (bool, error) {
 	var got bool
 	err := s.db.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(leaderLockKey)).Scan(&got)
 	return got, err
+}
+
+// EndIdleSession has the server end the Store's session once it has been
+// idle, outside a transaction, for after (idle_session_timeout): a leader
+// that stops using its election session (frozen, partitioned, dead) loses
+// it, and with it the lock, that long after its last statement, whatever
+// its TCP connection still answers. Servers before PostgreSQL 14 lack the
+// setting: the error then wraps SQLSTATE 42704.
+func (s *Store) EndIdleSession(ctx context.Context, after time.Duration) error {
+	_, err := s.db.Exec(ctx, "SELECT set_config('idle_session_timeout', $1, false)", fmt.Sprintf("%dms", after.Milliseconds()))
+	return err
 }
 
 // Ping runs a statement that reads nothing: on the election session, it
