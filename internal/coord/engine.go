@@ -109,6 +109,7 @@ type Engine struct {
 	controller throttle.Config  // the configuration a new leader starts from
 	pending    *throttle.Config // a reloaded controller configuration, applied by run
 	sampled    bool             // a fresh primary sample seen since taking over
+	tookOver   time.Time        // when this process last became leader
 
 	// beatDenied is set while heartbeats are refused for want of a
 	// privilege, so the loss and the recovery are logged once.

@@ -75,6 +75,7 @@ func (e *Engine) becomeLeader(ctx context.Context) error {
 		_ = e.poller.Run(pctx)
 	}()
 	e.leader, e.seen, e.known, e.lastLead, e.sampled = true, map[string][3]float64{}, map[throttle.Job]bool{}, time.Time{}, false
+	e.tookOver = time.Now()
 	e.isLeader.Store(true)
 	e.log.Info("became leader", "worker", e.procID, "previous_budget", last, "term", e.term)
 	return nil
@@ -98,10 +99,14 @@ func (e *Engine) stepDown(why string) {
 func (e *Engine) lead(ctx context.Context) {
 	snap := e.poller.Snapshot()
 	// A new leader decides nothing before its first fresh sample of the
-	// primary. After that it decides every tick, stale signals included:
-	// the controller then says stale (audited, paged), pays nothing out,
-	// and restarts slowly when the signals return.
-	if s, ok := snap.Get(signals.PrimaryLoad, nil); ok && s.Err == nil && !snap.Stale(s) {
+	// primary taken since it took over: the sampler keeps its last
+	// readings across a step-down, and a reading under its max age from
+	// before (of a primary since demoted, when this process is elected
+	// again after a failover) says nothing of now. After that it decides
+	// every tick, stale signals included: the controller then says stale
+	// (audited, paged), pays nothing out, and restarts slowly when the
+	// signals return.
+	if s, ok := snap.Get(signals.PrimaryLoad, nil); ok && s.Err == nil && !snap.Stale(s) && s.At.After(e.tookOver) {
 		e.sampled = true
 	}
 	if !e.sampled {
