@@ -194,3 +194,75 @@ func TestRestartedSidecarKeepsItsTokens(t *testing.T) {
 		t.Fatalf("report: %d %s", code, body)
 	}
 }
+
+// A hold asked for while the primary restarts (a failover's window: no
+// server takes writes) is never acknowledged and lost: each answer is 201
+// (and the hold is there afterwards) or 503 with Retry-After and the
+// database's error, so automation retries. Before, the window answered
+// 500, which automation reads as a bug and does not retry.
+func TestHoldInTheFailoverWindowIs503(t *testing.T) {
+	c := pgtest.Cluster(t)
+	sc := startTokenSidecar(t, c, 0)
+	sc.srv.mu.Lock()
+	sc.srv.cfg.Tokens = append(sc.srv.cfg.Tokens, config.Token{Name: "oncall", Secret: "pause-token-0123456789abcdef", Scopes: []config.Scope{config.ScopePause}})
+	sc.srv.mu.Unlock()
+	hold := func() (int, string, string) {
+		req, _ := http.NewRequest("POST", sc.url+"/v1/holds", bytes.NewBufferString(`{"scope":"job:a","ttl":"5m","reason":"failover window"}`))
+		req.Header.Set("Authorization", "Bearer pause-token-0123456789abcdef")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Retry-After"), string(b)
+	}
+	if code, _, body := hold(); code != http.StatusCreated {
+		t.Fatalf("hold before the restart: %d %s", code, body)
+	}
+	restarted := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		restarted <- c.RestartPrimary(ctx)
+	}()
+	var placed, refused int
+	for done := false; !done; {
+		select {
+		case err := <-restarted:
+			if err != nil {
+				t.Fatal(err)
+			}
+			done = true
+		default:
+		}
+		code, retry, body := hold()
+		switch code {
+		case http.StatusCreated:
+			placed++
+		case http.StatusServiceUnavailable:
+			refused++
+			if retry == "" || !bytes.Contains([]byte(body), []byte("retry")) {
+				t.Fatalf("503 without Retry-After or the word retry: %q %s", retry, body)
+			}
+			if refused == 1 {
+				t.Logf("in the window: 503, Retry-After %s: %s", retry, body)
+			}
+		default:
+			t.Fatalf("hold in the failover window: %d %s; want 201 or 503", code, body)
+		}
+	}
+	t.Logf("during the restart: %d holds placed, %d refused with 503", placed, refused)
+	if refused == 0 {
+		t.Fatal("no hold was refused while the primary restarted: the window was not exercised")
+	}
+	conn := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	var n int
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM throttled.holds WHERE reason = 'failover window'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n < placed+1 {
+		t.Errorf("%d holds in the database; want every acknowledged one, %d", n, placed+1)
+	}
+}
