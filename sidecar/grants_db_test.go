@@ -207,7 +207,7 @@ func TestHoldInTheFailoverWindowIs503(t *testing.T) {
 	sc.srv.cfg.Tokens = append(sc.srv.cfg.Tokens, config.Token{Name: "oncall", Secret: "pause-token-0123456789abcdef", Scopes: []config.Scope{config.ScopePause}})
 	sc.srv.mu.Unlock()
 	hold := func() (int, string, string) {
-		req, _ := http.NewRequest("POST", sc.url+"/v1/holds", bytes.NewBufferString(`{"scope":"job:a","ttl":"5m","reason":"failover window"}`))
+		req, _ := http.NewRequest("POST", sc.url+"/v1/holds", bytes.NewBufferString(`{"scope":"job:failover-window","ttl":"5m","reason":"failover window"}`))
 		req.Header.Set("Authorization", "Bearer pause-token-0123456789abcdef")
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
@@ -218,6 +218,14 @@ func TestHoldInTheFailoverWindowIs503(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header.Get("Retry-After"), string(b)
 	}
+	// The holds made here end with the test: the package's later tests
+	// share the pair.
+	t.Cleanup(func() {
+		conn := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+		if _, err := conn.Exec(context.Background(), "UPDATE throttled.holds SET released_at = now(), released_by = 'test' WHERE scope_value = 'failover-window' AND released_at IS NULL"); err != nil {
+			t.Errorf("remove the test's holds: %v", err)
+		}
+	})
 	if code, _, body := hold(); code != http.StatusCreated {
 		t.Fatalf("hold before the restart: %d %s", code, body)
 	}
