@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // election.go: the statements of the election. The leader's lock is a
@@ -33,6 +36,14 @@ func (s *Store) TryLeaderLock(ctx context.Context) (bool, error) {
 func (s *Store) EndIdleSession(ctx context.Context, after time.Duration) error {
 	_, err := s.db.Exec(ctx, "SELECT set_config('idle_session_timeout', $1, false)", fmt.Sprintf("%dms", after.Milliseconds()))
 	return err
+}
+
+// NoIdleTimeout reports whether err is EndIdleSession's on a server that
+// lacks idle_session_timeout (before PostgreSQL 14: SQLSTATE 42704), as
+// against a failure to reach the server.
+func NoIdleTimeout(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42704"
 }
 
 // Ping runs a statement that reads nothing: on the election session, it
