@@ -15,8 +15,28 @@ import (
 // and accepts and counts their reports. A sidecar knows its own tokens by
 // its owner name: its host and listen address, the same across a restart.
 
-// grantQueryTimeout bounds each statement on throttled.grants.
+// grantQueryTimeout bounds each statement on throttled.grants, the wait
+// for a turn included.
 const grantQueryTimeout = time.Second
+
+// grantConns is how many statements on throttled.grants run at once. They
+// share the coordination pool with the heartbeats, the leader's
+// publications and the reads of the holds: a burst of acquires and
+// reports must leave those their connections, or every worker's lease
+// lapses and the holds go unconfirmed. A statement that finds no turn
+// within grantQueryTimeout fails as the database would (503, retry).
+const grantConns = 2
+
+// grantTurn waits for a turn to run a statement on throttled.grants until
+// ctx ends, and returns its release.
+func (s *Server) grantTurn(ctx context.Context) (func(), error) {
+	select {
+	case s.grantSem <- struct{}{}:
+		return func() { <-s.grantSem }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("no turn on %s within %s: %w", store.GrantsTable, grantQueryTimeout, ctx.Err())
+	}
+}
 
 // grantOwner is the name this sidecar's tokens are kept under.
 func grantOwner(listen string) string {
@@ -28,7 +48,12 @@ func grantOwner(listen string) string {
 func (s *Server) recordGrant(ctx context.Context, id string, g *grant) error {
 	ctx, cancel := context.WithTimeout(ctx, grantQueryTimeout)
 	defer cancel()
-	err := s.grantDB.AddGrant(ctx, store.Grant{ID: id, Job: g.job, Owner: s.owner, Worker: g.worker, MaxBatch: g.maxBatch}, s.book.ttl)
+	release, err := s.grantTurn(ctx)
+	if err != nil {
+		return &grantDBError{fmt.Errorf("sidecar: cannot record the token: %w", err)}
+	}
+	defer release()
+	err = s.grantDB.AddGrant(ctx, store.Grant{ID: id, Job: g.job, Owner: s.owner, Worker: g.worker, MaxBatch: g.maxBatch}, s.book.ttl)
 	if err != nil {
 		return &grantDBError{fmt.Errorf("sidecar: cannot record the token in %s: %w", store.GrantsTable, err)}
 	}
@@ -48,7 +73,12 @@ func (e *grantDBError) Unwrap() error { return e.err }
 func (s *Server) endGrant(id, job string, how store.GrantEnd) {
 	ctx, cancel := context.WithTimeout(context.Background(), grantQueryTimeout)
 	defer cancel()
-	if _, err := s.grantDB.EndGrant(ctx, id, how); err != nil {
+	release, err := s.grantTurn(ctx)
+	if err == nil {
+		defer release()
+		_, err = s.grantDB.EndGrant(ctx, id, how)
+	}
+	if err != nil {
 		s.log.Warn("cannot end a token's row; a restarted sidecar holds its slot until it expires", "job", job, "ended", string(how), "error", err)
 	}
 }
@@ -65,7 +95,12 @@ func (s *Server) adopt(ctx context.Context, job string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, grantQueryTimeout)
 	defer cancel()
+	release, err := s.grantTurn(ctx)
+	if err != nil {
+		return fmt.Errorf("sidecar: cannot read the tokens out before this sidecar started: %w", err)
+	}
 	open, err := s.grantDB.OpenGrants(ctx, s.owner, job)
+	release()
 	if err != nil {
 		return fmt.Errorf("sidecar: cannot read the tokens out before this sidecar started, from %s: %w", store.GrantsTable, err)
 	}

@@ -51,6 +51,9 @@ type Server struct {
 	book    *grantBook
 	grantDB *store.Store
 	owner   string
+	// grantSem holds a place for each statement on throttled.grants
+	// running (grantConns at most).
+	grantSem chan struct{}
 	// adopted marks each job whose tokens from a previous run were taken
 	// up (under amu).
 	amu     sync.Mutex
@@ -82,7 +85,7 @@ func New(client *throttled.Client, cfg *config.Config, reload func(context.Conte
 	}
 	s := &Server{client: client, store: client.DurableHolds(), log: log, reload: reload, budgets: newBudgets(cfg.MaxConcurrent), csrfKey: make([]byte, 32),
 		pacers: map[string]throttled.Pacer{}, adopted: map[string]bool{}, starved: map[string]bool{}, wait: newWaitHistogram(), reports: map[string]*reportTotals{}}
-	s.grantDB, s.owner = store.New(s.store.DB()), grantOwner(cfg.Listen)
+	s.grantDB, s.owner, s.grantSem = store.New(s.store.DB()), grantOwner(cfg.Listen), make(chan struct{}, grantConns)
 	s.book = newGrantBook(GrantTTL, func(id string, g *grant) {
 		s.log.Warn("token expired unreported: counted as a failed batch", "job", g.job, "worker", g.worker)
 		s.endGrant(id, g.job, store.GrantExpired)

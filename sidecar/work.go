@@ -347,7 +347,12 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, _ config.Token) 
 func (s *Server) lookupToken(ctx context.Context, id, job string) (int, string) {
 	lctx, cancel := context.WithTimeout(ctx, grantQueryTimeout)
 	defer cancel()
+	release, err := s.grantTurn(lctx)
+	if err != nil {
+		return http.StatusServiceUnavailable, "sidecar: cannot look the token up: " + err.Error()
+	}
 	g, end, ok, err := s.grantDB.LookupGrant(lctx, id)
+	release()
 	switch {
 	case err != nil:
 		return http.StatusServiceUnavailable, fmt.Sprintf("sidecar: cannot look the token up in %s: %v", store.GrantsTable, err)
