@@ -104,6 +104,10 @@ func OpenStore(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Store, error
 	return &Store{db: db, cfg: cfg}, nil
 }
 
+// DB is the coordination database the Store writes to, for the other
+// state kept in schema throttled beside the holds.
+func (s *Store) DB() *pgxpool.Pool { return s.db }
+
 // storable is s with what [hold.Storable] refuses replaced by U+FFFD.
 func storable(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")

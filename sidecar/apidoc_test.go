@@ -78,7 +78,8 @@ func apiDoc(path string) (string, error) {
 	b.WriteString("`go test ./sidecar -run TestAPIDoc -update-api-doc`; a test fails when this file differs from them.\n")
 	b.WriteString("Do not edit it by hand. Every refusal and failure answers [Error](#error) with a status code that says\n")
 	b.WriteString("which: 400 a bad request (what and where), 401/403 authentication or scope, 404 unknown, 409 a conflict,\n")
-	b.WriteString("429 throttled, 503 shed (with `Retry-After`). Request bodies are strict: an unknown, repeated or\n")
+	b.WriteString("410 an expired token, 429 throttled, 503 shed or a write the database cannot take for now, as in a\n")
+	b.WriteString("failover's window (with `Retry-After`: retry). Request bodies are strict: an unknown, repeated or\n")
 	b.WriteString("case-variant key is refused.\n\n")
 	b.WriteString("## Routes\n\n| route | scope | body | answer | what it does |\n|---|---|---|---|---|\n")
 	for _, r := range routes {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/throttle/hold"
 )
@@ -112,7 +113,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token)
 		return
 	}
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+		writeStoreError(w, "hold not placed", err)
 		return
 	}
 	answer := HoldJSON(h)
@@ -124,6 +125,19 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token)
 	}
 	answer.Warnings = warnings
 	writeJSON(w, http.StatusCreated, answer)
+}
+
+// writeStoreError answers a store's failure: 503 with Retry-After when
+// the cluster cannot take the request for now (a failover's window: no
+// primary answers; the error names each host's), so automation retries;
+// 500 otherwise. what says what was not done.
+func writeStoreError(w http.ResponseWriter, what string, err error) {
+	if holds.Unavailable(err) {
+		w.Header().Set("Retry-After", "2")
+		writeError(w, http.StatusServiceUnavailable, what+": the database cannot take it now (a failover?); retry: "+err.Error())
+		return
+	}
+	writeError(w, http.StatusInternalServerError, what+": "+err.Error())
 }
 
 // customSignals are the names of cfg's custom signals.
@@ -175,7 +189,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok config.Token
 	case errors.Is(err, hold.ErrInvalid):
 		writeError(w, http.StatusBadRequest, err.Error())
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, err.Error())
+		writeStoreError(w, "hold not released", err)
 	default:
 		writeJSON(w, http.StatusOK, HoldJSON(h))
 	}

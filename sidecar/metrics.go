@@ -62,9 +62,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	s.vmu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descReloads, prometheus.CounterValue, float64(s.reloadsApplied.Load()), "applied")
 	ch <- prometheus.MustNewConstMetric(descReloads, prometheus.CounterValue, float64(s.reloadsRefused.Load()), "refused")
-	s.gmu.Lock()
-	grants := len(s.grants)
-	s.gmu.Unlock()
+	grants := s.book.out()
 	ch <- prometheus.MustNewConstMetric(descGrants, prometheus.GaugeValue, float64(grants))
 	for c := classCheck; c < numClasses; c++ {
 		ch <- prometheus.MustNewConstMetric(descShed, prometheus.CounterValue, float64(s.shedBy[c].Load()), c.String())

@@ -105,8 +105,8 @@ var routes = []route{
 	{Route{"check", "HEAD /check/{job}", config.ScopeRead}, (*Server).admittedCheck, nil, nil, "the check's status code alone"},
 	{Route{"check", "GET /check/{job}/{storeType}/{storeName}", config.ScopeRead}, (*Server).admittedCheck, nil, typ[api.Check](), "freno's path, as its clients ask it: the app is the job, the store is ignored; without a token, [OpenCheck](#opencheck)"},
 	{Route{"check", "HEAD /check/{job}/{storeType}/{storeName}", config.ScopeRead}, (*Server).admittedCheck, nil, nil, "the same, the status code alone"},
-	{Route{"pause", "POST /v1/holds", config.ScopePause}, (*Server).pause, typ[api.PauseRequest](), typ[api.Hold](), "pause: a hold made by the token (201)"},
-	{Route{"resume", "DELETE /v1/holds/{id}", config.ScopePause}, (*Server).resume, nil, typ[api.Hold](), "release one hold (?reason= is audited); 404 when no such hold is active"},
+	{Route{"pause", "POST /v1/holds", config.ScopePause}, (*Server).pause, typ[api.PauseRequest](), typ[api.Hold](), "pause: a hold made by the token (201); 503 with Retry-After when no primary can take it now (a failover), nothing placed: retry"},
+	{Route{"resume", "DELETE /v1/holds/{id}", config.ScopePause}, (*Server).resume, nil, typ[api.Hold](), "release one hold (?reason= is audited); 404 when no such hold is active; 503 with Retry-After when no primary can take it now"},
 	{Route{"resume-latched", "POST /v1/resume", config.ScopePause}, (*Server).resumeLatched, typ[api.ResumeRequest](), typ[api.ResumeAnswer](), "end a latched critical pause; 409 when none is latched"},
 	{Route{"reload", "POST /v1/reload", config.ScopeAdmin}, (*Server).doReload, nil, typ[api.ReloadAnswer](), "reload the configuration file; 409 with the reason when refused"},
 	{Route{"metrics", "GET /metrics", config.ScopeRead}, (*Server).metrics, nil, nil, "Prometheus metrics (text)"},
@@ -116,7 +116,7 @@ var routes = []route{
 	{Route{"ui-pause-post", "POST /ui/pause", ScopeUI}, (*Server).uiPausePost, nil, nil, "the confirm page's pause form (HTML)"},
 	{Route{"ui-release", "POST /ui/release", ScopeUI}, (*Server).uiRelease, nil, nil, "the confirm page's release form (HTML)"},
 	{Route{"acquire", "POST /v1/jobs/{job}/acquire", config.ScopeWork}, (*Server).acquire, typ[api.AcquireRequest](), typ[api.AcquireResponse](), "tokens for a remote worker, each holding an in-flight slot until reported; none within max_wait is 429 with api.Throttled and Retry-After"},
-	{Route{"report", "POST /v1/jobs/{job}/report", config.ScopeWork}, (*Server).report, typ[api.ReportRequest](), typ[api.ReportAnswer](), "one batch's outcome for its token"},
+	{Route{"report", "POST /v1/jobs/{job}/report", config.ScopeWork}, (*Server).report, typ[api.ReportRequest](), typ[api.ReportAnswer](), "one batch's outcome for its token, also after a restart of the sidecar that granted it; 410 once the token expired (its batch was counted failed at its TTL), 409 when reported already or granted by another sidecar, 404 unknown"},
 }
 
 // Routes lists every endpoint with the scope it requires.

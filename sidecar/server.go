@@ -18,6 +18,7 @@ import (
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/internal/coord/store"
 )
 
 // maxBody bounds every request body.
@@ -44,8 +45,21 @@ type Server struct {
 	cfg    *config.Config
 	pacers map[string]throttled.Pacer
 
-	gmu    sync.Mutex
-	grants map[string]*grant // tokens handed to remote workers, until reported
+	// book holds the tokens handed to remote workers, until reported or
+	// expired; grantDB keeps them in throttled.grants under owner, this
+	// sidecar's name, for its next run (durable.go).
+	book    *grantBook
+	grantDB *store.Store
+	owner   string
+	// grantSem holds a place for each statement on throttled.grants
+	// running (grantConns at most).
+	grantSem chan struct{}
+	// adopted marks each job whose tokens from a previous run were taken
+	// up (under amu).
+	amu     sync.Mutex
+	adopted map[string]bool
+
+	gmu sync.Mutex
 	// starved marks a job whose last acquire got no token for want of an
 	// in-flight slot, until one gets a token: its reason then names the
 	// unreported tokens (under gmu).
@@ -70,7 +84,12 @@ func New(client *throttled.Client, cfg *config.Config, reload func(context.Conte
 		log = hclog.NewNullLogger()
 	}
 	s := &Server{client: client, store: client.DurableHolds(), log: log, reload: reload, budgets: newBudgets(cfg.MaxConcurrent), csrfKey: make([]byte, 32),
-		pacers: map[string]throttled.Pacer{}, grants: map[string]*grant{}, starved: map[string]bool{}, wait: newWaitHistogram(), reports: map[string]*reportTotals{}}
+		pacers: map[string]throttled.Pacer{}, adopted: map[string]bool{}, starved: map[string]bool{}, wait: newWaitHistogram(), reports: map[string]*reportTotals{}}
+	s.grantDB, s.owner, s.grantSem = store.New(s.store.DB()), grantOwner(cfg.Listen), make(chan struct{}, grantConns)
+	s.book = newGrantBook(GrantTTL, func(id string, g *grant) {
+		s.log.Warn("token expired unreported: counted as a failed batch", "job", g.job, "worker", g.worker)
+		s.endGrant(id, g.job, store.GrantExpired)
+	})
 	if _, err := rand.Read(s.csrfKey); err != nil {
 		return nil, fmt.Errorf("sidecar: CSRF key: %w", err)
 	}

@@ -39,6 +39,13 @@ func TestUnreportedTokensAreTheReasonAcquireWaits(t *testing.T) {
 	if code != http.StatusTooManyRequests || json.Unmarshal([]byte(body), &th) != nil || !strings.Contains(th.Reason, says) || !strings.Contains(th.Reason, "expires in 4m") {
 		t.Fatalf("acquire behind an unreported token: %d %s; want 429 whose reason says %q", code, body, says)
 	}
+	// Once the job is starved, its own status names the tokens too: the
+	// 429 says so once. Before, the clause came twice ("waiting for 1
+	// unreported grant …; waiting for 1 unreported grant …").
+	code, body = probe(t, "POST", base+"/v1/jobs/a/acquire", workToken, `{"n":1,"max_wait":"1s","worker":"w-other"}`)
+	if code != http.StatusTooManyRequests || json.Unmarshal([]byte(body), &th) != nil || strings.Count(th.Reason, "unreported grant") != 1 {
+		t.Fatalf("second acquire behind an unreported token: %d %s; want 429 naming the token once", code, body)
+	}
 	code, body = probe(t, "GET", base+"/v1/jobs/a", "", "")
 	var job api.Job
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &job) != nil || !strings.Contains(job.Reason, says) || !strings.Contains(job.Reason, "expires in 4m") {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/internal/coord/store"
 	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/throttle"
 )
@@ -27,19 +27,6 @@ type reportTotals struct {
 	batches, rows, errors, retries int64
 	batchSize                      int
 	remaining                      int64 // -1: never reported
-}
-
-// grant is a token a remote worker holds: its in-flight slot stays taken
-// until the worker reports, or the grant expires.
-type grant struct {
-	job string
-	at  time.Time
-	// worker names who holds it, for the job's reason; maxBatch is the
-	// job's max_batch_size when it was granted (0: none), which bounds
-	// the rows its report may claim.
-	worker   string
-	maxBatch int
-	done     func(rows int64, took time.Duration, err error)
 }
 
 // GrantTTL is how long a remote worker may hold a token before it is
@@ -164,7 +151,8 @@ func (s *Server) reported(job string) reportTotals {
 
 // acquire grants up to n tokens within max_wait, each holding an
 // in-flight slot until reported. None granted is 429 with Retry-After: a
-// remote worker waits like a local one, and never faster.
+// remote worker waits like a local one, and never faster. Tokens a
+// previous run of this sidecar handed out take their slots again first.
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request, tok config.Token) {
 	var req api.AcquireRequest
 	if err := decode(r, &req); err != nil {
@@ -184,120 +172,101 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, tok config.Toke
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no job %q is configured", job))
 		return
 	}
-	s.expireGrants()
+	if err := s.adopt(r.Context(), job); err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
 	start := time.Now()
 	defer func() { s.wait.WithLabelValues(job).Observe(time.Since(start).Seconds()) }()
 	worker := cmp.Or(req.Worker, "token "+tok.Name)
-	resp := api.AcquireResponse{Tokens: []string{}, Batch: s.batchBounds(job), TokenTTLSeconds: GrantTTL.Seconds()}
+	resp := api.AcquireResponse{Tokens: []string{}, Batch: s.batchBounds(job), TokenTTLSeconds: s.book.ttl.Seconds()}
 	maxBatch := 0
 	if resp.Batch != nil {
 		maxBatch = resp.Batch.MaxSize
 	}
 	var waitErr error
+	// The tokens out before a restart hold slots before any new one does:
+	// the in-flight cap holds across the restart.
+	for _, id := range s.book.slotless(job) {
+		done, err := p.Wait(ctx)
+		if err != nil {
+			waitErr = err
+			break
+		}
+		if !s.book.seat(id, done) {
+			// Reported or expired while this waited: the slot is not
+			// needed, and its release counts as a batch of no rows.
+			done(0, 0, nil)
+		}
+	}
 	for range req.N {
+		if waitErr != nil {
+			break
+		}
 		done, err := p.Wait(ctx)
 		if err != nil {
 			waitErr = err
 			break
 		}
 		id := newGrantID()
+		g := &grant{job: job, at: time.Now(), worker: worker, maxBatch: maxBatch, done: done}
+		if err := s.recordGrant(r.Context(), id, g); err != nil {
+			// A token the database does not know would be forgotten by a
+			// restart: none is handed out.
+			done(0, 0, err)
+			waitErr = err
+			s.log.Warn("token not handed out", "job", job, "error", err)
+			break
+		}
+		s.book.add(id, g)
 		s.gmu.Lock()
-		s.grants[id] = &grant{job: job, at: time.Now(), worker: worker, maxBatch: maxBatch, done: done}
 		delete(s.starved, job)
 		s.gmu.Unlock()
 		resp.Tokens = append(resp.Tokens, id)
 	}
-	st := p.Status()
-	reason, rate := st.Reason, st.Rate
-	resp.Rate = rate
-	if len(resp.Tokens) == 0 {
-		// Unreported tokens hold in-flight slots: say whose, so a 429 on
-		// a job that reads running is never without a why.
-		s.gmu.Lock()
-		if waitErr != nil && strings.Contains(waitErr.Error(), "in-flight slot") {
-			s.starved[job] = true
-		}
-		held := s.grantsReasonLocked(job, time.Now())
-		s.gmu.Unlock()
-		switch {
-		case held != "" && reason != "":
-			reason += "; " + held
-		case held != "":
-			reason = held
-		case reason == "" && waitErr != nil:
-			reason = waitErr.Error()
-		}
-		retry := 1
-		if rate > 0 {
-			retry = max(1, int(math.Ceil(1/rate)))
-		}
-		w.Header().Set("Retry-After", strconv.Itoa(retry))
-		writeJSON(w, http.StatusTooManyRequests, api.Throttled{Error: "no token within max_wait", Reason: reason, Rate: rate})
+	if len(resp.Tokens) > 0 {
+		resp.Rate = p.Status().Rate
+		writeJSON(w, http.StatusOK, resp)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
-}
-
-// grantsReasonLocked says which tokens of job are unreported at now, by
-// worker, the oldest first: "waiting for 1 unreported grant from worker
-// w1 (acquired 42s ago, expires in 4m18s)"; "" when none is. The caller
-// holds gmu.
-func (s *Server) grantsReasonLocked(job string, now time.Time) string {
-	type held struct {
-		worker string
-		n      int
-		oldest time.Time
+	var dbErr *grantDBError
+	if errors.As(waitErr, &dbErr) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, waitErr.Error())
+		return
 	}
-	var by []*held
-	total := 0
-	for _, g := range s.grants {
-		if g.job != job || now.Sub(g.at) > GrantTTL {
-			continue
-		}
-		total++
-		i := slices.IndexFunc(by, func(h *held) bool { return h.worker == g.worker })
-		if i < 0 {
-			by = append(by, &held{worker: g.worker, oldest: g.at})
-			i = len(by) - 1
-		}
-		by[i].n++
-		if g.at.Before(by[i].oldest) {
-			by[i].oldest = g.at
-		}
+	// The job's own status, not the one that names the tokens already
+	// (grantPacer): they are added once, here.
+	st := p.Status()
+	if gp, ok := p.(grantPacer); ok {
+		st = gp.Pacer.Status()
 	}
-	if total == 0 {
-		return ""
+	reason, rate := st.Reason, st.Rate
+	// Unreported tokens hold in-flight slots: say whose, so a 429 on a
+	// job that reads running is never without a why.
+	if waitErr != nil && strings.Contains(waitErr.Error(), "in-flight slot") {
+		s.gmu.Lock()
+		s.starved[job] = true
+		s.gmu.Unlock()
 	}
-	slices.SortFunc(by, func(a, b *held) int { return cmp.Or(a.oldest.Compare(b.oldest), strings.Compare(a.worker, b.worker)) })
-	ages := func(h *held) string {
-		return fmt.Sprintf("acquired %s ago, expires in %s", now.Sub(h.oldest).Round(time.Second), h.oldest.Add(GrantTTL).Sub(now).Round(time.Second))
+	held := s.book.reason(job, time.Now())
+	switch {
+	case held != "" && reason != "":
+		reason += "; " + held
+	case held != "":
+		reason = held
+	case reason == "" && waitErr != nil:
+		reason = waitErr.Error()
 	}
-	plural := func(n int) string {
-		if n == 1 {
-			return "1 unreported grant"
-		}
-		return fmt.Sprintf("%d unreported grants", n)
+	retry := 1
+	if rate > 0 {
+		retry = max(1, int(math.Ceil(1/rate)))
 	}
-	if len(by) == 1 {
-		h := by[0]
-		if h.n > 1 {
-			return fmt.Sprintf("waiting for %s from worker %s (the oldest %s)", plural(h.n), h.worker, ages(h))
-		}
-		return fmt.Sprintf("waiting for %s from worker %s (%s)", plural(h.n), h.worker, ages(h))
-	}
-	parts := make([]string, 0, 4)
-	shown := 0
-	for i, h := range by {
-		if i == 3 {
-			parts = append(parts, fmt.Sprintf("%d more from %d other workers", total-shown, len(by)-3))
-			break
-		}
-		shown += h.n
-		parts = append(parts, fmt.Sprintf("%d from worker %s (the oldest %s)", h.n, h.worker, ages(h)))
-	}
-	return fmt.Sprintf("waiting for %s: %s", plural(total), strings.Join(parts, ", "))
+	w.Header().Set("Retry-After", strconv.Itoa(retry))
+	writeJSON(w, http.StatusTooManyRequests, api.Throttled{Error: "no token within max_wait", Reason: reason, Rate: rate})
 }
 
 func (s *Server) report(w http.ResponseWriter, r *http.Request, _ config.Token) {
@@ -310,59 +279,101 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, _ config.Token) 
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	s.gmu.Lock()
-	g, ok := s.grants[req.Token]
-	if ok && g.job == r.PathValue("job") {
-		if err := checkReportRows(req, g.maxBatch); err != nil {
-			s.gmu.Unlock()
-			writeError(w, http.StatusBadRequest, err.Error())
+	job := r.PathValue("job")
+	check := func(g *grant) error { return checkReportRows(req, g.maxBatch) }
+	g, end, err := s.book.take(req.Token, job, check)
+	if end == tokenUnknown {
+		// Not in memory: a token a previous run of this sidecar handed
+		// out is in the database.
+		if status, msg := s.lookupToken(r.Context(), req.Token, job); status != 0 {
+			if status == http.StatusServiceUnavailable {
+				w.Header().Set("Retry-After", "1")
+			}
+			writeError(w, status, msg)
 			return
 		}
-		delete(s.grants, req.Token)
-		t := s.reports[g.job]
-		if t == nil {
-			t = &reportTotals{remaining: -1}
-			s.reports[g.job] = t
-		}
-		t.batches++
-		t.rows = addRows(t.rows, req.Rows)
-		if req.Error != "" {
-			t.errors++
-		}
-		if req.Retry {
-			t.retries++
-		}
-		if req.BatchSize > 0 {
-			t.batchSize = req.BatchSize
-		}
-		if req.Remaining != nil {
-			t.remaining = *req.Remaining
-		}
+		g, end, err = s.book.take(req.Token, job, check)
 	}
-	s.gmu.Unlock()
-	if !ok || g.job != r.PathValue("job") {
+	switch {
+	case err != nil:
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	case end == tokenReported:
+		writeError(w, http.StatusConflict, "token already reported for this job")
+		return
+	case end == tokenExpired:
+		writeError(w, http.StatusGone, s.expiredMsg())
+		return
+	case g == nil:
 		writeError(w, http.StatusNotFound, "unknown or already reported token for this job")
 		return
 	}
-	var err error
-	if req.Error != "" {
-		err = errors.New(req.Error)
+	s.endGrant(req.Token, job, store.GrantReported)
+	s.gmu.Lock()
+	t := s.reports[g.job]
+	if t == nil {
+		t = &reportTotals{remaining: -1}
+		s.reports[g.job] = t
 	}
-	g.done(req.Rows, time.Duration(req.DurationMs*float64(time.Millisecond)), err)
+	t.batches++
+	t.rows = addRows(t.rows, req.Rows)
+	if req.Error != "" {
+		t.errors++
+	}
+	if req.Retry {
+		t.retries++
+	}
+	if req.BatchSize > 0 {
+		t.batchSize = req.BatchSize
+	}
+	if req.Remaining != nil {
+		t.remaining = *req.Remaining
+	}
+	s.gmu.Unlock()
+	if g.done != nil {
+		var berr error
+		if req.Error != "" {
+			berr = errors.New(req.Error)
+		}
+		g.done(req.Rows, time.Duration(req.DurationMs*float64(time.Millisecond)), berr)
+	}
 	writeJSON(w, http.StatusOK, api.ReportAnswer{Reported: true})
 }
 
-// expireGrants reports tokens held past GrantTTL as failed, freeing their
-// slots: a worker that died does not hold the job's capacity forever.
-func (s *Server) expireGrants() {
-	s.gmu.Lock()
-	defer s.gmu.Unlock()
-	for id, g := range s.grants {
-		if age := time.Since(g.at); age > GrantTTL {
-			g.done(0, age, errors.New("token not reported within the grant TTL"))
-			delete(s.grants, id)
-		}
+// lookupToken finds a token this run of the sidecar does not know in the
+// database, and takes it up when a previous run handed it out and it is
+// still out (0, ""); otherwise it returns the refusal: 404 unknown, 409
+// another sidecar's or reported, 410 expired, 503 when it cannot tell.
+func (s *Server) lookupToken(ctx context.Context, id, job string) (int, string) {
+	lctx, cancel := context.WithTimeout(ctx, grantQueryTimeout)
+	defer cancel()
+	release, err := s.grantTurn(lctx)
+	if err != nil {
+		return http.StatusServiceUnavailable, "sidecar: cannot look the token up: " + err.Error()
 	}
+	g, end, ok, err := s.grantDB.LookupGrant(lctx, id)
+	release()
+	switch {
+	case err != nil:
+		return http.StatusServiceUnavailable, fmt.Sprintf("sidecar: cannot look the token up in %s: %v", store.GrantsTable, err)
+	case !ok || g.Job != job:
+		return http.StatusNotFound, "unknown or already reported token for this job"
+	case g.Owner != s.owner:
+		return http.StatusConflict, fmt.Sprintf("token granted by another sidecar (%s): report it there", g.Owner)
+	case end == store.GrantReported:
+		return http.StatusConflict, "token already reported for this job"
+	case end == store.GrantExpired || g.Expires <= 0:
+		return http.StatusGone, s.expiredMsg()
+	}
+	if err := s.adopt(ctx, job); err != nil {
+		return http.StatusServiceUnavailable, err.Error()
+	}
+	return 0, ""
+}
+
+// expiredMsg is the refusal of a report after its token's TTL.
+func (s *Server) expiredMsg() string {
+	return fmt.Sprintf("token expired: it went unreported past its TTL (%s) and was counted as a failed batch", s.book.ttl)
 }
 
 func newGrantID() string {
@@ -397,24 +408,17 @@ func (p grantPacer) Status() throttle.JobStatus {
 	return st
 }
 
-// heldGrants is grantsReasonLocked's words for job when its acquires went
-// wanting for a slot or one of its tokens is older than staleGrant; ""
-// otherwise, as tokens between acquire and report are a job's ordinary
-// work.
+// heldGrants is the book's reason for job when its acquires went wanting
+// for a slot or one of its tokens is older than staleGrant; "" otherwise,
+// as tokens between acquire and report are a job's ordinary work.
 func (s *Server) heldGrants(job string, now time.Time) string {
 	s.gmu.Lock()
-	defer s.gmu.Unlock()
-	stale := false
-	for _, g := range s.grants {
-		if g.job == job && now.Sub(g.at) > staleGrant && now.Sub(g.at) <= GrantTTL {
-			stale = true
-			break
-		}
-	}
-	if !stale && !s.starved[job] {
+	starved := s.starved[job]
+	s.gmu.Unlock()
+	if !starved && !s.book.stale(job, now, staleGrant) {
 		return ""
 	}
-	return s.grantsReasonLocked(job, now)
+	return s.book.reason(job, now)
 }
 
 // withGrants wraps a job's pacer so its status names unreported tokens.

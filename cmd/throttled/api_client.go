@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
+	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/textsafe"
 )
 
@@ -25,6 +27,18 @@ func (e *apiError) Error() string {
 		return fmt.Sprintf("%s %s: %d: %s", e.Method, e.Path, e.Status, textsafe.Line(e.Message))
 	}
 	return fmt.Sprintf("%s %s: %d", e.Method, e.Path, e.Status)
+}
+
+// retryable says of err, a hold the cluster could not take for now (a
+// failover's window: the database unreachable or no primary, or the
+// sidecar's 503), that nothing was placed and the same command should be
+// run again; other errors are returned as they are.
+func retryable(err error) error {
+	var ae *apiError
+	if holds.Unavailable(err) || (errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable) {
+		return fmt.Errorf("not placed: no primary could take it now (a failover?); run the same command again in a few seconds: %w", err)
+	}
+	return err
 }
 
 // apiCall sends one request to a sidecar, bounded by ctx, with the token

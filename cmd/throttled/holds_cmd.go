@@ -127,7 +127,7 @@ other signal still binds them. Audited; a running exec follows it at its next he
 			defer cancel()
 			b, err := cf.backend(ctx, true)
 			if err != nil {
-				return fail(errOut, name, err)
+				return fail(errOut, name, retryable(err))
 			}
 			defer b.close()
 			h, warnings, err := b.add(ctx, hold.Request{Scope: sc, TTL: ttl, Reason: reason, Ratio: ratio, Exempt: signal})
@@ -135,7 +135,7 @@ other signal still binds them. Audited; a running exec follows it at its next he
 				return fail(errOut, name, usageError(err))
 			}
 			if err != nil {
-				return fail(errOut, name, err)
+				return fail(errOut, name, retryable(err))
 			}
 			for _, w := range warnings {
 				fmt.Fprintf(errOut, "throttled %s: warning: %s\n", name, textsafe.Line(w))

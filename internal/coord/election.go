@@ -21,6 +21,29 @@ func (e *Engine) elect(ctx context.Context) {
 		if err != nil {
 			return
 		}
+		// The server ends this session a lease after its last statement:
+		// a leader frozen or cut off loses the lock then, and a follower
+		// takes over (docs/HOLDS.md gives the bound). The loop runs a
+		// statement on it every heartbeat. The setting has its own
+		// deadline: a slow connect must not leave it unset.
+		sctx, scancel := context.WithTimeout(ctx, time.Second)
+		err = store.New(conn).EndIdleSession(sctx, e.lease)
+		scancel()
+		switch {
+		case err == nil:
+		case store.NoIdleTimeout(err):
+			// PostgreSQL before 14: the session is used without it.
+			if !e.idleUnset {
+				e.log.Warn("the server cannot end a frozen leader's session (idle_session_timeout, PostgreSQL 14 and later): a leader that freezes keeps the lock until its connection ends", "error", err)
+			}
+			e.idleUnset = true
+		default:
+			// A session that could take the setting but did not is not
+			// used: it could hold the lock for a frozen leader forever.
+			// The next election tries a new one.
+			conn.Close(context.WithoutCancel(ctx))
+			return
+		}
 		e.election = conn
 	}
 	session := store.New(e.election) // the lock is this session's

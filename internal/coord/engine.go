@@ -88,6 +88,12 @@ type Engine struct {
 	lease          time.Duration
 	deferLead      time.Duration // Deps.DeferLeadership
 	election       *pgx.Conn     // the leader's lock lives on this session
+	// idleUnset: the election session could not be given an idle
+	// timeout (said once).
+	idleUnset bool
+	// term is this leader's fencing term (store.TakeTerm); a publication
+	// of an older one writes nothing.
+	term int64
 
 	mu      sync.Mutex
 	workers map[throttle.Job]*worker
@@ -103,6 +109,7 @@ type Engine struct {
 	controller throttle.Config  // the configuration a new leader starts from
 	pending    *throttle.Config // a reloaded controller configuration, applied by run
 	sampled    bool             // a fresh primary sample seen since taking over
+	tookOver   time.Time        // when this process last became leader
 
 	// beatDenied is set while heartbeats are refused for want of a
 	// privilege, so the loss and the recovery are logged once.

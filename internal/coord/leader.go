@@ -34,6 +34,14 @@ func (e *Engine) becomeLeader(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A new term, taken on the lock's own session: from now on a leader
+	// before this one, revived, publishes nothing.
+	tctx, cancel := context.WithTimeout(ctx, time.Second)
+	e.term, err = store.New(e.election).TakeTerm(tctx, e.procID)
+	cancel()
+	if err != nil {
+		return err
+	}
 	last := prev.Budget
 	if !prev.Recent {
 		last = 0
@@ -67,8 +75,9 @@ func (e *Engine) becomeLeader(ctx context.Context) error {
 		_ = e.poller.Run(pctx)
 	}()
 	e.leader, e.seen, e.known, e.lastLead, e.sampled = true, map[string][3]float64{}, map[throttle.Job]bool{}, time.Time{}, false
+	e.tookOver = time.Now()
 	e.isLeader.Store(true)
-	e.log.Info("became leader", "worker", e.procID, "previous_budget", last)
+	e.log.Info("became leader", "worker", e.procID, "previous_budget", last, "term", e.term)
 	return nil
 }
 
@@ -90,10 +99,14 @@ func (e *Engine) stepDown(why string) {
 func (e *Engine) lead(ctx context.Context) {
 	snap := e.poller.Snapshot()
 	// A new leader decides nothing before its first fresh sample of the
-	// primary. After that it decides every tick, stale signals included:
-	// the controller then says stale (audited, paged), pays nothing out,
-	// and restarts slowly when the signals return.
-	if s, ok := snap.Get(signals.PrimaryLoad, nil); ok && s.Err == nil && !snap.Stale(s) {
+	// primary taken since it took over: the sampler keeps its last
+	// readings across a step-down, and a reading under its max age from
+	// before (of a primary since demoted, when this process is elected
+	// again after a failover) says nothing of now. After that it decides
+	// every tick, stale signals included: the controller then says stale
+	// (audited, paged), pays nothing out, and restarts slowly when the
+	// signals return.
+	if s, ok := snap.Get(signals.PrimaryLoad, nil); ok && s.Err == nil && !snap.Stale(s) && s.At.After(e.tookOver) {
 		e.sampled = true
 	}
 	if !e.sampled {
@@ -148,7 +161,7 @@ func (e *Engine) lead(ctx context.Context) {
 	}
 	d := e.ctl.Step(snap.At, snap)
 	e.published(d)
-	pub := store.Publication{Leader: e.procID, Budget: d.Budget, Mode: string(d.Mode), Binding: toStore(d.Binding), Reason: d.Reason, Lease: e.lease}
+	pub := store.Publication{Leader: e.procID, Budget: d.Budget, Mode: string(d.Mode), Binding: toStore(d.Binding), Reason: d.Reason, Lease: e.lease, Term: e.term}
 	for j, ws := range byJob {
 		jd := d.Jobs[j]
 		n := float64(len(ws))
@@ -182,6 +195,17 @@ func (e *Engine) lead(ctx context.Context) {
 	// pause included), or not at all, and then every worker stops at the
 	// end of its lease.
 	if err := e.db().Publish(lctx, pub); err != nil {
+		var fenced *store.FencedError
+		if errors.As(err, &fenced) {
+			// Another process leads since: this one's authority is
+			// stale (it was frozen, or cut off, past its session).
+			if e.election != nil {
+				e.election.Close(context.WithoutCancel(ctx))
+				e.election = nil
+			}
+			e.stepDown(err.Error())
+			return
+		}
 		e.publishFailed("cannot publish allocations", e.denied(err))
 		return
 	}

@@ -270,8 +270,8 @@ type AcquireResponse struct {
 	// a remote worker sizes its batches within them.
 	Batch *BatchBounds `json:"batch,omitempty"`
 	// TokenTTLSeconds is how long each token holds its in-flight slot
-	// unreported: past it, it counts as a failed batch and its report is
-	// refused.
+	// unreported: at it, the token expires, counts as a failed batch, and
+	// its report is refused with 410.
 	TokenTTLSeconds float64 `json:"token_ttl_seconds"`
 }
 

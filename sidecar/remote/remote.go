@@ -8,6 +8,11 @@
 // as long as the caller's context allows; a failure (503 load shed, 5xx,
 // a network error) backs off with full jitter, never shorter than
 // Retry-After, and gives up after MaxAttempts in a row.
+//
+// A batch's report is never dropped silently: one the sidecar cannot take
+// yet (a restart, a 5xx, a network error) is sent again for up to
+// ReportFor; one it refuses (an expired token, 410; an unknown one, 404)
+// or never took is logged and counted ([Client.ReportsFailed]).
 package remote
 
 import (
@@ -30,6 +35,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/throttled/throttled/internal/wait"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/sidecar/api"
@@ -53,6 +59,13 @@ type Config struct {
 	// job's reason while the worker's tokens are unreported. Defaults to
 	// the host's name (at most 64 characters).
 	Worker string
+	// Log hears each report the sidecar refused or never took, at error
+	// level. Defaults to a null logger: read [Client.ReportsFailed].
+	Log hclog.Logger
+	// ReportFor bounds how long a batch's report is sent again while the
+	// sidecar cannot take it (it restarts, answers 5xx, cannot be
+	// reached). Defaults to 30s.
+	ReportFor time.Duration
 
 	sleep func(context.Context, time.Duration) error // tests replace it
 }
@@ -69,7 +82,34 @@ func ConfigFromEnv() Config {
 var ErrGaveUp = errors.New("remote: gave up")
 
 // Client talks to one sidecar. It is safe for concurrent use.
-type Client struct{ cfg Config }
+type Client struct {
+	cfg          Config
+	reportFailed atomic.Int64
+}
+
+// ReportsFailed is how many batches' reports the sidecar refused or never
+// took since the Client was made. Each such batch's rows and outcome are
+// missing from the sidecar's counts: a worker should export it as a
+// metric and alert on its growth.
+func (c *Client) ReportsFailed() int64 { return c.reportFailed.Load() }
+
+// ReportError is a report the sidecar refused (Status, with its answer) or
+// never took (Err).
+type ReportError struct {
+	Job    string
+	Status int
+	Body   string
+	Err    error
+}
+
+func (e *ReportError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("remote: report for %s not taken: %v", e.Job, e.Err)
+	}
+	return fmt.Sprintf("remote: report for %s refused: %d: %s", e.Job, e.Status, e.Body)
+}
+
+func (e *ReportError) Unwrap() error { return e.Err }
 
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
@@ -89,6 +129,10 @@ func New(cfg Config) (*Client, error) {
 	if len(cfg.Worker) > 64 || !utf8.ValidString(cfg.Worker) || strings.IndexFunc(cfg.Worker, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 		return nil, fmt.Errorf("remote: Worker %q: at most 64 printable characters", cfg.Worker)
 	}
+	if cfg.Log == nil {
+		cfg.Log = hclog.NewNullLogger()
+	}
+	cfg.ReportFor = cmp.Or(cfg.ReportFor, 30*time.Second)
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 15 * time.Second}
 	}
@@ -195,13 +239,24 @@ func (p *Pacer) acquire(ctx context.Context) (string, error) {
 }
 
 // report sends one batch's outcome for its token, with its details when
-// known. One report, bounded; an unreported token expires on the sidecar.
+// known, again while the sidecar cannot take it, for up to ReportFor. A
+// report refused or never taken is logged and counted, never dropped
+// silently; an unreported token expires on the sidecar.
 func (p *Pacer) report(token string, rows int64, took time.Duration, err error, pr *jobs.Progress) {
+	if rerr := p.send(token, rows, took, err, pr); rerr != nil {
+		p.c.reportFailed.Add(1)
+		p.c.cfg.Log.Error("batch report not taken: its rows and outcome are not counted", "job", p.job, "rows", rows, "error", rerr)
+	}
+}
+
+// send is report's one delivery, retried on a failure the sidecar may get
+// over; nil once the sidecar took it.
+func (p *Pacer) send(token string, rows int64, took time.Duration, err error, pr *jobs.Progress) error {
 	msg := ""
 	if err != nil {
 		msg = err.Error()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), p.c.cfg.ReportFor)
 	defer cancel()
 	body := api.ReportRequest{Token: token, Rows: rows, DurationMs: float64(took) / float64(time.Millisecond), Error: msg}
 	if pr != nil {
@@ -210,7 +265,21 @@ func (p *Pacer) report(token string, rows int64, took time.Duration, err error, 
 			body.Remaining = &pr.Remaining
 		}
 	}
-	_, _, _, _ = p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/report", body)
+	for failures := 1; ; failures++ {
+		code, retryAfter, answer, err := p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/report", body)
+		switch {
+		case err == nil && code == http.StatusOK:
+			return nil
+		case err == nil && code < 500 && code != http.StatusServiceUnavailable:
+			return &ReportError{Job: p.job, Status: code, Body: string(bytes.TrimSpace(answer))}
+		case err == nil:
+			err = fmt.Errorf("%d: %s", code, bytes.TrimSpace(answer))
+		}
+		ceiling := min(p.c.cfg.MaxBackoff, p.c.cfg.Backoff<<min(failures-1, 20))
+		if serr := p.c.cfg.sleep(ctx, max(retryAfter, time.Duration(rand.Int64N(int64(ceiling)+1)))); serr != nil {
+			return &ReportError{Job: p.job, Err: fmt.Errorf("%w, for %s", err, p.c.cfg.ReportFor)}
+		}
+	}
 }
 
 func (c *Client) post(ctx context.Context, path string, body any) (int, time.Duration, []byte, error) {

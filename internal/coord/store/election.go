@@ -2,7 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // election.go: the statements of the election. The leader's lock is a
@@ -21,6 +25,25 @@ func (s *Store) TryLeaderLock(ctx context.Context) (bool, error) {
 	var got bool
 	err := s.db.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(leaderLockKey)).Scan(&got)
 	return got, err
+}
+
+// EndIdleSession has the server end the Store's session once it has been
+// idle, outside a transaction, for after (idle_session_timeout): a leader
+// that stops using its election session (frozen, partitioned, dead) loses
+// it, and with it the lock, that long after its last statement, whatever
+// its TCP connection still answers. Servers before PostgreSQL 14 lack the
+// setting: the error then wraps SQLSTATE 42704.
+func (s *Store) EndIdleSession(ctx context.Context, after time.Duration) error {
+	_, err := s.db.Exec(ctx, "SELECT set_config('idle_session_timeout', $1, false)", fmt.Sprintf("%dms", after.Milliseconds()))
+	return err
+}
+
+// NoIdleTimeout reports whether err is EndIdleSession's on a server that
+// lacks idle_session_timeout (before PostgreSQL 14: SQLSTATE 42704), as
+// against a failure to reach the server.
+func NoIdleTimeout(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42704"
 }
 
 // Ping runs a statement that reads nothing: on the election session, it

@@ -12,6 +12,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -260,14 +261,20 @@ type Publication struct {
 	Binding      Binding
 	Critical     Critical
 	// Lease is how long every worker's lease runs from now.
-	Lease   time.Duration
+	Lease time.Duration
+	// Term is the writer's fencing term (TakeTerm): nothing is written
+	// once another process took a newer one.
+	Term    int64
 	Workers []WorkerLease
 }
 
 // Publish writes p in one transaction: the leader's decision, every
 // worker's lease, and the removal of workers silent for a minute. The
 // leases are renewed only together with the decision they come from, or
-// not at all. A failure is a TableError naming the table written.
+// not at all, and only while p.Term is still the leader's fencing term,
+// checked in the same statement: otherwise nothing is written and the
+// error is a *FencedError. A failure is a TableError naming the table
+// written.
 func (s *Store) Publish(ctx context.Context, p Publication) error {
 	var ids, states, codes, reasons []string
 	var rates []float64
@@ -278,29 +285,67 @@ func (s *Store) Publish(ctx context.Context, p Publication) error {
 	}
 	c := p.Critical
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO throttled.leader (id, leader, budget, mode, binding, binding_labels, reason, published_at,
-			critical_signal, critical_labels, critical_since, latched, pause_budget, critical_value, critical_threshold, critical_quiet_since)
-			VALUES (1, $1, $2, $3, $4, $13, $5, now(), $6, $14, $7, $8, $9, $10, $11, $12)
+	// One statement: the decision is written only while the term is the
+	// writer's, and the leases only with it.
+	b.Queue(`WITH l AS (
+			INSERT INTO throttled.leader (id, leader, budget, mode, binding, binding_labels, reason, published_at,
+				critical_signal, critical_labels, critical_since, latched, pause_budget, critical_value, critical_threshold, critical_quiet_since, term)
+			VALUES (1, $1, $2, $3, $4, $13, $5, now(), $6, $14, $7, $8, $9, $10, $11, $12, $15)
 			ON CONFLICT (id) DO UPDATE SET leader = $1, budget = $2, mode = $3, binding = $4, binding_labels = $13, reason = $5, published_at = now(),
-			critical_signal = $6, critical_labels = $14, critical_since = $7, latched = $8, pause_budget = $9,
-			critical_value = $10, critical_threshold = $11, critical_quiet_since = $12,
-			resume_requested_at = CASE WHEN $8 THEN throttled.leader.resume_requested_at END,
-			resume_by = CASE WHEN $8 THEN throttled.leader.resume_by END`,
+				critical_signal = $6, critical_labels = $14, critical_since = $7, latched = $8, pause_budget = $9,
+				critical_value = $10, critical_threshold = $11, critical_quiet_since = $12,
+				resume_requested_at = CASE WHEN $8 THEN throttled.leader.resume_requested_at END,
+				resume_by = CASE WHEN $8 THEN throttled.leader.resume_by END
+			WHERE throttled.leader.term = $15
+			RETURNING 1),
+		w AS (
+			UPDATE throttled.workers w SET alloc_rate = u.rate, alloc_burst = u.burst, alloc_inflight = u.inflight,
+				lease_until = now() + make_interval(secs => $22), state = u.state, code = u.code, reason = u.reason, binding = $4, binding_labels = $13
+			FROM unnest($16::text[], $17::float8[], $18::int[], $19::int[], $20::text[], $21::text[], $23::text[]) AS u(id, rate, burst, inflight, state, reason, code), l
+			WHERE w.id = u.id
+			RETURNING 1)
+		SELECT count(*) FROM l`,
 		p.Leader, p.Budget, p.Mode, p.Binding.Signal, p.Reason, c.Signal.Signal, c.Since, c.Latched, c.PauseBudget, c.Value, c.Threshold, c.QuietSince,
-		labelsJSON(p.Binding.Labels), labelsJSON(c.Signal.Labels))
-	b.Queue(`UPDATE throttled.workers w SET alloc_rate = u.rate, alloc_burst = u.burst, alloc_inflight = u.inflight,
-			lease_until = now() + make_interval(secs => $7), state = u.state, code = u.code, reason = u.reason, binding = $8, binding_labels = $10
-		FROM unnest($1::text[], $2::float8[], $3::int[], $4::int[], $5::text[], $6::text[], $9::text[]) AS u(id, rate, burst, inflight, state, reason, code)
-		WHERE w.id = u.id`, ids, rates, bursts, inflights, states, reasons, p.Lease.Seconds(), p.Binding.Signal, codes, labelsJSON(p.Binding.Labels))
-	b.Queue("DELETE FROM throttled.workers WHERE heartbeat_at < now() - interval '1 minute'")
+		labelsJSON(p.Binding.Labels), labelsJSON(c.Signal.Labels), p.Term,
+		ids, rates, bursts, inflights, states, reasons, p.Lease.Seconds(), codes)
+	b.Queue(`DELETE FROM throttled.workers WHERE heartbeat_at < now() - interval '1 minute'
+		AND EXISTS (SELECT 1 FROM throttled.leader WHERE id = 1 AND term = $1)`, p.Term)
 	br := s.db.SendBatch(ctx, b)
-	for _, table := range []string{LeaderTable, WorkersTable, WorkersTable} {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return on(table, err)
-		}
+	var wrote int64
+	if err := br.QueryRow().Scan(&wrote); err != nil {
+		_ = br.Close()
+		return on(LeaderTable, err)
 	}
-	return on(WorkersTable, br.Close())
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return on(WorkersTable, err)
+	}
+	if err := br.Close(); err != nil {
+		return on(WorkersTable, err)
+	}
+	if wrote == 0 {
+		return &FencedError{Term: p.Term}
+	}
+	return nil
+}
+
+// FencedError is a publication refused because another process took the
+// leader's lock since its writer did: the term in throttled.leader is no
+// longer the writer's. Nothing was written; the writer must step down.
+type FencedError struct{ Term int64 }
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("%s: term %d is over: another process took the leader's lock since", LeaderTable, e.Term)
+}
+
+// TakeTerm raises the leader's fencing term and returns it: run on the
+// election session, once its lock is taken, before the first
+// publication. A publication of an older term writes nothing after it.
+func (s *Store) TakeTerm(ctx context.Context, leader string) (int64, error) {
+	var term int64
+	err := s.db.QueryRow(ctx, `INSERT INTO throttled.leader (id, leader, budget, mode, published_at, term) VALUES (1, $1, 0, 'stale', '-infinity', 1)
+		ON CONFLICT (id) DO UPDATE SET term = throttled.leader.term + 1 RETURNING term`, leader).Scan(&term)
+	return term, on(LeaderTable, err)
 }
 
 // Leader is the leader's last publication, for people.

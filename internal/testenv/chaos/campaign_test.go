@@ -30,7 +30,12 @@ import (
 	"github.com/throttled/throttled/sidecar/remote"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(coordinatedEnv) != "" {
+		os.Exit(coordinatedProcess())
+	}
+	pgtest.Main(m)
+}
 
 // The campaign's knobs. THROTTLED_CHAOS=full (make chaos) runs every
 // fault, longer; the default is a short seeded run of a few, for make test.

@@ -357,3 +357,37 @@ func (c *Cluster) LockTable(ctx context.Context, table, mode string) (*Sessions,
 	s.add(conn)
 	return s, nil
 }
+
+// CrashAndPromote kills the primary's postmaster and every process it
+// forked (SIGKILL: no checkpoint, no goodbye to any client), then promotes
+// the replica and waits until it takes writes. The pair is a pair no
+// more: Primary stays down and Replica is the primary, so a test that
+// calls it starts a cluster of its own rather than the package's shared
+// one (pgtest.Cluster).
+func (c *Cluster) CrashAndPromote(ctx context.Context) error {
+	if !c.Primary.Running() {
+		return errors.New("pgcluster: primary is not running")
+	}
+	c.Primary.signalGroup(syscall.SIGKILL)
+	select {
+	case <-c.Primary.exited:
+		c.Primary.cmd = nil
+	case <-ctx.Done():
+		return fmt.Errorf("pgcluster: primary did not exit after SIGKILL: %w", ctx.Err())
+	}
+	if err := c.onReplica(ctx, "SELECT pg_promote(true, 60)"); err != nil {
+		return err
+	}
+	return Poll(ctx, 50*time.Millisecond, func() (bool, error) {
+		conn, err := c.Replica.Connect(ctx, RoleAdmin)
+		if err != nil {
+			return false, nil
+		}
+		defer conn.Close(context.Background())
+		var recovering bool
+		if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&recovering); err != nil {
+			return false, nil
+		}
+		return !recovering, nil
+	})
+}

@@ -92,11 +92,13 @@ func forgetLeader(ctx context.Context, t testing.TB) {
 	}
 }
 
-// ForgetLeader empties throttled.leader, where it exists: the next leader
-// starts cold, as on a fresh cluster.
+// ForgetLeader empties throttled.leader and throttled.grants, where they
+// exist: the next leader starts cold, and no sidecar finds tokens out, as
+// on a fresh cluster.
 func ForgetLeader(ctx context.Context, conn *pgx.Conn) error {
 	_, err := conn.Exec(ctx, `DO $$ BEGIN
-		IF to_regclass('throttled.leader') IS NOT NULL THEN DELETE FROM throttled.leader; END IF; END $$`)
+		IF to_regclass('throttled.leader') IS NOT NULL THEN DELETE FROM throttled.leader; END IF;
+		IF to_regclass('throttled.grants') IS NOT NULL THEN DELETE FROM throttled.grants; END IF; END $$`)
 	return err
 }
 
