@@ -81,7 +81,7 @@ image: ## build the container image throttled:dev (Containerfile: a static binar
 
 .PHONY: chaos
 chaos: deps-postgres ## the fault campaign: every fault one after another under load, invariants after each (a few minutes); table in docs/CHAOS.md
-	THROTTLED_CHAOS=full THROTTLED_CHAOS_SEED=$${SEED:-1} THROTTLED_CHAOS_DOC=$(CURDIR)/docs/CHAOS.md $(GO) test -count=1 -timeout 30m -run '^TestChaosCampaign$$' -v ./internal/testenv/chaos/
+	THROTTLED_CHAOS=full THROTTLED_CHAOS_SEED=$${SEED:-1} THROTTLED_CHAOS_DOC=$(CURDIR)/docs/CHAOS.md $(GO) test $(LABTAGS) -count=1 -timeout 30m -run '^TestChaosCampaign$$' -v ./internal/testenv/chaos/
 
 .PHONY: transcript
 transcript: deps-postgres ## regenerate docs/NEWCOMER.md: a newcomer's path (help, lint, image, a freno HEAD check, a live override on a running exec), run on a throwaway pair
@@ -147,7 +147,7 @@ LOAD_SECONDS ?= 60
 .PHONY: load
 load: deps-postgres ## the sidecar under load: 1,000 /check clients, 200 remote workers, slow clients, the primary stopped 10 s (about 80 s); figures in docs/BENCHMARKS.md
 	THROTTLED_LOAD_SECONDS=$(LOAD_SECONDS) THROTTLED_LOAD_DOC=$(CURDIR)/docs/BENCHMARKS.md \
-		$(GO) test -run='^TestSidecarUnderLoad$$' -count=1 -v -timeout=10m ./sidecar
+		$(GO) test $(LABTAGS) -run='^TestSidecarUnderLoad$$' -count=1 -v -timeout=10m ./sidecar
 
 .PHONY: sim-fit
 sim-fit: ## refit the simulator's latency model to the replay's results (docs/replay) into internal/lab/sim/plantfit.json; rewrite docs/SIMULATION.md's tables
