@@ -103,15 +103,19 @@ vet: ## gofmt, go vet of the product and the lab build, the deploy module's vet 
 # The fuzz run within make test: a quarter of make fuzz's, every target.
 TEST_FUZZTIME ?= 10000x
 
-.PHONY: race-build
-race-build: vet
+# The builds the tests make, made ahead into the build cache while the
+# packages install: every package under -race, and the image's static
+# binary (scripts/build-image, for the image test: no cgo, -trimpath).
+.PHONY: warm-build
+warm-build: vet
 	$(GO) build $(LABTAGS) -race ./...
+	CGO_ENABLED=0 $(GO) build -trimpath -o /dev/null ./cmd/throttled
 
 .PHONY: test
 test: deps-go ## vet, all tests under -race against a real primary and replica, a short fuzz run
-	@# The packages install (network and dpkg) while vet and the race build
-	@# use the CPU; the tests start once both are done.
-	@$(MAKE) --no-print-directory -j2 --output-sync=target packages race-build
+	@# The packages install (network and dpkg) while vet and the builds use
+	@# the CPU; the tests start once both are done.
+	@$(MAKE) --no-print-directory -j2 --output-sync=target packages warm-build
 	mkdir -p $(PLOTS)
 	THROTTLED_PLOTS=$(CURDIR)/$(PLOTS) $(GO) test $(LABTAGS) -race -count=1 -timeout 20m ./...
 	@# The replay's short version measures latency: alone, after the rest.
