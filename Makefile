@@ -44,14 +44,15 @@ help: ## list the targets
 
 # Each target installs what it uses and no more: the demo needs PostgreSQL
 # alone, the test run everything.
+ENSURE_ALL := scripts/ensure-postgres scripts/ensure-patroni scripts/ensure-pgbouncer scripts/ensure-podman \
+	scripts/ensure-alertmanager scripts/ensure-promtool scripts/ensure-chromium
+
 .PHONY: deps
-deps: deps-postgres ## everything the test run uses: PostgreSQL, Patroni and etcd, PgBouncer, podman, Alertmanager, Prometheus (with promtool) and Chromium if missing; Go modules
-	@scripts/ensure-patroni
-	@scripts/ensure-pgbouncer
-	@scripts/ensure-podman
-	@scripts/ensure-alertmanager
-	@scripts/ensure-promtool
-	@scripts/ensure-chromium
+deps: deps-go packages ## everything the test run uses: PostgreSQL, Patroni and etcd, PgBouncer, podman, Alertmanager, Prometheus (with promtool) and Chromium if missing, in one install; Go modules
+
+.PHONY: packages
+packages: ## the Debian packages make test uses, if missing, in one apt transaction
+	@scripts/install-together $(ENSURE_ALL)
 
 .PHONY: deps-postgres
 deps-postgres: deps-go ## PostgreSQL's server (the throwaway pair) if missing, and Go modules: what demo, bench, replay, load and chaos use
@@ -81,7 +82,7 @@ image: ## build the container image throttled:dev (Containerfile: a static binar
 
 .PHONY: chaos
 chaos: deps-postgres ## the fault campaign: every fault one after another under load, invariants after each (a few minutes); table in docs/CHAOS.md
-	THROTTLED_CHAOS=full THROTTLED_CHAOS_SEED=$${SEED:-1} THROTTLED_CHAOS_DOC=$(CURDIR)/docs/CHAOS.md $(GO) test -count=1 -timeout 30m -run '^TestChaosCampaign$$' -v ./internal/testenv/chaos/
+	THROTTLED_CHAOS=full THROTTLED_CHAOS_SEED=$${SEED:-1} THROTTLED_CHAOS_DOC=$(CURDIR)/docs/CHAOS.md $(GO) test $(LABTAGS) -count=1 -timeout 30m -run '^TestChaosCampaign$$' -v ./internal/testenv/chaos/
 
 .PHONY: transcript
 transcript: deps-postgres ## regenerate docs/NEWCOMER.md: a newcomer's path (help, lint, image, a freno HEAD check, a live override on a running exec), run on a throwaway pair
@@ -92,19 +93,36 @@ transcript: deps-postgres ## regenerate docs/NEWCOMER.md: a newcomer's path (hel
 demo: deps-postgres lab ## run the main job live against a throwaway primary and replica (about a minute); plot in out/plots
 	$(LAB) demo --plots $(PLOTS)
 
-.PHONY: test
-test: deps ## vet, all tests under -race against a real primary and replica, a short fuzz run
+.PHONY: vet
+vet: ## gofmt, go vet of the product and the lab build, the deploy module's vet and tests
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(GO) vet $(LABTAGS) ./...
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# The fuzz run within make test: a quarter of make fuzz's, every target.
+TEST_FUZZTIME ?= 10000x
+
+# The builds the tests make, made ahead into the build cache while the
+# packages install: every package under -race, and the image's static
+# binary (scripts/build-image, for the image test: no cgo, -trimpath).
+.PHONY: warm-build
+warm-build: vet
+	$(GO) build $(LABTAGS) -race ./...
+	CGO_ENABLED=0 $(GO) build -trimpath -o /dev/null ./cmd/throttled
+
+.PHONY: test
+test: deps-go ## vet, all tests under -race against a real primary and replica, a short fuzz run
+	@# The packages install (network and dpkg) while vet and the builds use
+	@# the CPU; the tests start once both are done.
+	@$(MAKE) --no-print-directory -j2 --output-sync=target packages warm-build
 	mkdir -p $(PLOTS)
 	THROTTLED_PLOTS=$(CURDIR)/$(PLOTS) $(GO) test $(LABTAGS) -race -count=1 -timeout 20m ./...
 	@# The replay's short version measures latency: alone, after the rest.
 	THROTTLED_REPLAY_SHORT=1 $(GO) test $(LABTAGS) -count=1 -timeout 8m -run '^TestReplayShortHasPower$$' -v ./cmd/throttled
 	promtool check rules deploy/alerts.yml
 	promtool test rules deploy/alerts_test.yml
-	@$(MAKE) --no-print-directory fuzz
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME executions (default 40000x; a duration such as 1m also works)
@@ -147,7 +165,7 @@ LOAD_SECONDS ?= 60
 .PHONY: load
 load: deps-postgres ## the sidecar under load: 1,000 /check clients, 200 remote workers, slow clients, the primary stopped 10 s (about 80 s); figures in docs/BENCHMARKS.md
 	THROTTLED_LOAD_SECONDS=$(LOAD_SECONDS) THROTTLED_LOAD_DOC=$(CURDIR)/docs/BENCHMARKS.md \
-		$(GO) test -run='^TestSidecarUnderLoad$$' -count=1 -v -timeout=10m ./sidecar
+		$(GO) test $(LABTAGS) -run='^TestSidecarUnderLoad$$' -count=1 -v -timeout=10m ./sidecar
 
 .PHONY: sim-fit
 sim-fit: ## refit the simulator's latency model to the replay's results (docs/replay) into internal/lab/sim/plantfit.json; rewrite docs/SIMULATION.md's tables

@@ -23,7 +23,6 @@ import (
 
 	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/config"
-	"github.com/throttled/throttled/internal/lab/benchdoc"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/sidecar"
@@ -610,17 +609,7 @@ func TestSidecarUnderLoad(t *testing.T) {
 	doc := loadReport(shape, rec, mem, shedBefore, shedAfter, noAt.Sub(stoppedAt), resumedAt.Sub(stoppedAt), okAt.Sub(resumedAt))
 	t.Log("\n" + doc)
 	if path := os.Getenv("THROTTLED_LOAD_DOC"); path != "" && !t.Failed() {
-		old, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := benchdoc.Splice(string(old), "load", doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeLoadDoc(t, path, doc)
 	}
 }
 

@@ -68,3 +68,45 @@ func TestProductBuildCarriesNoLab(t *testing.T) {
 		}
 	}
 }
+
+// The product's tests, built without the lab tag, link no lab package and
+// no plotting library: a test that needs the lab is tagged lab (make test
+// runs with the tag), so `go test ./...` tests the product as it ships.
+// The lab's own packages are left out: they are the lab.
+func TestProductTestsImportNoLab(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lists every package's test dependencies")
+	}
+	const module = "github.com/throttled/throttled/"
+	out, err := exec.Command("go", "list", "-test", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, module+"...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -test: %v\n%s", err, out)
+	}
+	tested := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		// A test binary's packages are "p [p.test]" (the package with its
+		// test files) and "p_test [p.test]"; the rest are the packages as
+		// they ship.
+		if len(f) < 2 || !strings.HasSuffix(f[1], ".test]") {
+			continue
+		}
+		pkg := f[0]
+		if strings.HasPrefix(pkg, module+"internal/lab/") {
+			continue
+		}
+		tested++
+		var lab []string
+		for _, d := range f[2:] {
+			if strings.HasPrefix(d, module+"internal/lab/") || strings.HasPrefix(d, "gonum.org/") {
+				lab = append(lab, d)
+			}
+		}
+		if len(lab) > 0 {
+			t.Errorf("%s %s links the lab without the lab tag: %d packages, such as %s", pkg, f[1], len(lab), lab[0])
+		}
+	}
+	if tested < 10 {
+		t.Fatalf("only %d test packages listed; the check above proves nothing:\n%s", tested, out)
+	}
+}

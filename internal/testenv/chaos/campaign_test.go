@@ -1,3 +1,9 @@
+//go:build lab
+
+// The campaign drives the replay's foreground (internal/lab/replay), so its
+// files build with the lab tag, as make test and make chaos run them; the
+// proxy's own test runs in either build.
+
 package chaos
 
 import (
