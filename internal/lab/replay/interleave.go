@@ -137,8 +137,8 @@ const (
 	// DefaultAloneSeconds: four, one of them left out (AloneDrop), so a
 	// block of every default policy fits in eight minutes with its setup.
 	DefaultAloneSeconds = 4
-	DefaultPairs             = 6
-	DefaultOpenPairs         = 3
+	DefaultPairs        = 6
+	DefaultOpenPairs    = 3
 )
 
 // DefaultClientNice is the measuring process's nice value in a block
