@@ -132,7 +132,7 @@ func (o *replayOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.doc, "doc", "", "rewrite the replay section of this markdown file (between "+replay.BeginMarker+" and "+replay.EndMarker+") from every results file")
 	fs.Float64Var(&o.block.Rate, "rate", 0, "foreground arrival rate, transactions/s (default: the calibration file's)")
 	fs.IntVar(&o.block.Pairs, "pairs", replay.DefaultPairs, "windows of each closed-loop policy (the controllers, lag-only, binary) and of a/a")
-	fs.IntVar(&o.block.OpenPairs, "open-pairs", replay.DefaultOpenPairs, "windows of unthrottled")
+	fs.IntVar(&o.block.OpenPairs, "open-pairs", replay.DefaultUnthrottledPairs, "windows of unthrottled")
 	fs.IntVar(&o.block.FixedPairs, "fixed-pairs", replay.DefaultOpenPairs, "windows of each fixed rate")
 	fs.IntVar(&o.block.WindowSeconds, "window", replay.DefaultWindowSeconds, "a closed-loop policy's (and a/a's) window, seconds: at least three times adaptive's step response (throttled bench step)")
 	fs.IntVar(&o.block.OpenWindowSeconds, "open-window", replay.DefaultOpenWindowSeconds, "an open-loop policy's window (unthrottled, the fixed rates), seconds; at most --window")

@@ -29,7 +29,7 @@ func TestReplayFlagsAreChecked(t *testing.T) {
 		{[]string{"--policy", "adaptive,nope"}, `--policy: unknown "nope"`},
 		{[]string{"--cores", "0"}, "--cores must be positive"},
 		{[]string{"--pairs", "0"}, "--pairs, --open-pairs and --fixed-pairs must each be at least 1, got 0"},
-		{[]string{"--fixed-pairs", "0"}, "--pairs, --open-pairs and --fixed-pairs must each be at least 1, got 6, 3 and 0"},
+		{[]string{"--fixed-pairs", "0"}, "--pairs, --open-pairs and --fixed-pairs must each be at least 1, got 6, 2 and 0"},
 		{[]string{"--window", "2", "--alone-drop", "2"}, "want at least one second of each alone window kept"},
 		{[]string{"--window", "10", "--open-window", "12"}, "--open-window 12 and --alone-window 4 may not be longer than --window 10"},
 		{[]string{"--window-table", "--render", "--doc", "x.md"}, "--render runs nothing; --window-table would not apply"},
