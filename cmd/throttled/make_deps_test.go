@@ -18,7 +18,10 @@ func TestMakeTargetsInstallWhatTheyUse(t *testing.T) {
 	}{
 		{"demo", []string{"ensure-postgres"}},
 		{"bench", []string{"ensure-postgres"}},
-		{"replay", []string{"ensure-postgres"}},
+		// adaptive-app reads a real Prometheus.
+		{"replay", []string{"ensure-postgres", "ensure-promtool"}},
+		{"replay-app", []string{"ensure-postgres", "ensure-promtool"}},
+		{"step", []string{"ensure-postgres"}},
 		{"chaos", []string{"ensure-postgres"}},
 		{"load", []string{"ensure-postgres"}},
 		{"failover", []string{"ensure-postgres", "ensure-patroni"}},
