@@ -25,7 +25,7 @@ func TestBlockKeepsEverySecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer be.Close()
-	b, err := RunBlock(ctx, be, BlockConfig{Cluster: c, Scenario: "quiet", Rate: 2000, Pairs: 3, WindowSeconds: 2, Rows: 2_000_000, MaxBatch: 300,
+	b, err := RunBlock(ctx, be, BlockConfig{Cluster: c, Scenario: "quiet", Rate: 2000, Pairs: 3, OpenPairs: 3, WindowSeconds: 2, Rows: 2_000_000, MaxBatch: 300,
 		Policies: []string{PolicyAA, PolicyUnthrottled, PolicyFixed, PolicyAdaptive}, FixedFractions: []float64{0.1}, Warmup: 2 * time.Second,
 		Probe: true, Log: t.Logf})
 	if err != nil {
