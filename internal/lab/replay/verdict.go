@@ -420,13 +420,7 @@ func bootstrapMedian(xs []float64, g Goals) (float64, float64) {
 		}
 		meds[r] = medianOf(re)
 	}
-	slices.Sort(meds)
-	tail := (1 - g.Confidence) / 2
-	lo := int(math.Floor(tail * float64(len(meds))))
-	hi := int(math.Ceil((1-tail)*float64(len(meds)))) - 1
-	lo = min(max(lo, 0), len(meds)-1)
-	hi = min(max(hi, lo), len(meds)-1)
-	return meds[lo], meds[hi]
+	return percentiles(meds, g.Confidence)
 }
 
 // signTestP is the two-sided exact binomial sign test's p-value of xs
