@@ -117,8 +117,8 @@ func Evaluate(b *Block, g Goals) BlockResult {
 	for _, label := range b.Policies() {
 		pairs, stolen := Pairs(b, label, g)
 		pr := PolicyResult{Policy: label, Stolen: stolen,
-			P99:        DecidePooled(pairs, PooledP99Ratio, g.P99Ratio, g),
-			Exceed:     DecidePooled(pairs, PooledExceedRatio, g.P99Ratio, g),
+			P99:        DecideP99(pairs, g),
+			Exceed:     DecideExceed(pairs, g),
 			RowsPerSec: rowsOf(label, pairs)}
 		pr.ClientP99, pr.AloneClientP99, pr.TotalP99, pr.AloneTotalP99 = splitP99s(b, label, g)
 		pol, alone := Critical(b, label, g)
@@ -248,7 +248,9 @@ in the policy's windows and in their alone neighbours.
 
 The **p99 ratio** is the p99 of the policy windows' transactions pooled over that of their alone neighbours'
 pooled; the **share over** is the share of its transactions slower than the neighbours' own p99, over 1 %%.
-Each is decided with a %.0f %% bootstrap interval that resamples whole pairs: **met** when the interval lies at
+With fewer than %d pairs (long windows) each pools its pairs; with more (short windows) it is the
+median of the pairs' ratios, which one stalled window moves by one place. Each is decided with a %.0f %%
+bootstrap interval that resamples whole pairs: **met** when the interval lies at
 or under %.2f, **not met** when it lies above, else **undecided** (and with fewer than %d pairs). **a/a** is a
 window in which no job runs, judged exactly as a policy is: the instrument's own check (met, with an interval
 narrower than ±10 %%). Every other policy's interval is then widened by the a/a's excursion in the same block
@@ -264,7 +266,7 @@ every fixed rate's at once. **Extra s ≥ critical** is the seconds the independ
 or over critical in the policy's windows beyond its alone neighbours' (goal 0). In a scenario without
 foreground, **of ceiling** is the rows per second over unthrottled's.
 `, plural(slices.DeleteFunc(slices.Clone(blocks), func(b *Block) bool { return dropOf(b) < 0 }), func(b *Block) int { return dropOf(b) }, "s"),
-		100*g.MaxSteal, 100*g.Confidence, g.P99Ratio, g.MinPairs, g.P99Ratio)
+		100*g.MaxSteal, MedianPairs, 100*g.Confidence, g.P99Ratio, g.MinPairs, g.P99Ratio)
 	for _, blk := range blocks {
 		r := Evaluate(blk, g)
 		sc, _ := scenarioByName(blk.Scenario)
