@@ -116,7 +116,9 @@ func selectors(expr string) []string {
 			afterOffset = true
 			i++
 		case unicode.IsDigit(c) || c == '.':
-			// A number, or a duration such as 5m after offset.
+			// A number, or a duration such as 5m after offset. The first
+			// rune always: a digit of another script is no identifier's.
+			i++
 			for i < n && (isIdentChar(r[i]) || r[i] == '.') {
 				i++
 			}
