@@ -284,13 +284,14 @@ func searchSection(text string) (i, j int, ok bool) {
 	return i + len(searchBegin), j, true
 }
 
-var searchHead = []string{"canary target", "growth", "breach memory", "work / oracle", "P(p99 > 1.10)", "median p99 ratio", "median canary", "extra s at critical", "runs with extra"}
+var searchHead = []string{"canary target", "growth", "breach memory", "work / oracle", "P(p99 > 1.10)", "median p99 ratio", "median canary", "frontier", "P(behind)", "extra s at critical", "runs with extra"}
 
 // searchRow is one setting's row, as text.
 func searchRow(r sim.SearchRow) []string {
 	return []string{r.Setting.CanaryLabel(), fmt.Sprintf("%g", r.Setting.MaxGrowth), fmtMinutes(r.Setting.BreachMemory),
 		fmt.Sprintf("%.3f", r.Efficiency), fmt.Sprintf("%.0f %%", 100*r.POverGoal), fmt.Sprintf("%.2f", r.P99Median),
-		fmt.Sprintf("%.3f", r.CanaryMedian), fmt.Sprintf("%.0f", r.ExtraCritical), fmt.Sprint(r.ExtraCriticalRuns)}
+		fmt.Sprintf("%.3f", r.CanaryMedian), fmt.Sprintf("%.3f", r.Frontier), fmt.Sprintf("%.0f %%", 100*r.PBehind),
+		fmt.Sprintf("%.0f", r.ExtraCritical), fmt.Sprint(r.ExtraCriticalRuns)}
 }
 
 func fmtMinutes(d time.Duration) string {
@@ -300,7 +301,7 @@ func fmtMinutes(d time.Duration) string {
 	return d.String()
 }
 
-var searchScenarioHead = []string{"setting", "scenario", "counterpart", "x", "work / oracle", "P(p99 > 1.10)", "median p99 ratio", "median canary", "extra s at critical"}
+var searchScenarioHead = []string{"setting", "scenario", "counterpart", "x", "work / oracle", "P(p99 > 1.10)", "median p99 ratio", "median canary", "frontier", "extra s at critical"}
 
 // searchHighlight is a setting the per-scenario table shows.
 type searchHighlight struct {
@@ -341,7 +342,7 @@ func searchScenarioRows(res sim.SearchResult) [][]string {
 			st := r.PerScenario[k]
 			rows = append(rows, []string{h.name + ": " + r.Setting.String(), sc.Name, sc.CanaryModel().Scenario,
 				fmt.Sprintf("%.3f", st.X), fmt.Sprintf("%.3f", st.Efficiency), fmt.Sprintf("%.0f %%", 100*st.POverGoal), fmt.Sprintf("%.2f", st.P99Median),
-				fmt.Sprintf("%.3f", st.CanaryMedian), fmt.Sprintf("%.0f", st.ExtraCritical)})
+				fmt.Sprintf("%.3f", st.CanaryMedian), fmt.Sprintf("%.3f", st.Frontier), fmt.Sprintf("%.0f", st.ExtraCritical)})
 		}
 	}
 	return rows
@@ -356,6 +357,18 @@ func searchBest(res sim.SearchResult) string {
 			r.Setting, r.Efficiency, 100*r.POverGoal, r.P99Median, r.CanaryMedian, r.ExtraCritical)
 	}
 	goal := fmt.Sprintf("P(p99 > 1.10) at most %.0f %%", 100*sim.MaxPOverGoal)
+	frontier := ""
+	if b, ok := sim.BestOnFrontier(res.Rows, sim.LeastExtraCritical(res.Rows)); ok {
+		r := res.Rows[b]
+		frontier = fmt.Sprintf(" Most work on the frontier (a median window p99 at most %.2f of a fixed rate's at the run's mean rate) with no more seconds at or over critical than the fewest any adds: %s (frontier %.3f, behind in %.0f %% of runs).",
+			sim.FrontierSlack, describe(r), r.Frontier, 100*r.PBehind)
+	}
+	return searchBestGoal(res, describe, goal) + frontier
+}
+
+// searchBestGoal is searchBest's first part: the best setting by the p99
+// goal's risk.
+func searchBestGoal(res sim.SearchResult, describe func(sim.SearchRow) string, goal string) string {
 	if b, ok := sim.Best(res.Rows, 0); ok {
 		return fmt.Sprintf("Best with %s and no second added at or over critical: %s", goal, describe(res.Rows[b]))
 	}
@@ -392,7 +405,7 @@ func searchBest(res sim.SearchResult) string {
 	return s.String()
 }
 
-var searchSensitivityHead = []string{"canary target", "growth", "breach memory", "canary noise", "work / oracle", "P(p99 > 1.10)", "median p99 ratio", "median canary", "extra s at critical", "runs with extra"}
+var searchSensitivityHead = []string{"canary target", "growth", "breach memory", "canary noise", "work / oracle", "P(p99 > 1.10)", "median p99 ratio", "median canary", "frontier", "P(behind)", "extra s at critical", "runs with extra"}
 
 // searchSensitivityRows are each canary target at the product's growth
 // and memory with the canary's noise as fitted (from the grid), halved

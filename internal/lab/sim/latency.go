@@ -60,6 +60,11 @@ type LatencyModel struct {
 	// more than three of it away.
 	ResidualSD float64 `json:"residual_sd"`
 	Outliers   int     `json:"outliers"`
+	// AloneLogSD is the spread of ln latency of the foreground alone's
+	// transactions (the server part, pooled over the block's alone
+	// windows), read off their quantiles: (ln p99 - ln p50) / 2.3263. It
+	// is how [WindowRatio] pools a window's seconds.
+	AloneLogSD float64 `json:"alone_log_sd"`
 	// Steal is the hypervisor's steal over the scenario's seconds.
 	Steal StealStats `json:"steal"`
 }
@@ -116,7 +121,55 @@ func (m LatencyModel) check() error {
 	if m.Scenario == "" {
 		return fmt.Errorf("a model without a scenario")
 	}
+	if !finiteNumber(m.AloneLogSD) || m.AloneLogSD < 0 {
+		return fmt.Errorf("%s: alone_log_sd = %v; want a number >= 0", m.Scenario, m.AloneLogSD)
+	}
 	return checkCurve(m.Scenario+": ", "a", "b", m.A, m.B, m.ResidualSD, m.UnthrottledRowsPerSec)
+}
+
+// z99 is the standard normal's 99th percentile.
+const z99 = 2.3263478740408408
+
+// WindowRatio is the p99 of a window's transactions pooled, over the
+// foreground alone's, where its seconds had the p99 ratios rs: each
+// second's latencies are the alone ones scaled by its ratio, and the
+// alone ones are log-normal with spread sd in ln (LatencyModel's
+// AloneLogSD). This is how the replay judges a window: one second at a
+// high ratio lifts the pooled p99 of twenty by more than the seconds'
+// median says, so a policy that swings around a rate reads worse than
+// a fixed rate at its mean. With sd <= 0 it is the largest ratio; 1 for
+// no seconds.
+func WindowRatio(rs []float64, sd float64) float64 {
+	if len(rs) == 0 {
+		return 1
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range rs {
+		l := math.Log(max(r, 1e-9))
+		lo, hi = min(lo, l), max(hi, l)
+	}
+	if !(sd > 0) {
+		return slices.Max(rs)
+	}
+	// The share of the window's transactions over exp(q), in ln units
+	// of the alone p99: decreasing in q.
+	over := func(q float64) float64 {
+		sum := 0.0
+		for _, r := range rs {
+			sum += 0.5 * math.Erfc((q+z99*sd-math.Log(max(r, 1e-9)))/(sd*math.Sqrt2))
+		}
+		return sum / float64(len(rs))
+	}
+	// The pooled p99 lies between the lowest and the highest second's.
+	for range 60 {
+		mid := (lo + hi) / 2
+		if over(mid) > 0.01 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return math.Exp((lo + hi) / 2)
 }
 
 // ParseLatencyFit reads plantfit.json and checks every model.

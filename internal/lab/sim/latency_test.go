@@ -151,3 +151,54 @@ func TestP99Summary(t *testing.T) {
 		t.Errorf("p99Summary = %v, %v; want 1.1 (1.10 itself is not over), 1/3", m, s)
 	}
 }
+
+func TestWindowRatioPoolsTheSeconds(t *testing.T) {
+	const sd = 0.5
+	flat := make([]float64, 20)
+	for i := range flat {
+		flat[i] = 1.3
+	}
+	if got := WindowRatio(flat, sd); math.Abs(got-1.3) > 1e-6 {
+		t.Errorf("twenty seconds at 1.3: %v; want 1.3", got)
+	}
+	// One second in twenty at 3 holds 5 % of the window's transactions:
+	// more than the 1 % over the p99, so the pooled p99 rises well past
+	// the seconds' median (1) and past their mean (1.1).
+	spike := make([]float64, 20)
+	for i := range spike {
+		spike[i] = 1
+	}
+	spike[0] = 3
+	got := WindowRatio(spike, sd)
+	if got < 1.3 || got >= 3 {
+		t.Errorf("one second at 3 among nineteen at 1: %v; want between 1.3 and 3", got)
+	}
+	// The narrower the alone latencies, the more the spike's second sets
+	// the window's p99.
+	if narrow := WindowRatio(spike, 0.1); narrow <= got {
+		t.Errorf("sd 0.1: %v; want over sd 0.5's %v", narrow, got)
+	}
+	if got := WindowRatio(spike, 0); got != 3 {
+		t.Errorf("sd 0: %v; want the largest ratio, 3", got)
+	}
+	if got := WindowRatio(nil, sd); got != 1 {
+		t.Errorf("no seconds: %v; want 1", got)
+	}
+}
+
+func TestWindowMedianReadsTwentySecondWindows(t *testing.T) {
+	// Three windows: two flat at 1, one with a spike. The median is a
+	// flat one's.
+	rs := make([]float64, 3*WindowSeconds+5)
+	for i := range rs {
+		rs[i] = 1
+	}
+	rs[WindowSeconds] = 4
+	if got := windowP99Median(rs, 0.3); math.Abs(got-1) > 1e-6 {
+		t.Errorf("median of windows: %v; want 1", got)
+	}
+	rs[0], rs[2*WindowSeconds] = 4, 4
+	if got := windowP99Median(rs, 0.3); got <= 1.2 {
+		t.Errorf("a spike in every window: %v; want well over 1", got)
+	}
+}

@@ -85,6 +85,10 @@ type Result struct {
 	// docs/SIMULATION.md, the latency model).
 	P99RatioMedian   float64 `json:"p99_ratio_median"`
 	P99OverGoalShare float64 `json:"p99_ratio_over_1_10_share"`
+	// WindowP99Median is the median over the run's WindowSeconds-long
+	// windows of each window's pooled p99 ratio ([WindowRatio] of its
+	// seconds'): the replay's reading of a closed-loop window.
+	WindowP99Median float64 `json:"window_p99_ratio_median"`
 	// Counterpart is the replay scenario whose latency model gave them.
 	Counterpart string `json:"latency_counterpart"`
 	// CanaryRatioMedian is the median over the run's seconds of the
@@ -469,6 +473,7 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64, o Optio
 	res.CanaryCounterpart = can.m.Scenario
 	res.CanaryRatioMedian, _ = p99Summary(canaries)
 	res.P99RatioMedian, res.P99OverGoalShare = p99Summary(p99s)
+	res.WindowP99Median = windowP99Median(p99s, lat.m.AloneLogSD)
 	if res.OracleWork > 0 {
 		res.Efficiency = res.Work / res.OracleWork
 	}
@@ -477,6 +482,26 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64, o Optio
 }
 
 var errBatch = errors.New("sim: batch failed")
+
+// WindowSeconds is the length of the windows [Result.WindowP99Median]
+// pools: the replay's closed-loop windows'.
+const WindowSeconds = 20
+
+// windowP99Median is the median of the pooled p99 ratios of the
+// consecutive WindowSeconds-long windows of per-tick ratios rs (a last,
+// shorter window left out unless it is the only one).
+func windowP99Median(rs []float64, sd float64) float64 {
+	n := int(WindowSeconds / tickSeconds)
+	var ws []float64
+	for i := 0; i+n <= len(rs); i += n {
+		ws = append(ws, WindowRatio(rs[i:i+n], sd))
+	}
+	if len(ws) == 0 {
+		ws = append(ws, WindowRatio(rs, sd))
+	}
+	m, _ := p99Summary(ws)
+	return m
+}
 
 // p99Summary is the median of a run's per-second p99 ratios and the
 // share of them over P99Goal.

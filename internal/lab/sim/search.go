@@ -182,7 +182,18 @@ type ScenarioStats struct {
 	// job), summed over the runs; ExtraCriticalRuns the runs with any.
 	ExtraCritical     float64
 	ExtraCriticalRuns int
+	// Frontier is the median over the runs of the run's window p99
+	// (Result.WindowP99Median) over that of a fixed rate at the run's
+	// mean rate on the same seed: at or under 1, the setting is on the
+	// fixed-rate curve or beyond it, as the replay's frontier verdict
+	// asks. PBehind is the share of runs over FrontierSlack.
+	Frontier, PBehind float64
 }
+
+// FrontierSlack is how far over a fixed rate's window p99 a run may read
+// and still count as on the frontier: the replay's verdicts decide at a
+// resolution of about this.
+const FrontierSlack = 1.02
 
 // SearchRow is one setting's result: over every run, and per scenario.
 type SearchRow struct {
@@ -220,6 +231,8 @@ func Search(spec SearchSpec, progress func(done, total int)) (SearchResult, erro
 	alone := make([]float64, nSc*nSeed)
 	// Each setting's results, [setting][scenario][seed].
 	results := make([]Result, len(settings)*nSc*nSeed)
+	// Each run's window p99 over a fixed rate's at its mean rate.
+	frontier := make([]float64, len(settings)*nSc*nSeed)
 	type job struct{ setting, scenario, seed int } // setting -1: alone
 	jobs := make(chan job)
 	var (
@@ -249,9 +262,20 @@ func Search(spec SearchSpec, progress func(done, total int)) (SearchResult, erro
 				}
 				r, err := run(sc, "adaptive", 0, seed, settings[j.setting].Options())
 				r.Series = nil
+				// The frontier: a fixed rate at the run's mean rate, on
+				// the same seed (the same latency noise, tick by tick).
+				fr := 1.0
+				if err == nil && r.Work > 0 {
+					f, ferr := run(sc, "fixed", r.Work/(float64(sc.Duration)*tickSeconds), seed, Options{})
+					err = ferr
+					if f.WindowP99Median > 0 {
+						fr = r.WindowP99Median / f.WindowP99Median
+					}
+				}
 				mu.Lock()
 				firstErr = cmp.Or(firstErr, err)
 				results[(j.setting*nSc+j.scenario)*nSeed+j.seed] = r
+				frontier[(j.setting*nSc+j.scenario)*nSeed+j.seed] = fr
 				left[j.setting]--
 				if left[j.setting] == 0 {
 					done++
@@ -284,14 +308,15 @@ func Search(spec SearchSpec, progress func(done, total int)) (SearchResult, erro
 	for st, s := range settings {
 		row := SearchRow{Setting: s}
 		var all []Result
-		var allAlone []float64
+		var allAlone, allFrontier []float64
 		for sc := range nSc {
-			rs := results[(st*nSc+sc)*nSeed : (st*nSc+sc+1)*nSeed]
+			lo, hi := (st*nSc+sc)*nSeed, (st*nSc+sc+1)*nSeed
+			rs, fr := results[lo:hi], frontier[lo:hi]
 			al := alone[sc*nSeed : (sc+1)*nSeed]
-			row.PerScenario = append(row.PerScenario, summarise(rs, al, spec.Scenarios[sc].Duration))
-			all, allAlone = append(all, rs...), append(allAlone, al...)
+			row.PerScenario = append(row.PerScenario, summarise(rs, al, fr, spec.Scenarios[sc].Duration))
+			all, allAlone, allFrontier = append(all, rs...), append(allAlone, al...), append(allFrontier, fr...)
 		}
-		row.ScenarioStats = summarise(all, allAlone, 0)
+		row.ScenarioStats = summarise(all, allAlone, allFrontier, 0)
 		if st < len(grid) {
 			res.Rows = append(res.Rows, row)
 		} else {
@@ -303,9 +328,10 @@ func Search(spec SearchSpec, progress func(done, total int)) (SearchResult, erro
 }
 
 // summarise reads runs, with the foreground alone's seconds at or over
-// critical in the same scenario and seed beside each; duration is their
-// scenario's ticks, for X (0 for runs of several scenarios: X is 0).
-func summarise(rs []Result, alone []float64, duration int) ScenarioStats {
+// critical in the same scenario and seed beside each, and each run's
+// window p99 over the frontier's; duration is their scenario's ticks,
+// for X (0 for runs of several scenarios: X is 0).
+func summarise(rs []Result, alone, frontier []float64, duration int) ScenarioStats {
 	st := ScenarioStats{Runs: len(rs)}
 	if len(rs) == 0 {
 		return st
@@ -331,6 +357,16 @@ func summarise(rs []Result, alone []float64, duration int) ScenarioStats {
 	st.POverGoal = float64(over) / float64(len(rs))
 	st.P99Median, _ = p99Summary(p99s)
 	st.CanaryMedian, _ = p99Summary(canaries)
+	st.Frontier, _ = p99Summary(frontier)
+	behind := 0
+	for _, f := range frontier {
+		if f > FrontierSlack {
+			behind++
+		}
+	}
+	if len(frontier) > 0 {
+		st.PBehind = float64(behind) / float64(len(frontier))
+	}
 	return st
 }
 
@@ -375,6 +411,23 @@ func Best(rows []SearchRow, maxExtra float64) (int, bool) {
 	best := -1
 	for i, r := range rows {
 		if r.POverGoal > MaxPOverGoal || r.ExtraCritical > maxExtra {
+			continue
+		}
+		if best < 0 || r.Efficiency > rows[best].Efficiency {
+			best = i
+		}
+	}
+	return best, best >= 0
+}
+
+// BestOnFrontier is the index of the row with the most work among those
+// on the frontier (Frontier at most FrontierSlack) with at most maxExtra
+// seconds at or over critical beyond the foreground alone's; ok is false
+// where none qualifies. Ties go to the earlier row.
+func BestOnFrontier(rows []SearchRow, maxExtra float64) (int, bool) {
+	best := -1
+	for i, r := range rows {
+		if r.Frontier > FrontierSlack || r.ExtraCritical > maxExtra {
 			continue
 		}
 		if best < 0 || r.Efficiency > rows[best].Efficiency {

@@ -104,7 +104,7 @@ func FitBlock(b *replay.Block) Scenario {
 	s := Scenario{Name: b.Scenario}
 	pts, x0 := Points(b)
 	s.Points = pts
-	s.Model = sim.LatencyModel{Scenario: b.Scenario, Points: len(pts), UnthrottledRowsPerSec: x0, Steal: Steal(b)}
+	s.Model = sim.LatencyModel{Scenario: b.Scenario, Points: len(pts), UnthrottledRowsPerSec: x0, Steal: Steal(b), AloneLogSD: round4(AloneLogSD(b))}
 	switch {
 	case len(pts) == 0:
 		s.Reason = "no pair with a p99 ratio (no foreground)"
@@ -268,6 +268,39 @@ func residuals(curve func(float64) float64, xs, ratios []float64) (sd float64, o
 		}
 	}
 	return sd, outliers
+}
+
+// AloneLogSD is the spread of ln latency of the foreground alone's
+// transactions in b, read off their quantiles: (ln p99 - ln p50) /
+// 2.3263, over the server part (the whole latency in blocks recorded
+// before the split) of every alone window's seconds, leaving out each
+// window's dropped seconds and seconds with steal over 10 %, as the
+// verdicts do. 0 where b has no such transaction.
+func AloneLogSD(b *replay.Block) float64 {
+	h := replay.NewHistogram()
+	for _, w := range b.Windows {
+		if w.Policy != replay.PolicyAlone {
+			continue
+		}
+		for _, s := range b.Seconds {
+			if s.T < w.Start+w.Dropped || s.T >= w.End || s.Steal > 0.10 {
+				continue
+			}
+			if s.Server.Count() > 0 {
+				s.Server.AddTo(h)
+			} else {
+				s.Lat.AddTo(h)
+			}
+		}
+	}
+	if h.Count() == 0 {
+		return 0
+	}
+	p50, p99 := h.Quantile(0.50).Seconds(), h.Quantile(0.99).Seconds()
+	if !(p50 > 0) || !(p99 > p50) {
+		return 0
+	}
+	return math.Log(p99/p50) / 2.3263478740408408
 }
 
 // Steal is the distribution of the hypervisor's steal share over b's

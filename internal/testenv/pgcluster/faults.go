@@ -244,6 +244,23 @@ func (c *Cluster) ResumeReplay(ctx context.Context) error {
 	return c.onReplica(ctx, "SELECT pg_wal_replay_resume()")
 }
 
+// SetReplicaFeedback turns the replica's hot_standby_feedback on or off
+// (on is the cluster's default) and reloads its configuration. With replay
+// paused and feedback on, the replica reports the xmin of the last
+// transaction it replayed, and the primary's vacuum keeps every row
+// version since then: the paused replica pins the horizon as a long
+// transaction would.
+func (c *Cluster) SetReplicaFeedback(ctx context.Context, on bool) error {
+	v := "off"
+	if on {
+		v = "on"
+	}
+	if err := c.onReplica(ctx, "ALTER SYSTEM SET hot_standby_feedback = "+v); err != nil {
+		return err
+	}
+	return c.onReplica(ctx, "SELECT pg_reload_conf()")
+}
+
 func (c *Cluster) onReplica(ctx context.Context, q string) error {
 	conn, err := c.Replica.Connect(ctx, RoleAdmin)
 	if err != nil {
