@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/coord"
 	"github.com/throttled/throttled/jobs"
@@ -119,7 +118,7 @@ func (m coordinated) leader() bool { return m.e.Leader() }
 func (m coordinated) status(j throttle.Job) throttle.JobStatus { return m.e.Status(j) }
 
 func (m coordinated) resumeLatched(ctx context.Context, actor, reason string) error {
-	return RequestResume(ctx, m.c.coord, m.c.store, actor, reason)
+	return RequestResume(ctx, m.c.store, actor, reason)
 }
 
 func (m coordinated) close() {
@@ -180,10 +179,10 @@ var ErrNotLatched = errors.New("throttled: no latched critical pause to resume")
 // decision, within a tick; the pause then ends as any critical pause
 // does, once the signals are calm. ErrNotLatched when the last published
 // decision is not latched.
-func RequestResume(ctx context.Context, db *pgxpool.Pool, store *holds.Store, actor, reason string) error {
+func RequestResume(ctx context.Context, db *holds.DB, actor, reason string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	latched, err := coord.RequestResume(ctx, db, actor)
+	latched, err := coord.RequestResume(ctx, db.Pool(), actor)
 	if err != nil {
 		return fmt.Errorf("throttled: request a resume: %w", err)
 	}
@@ -193,7 +192,7 @@ func RequestResume(ctx context.Context, db *pgxpool.Pool, store *holds.Store, ac
 	if reason == "" {
 		reason = "no reason given"
 	}
-	return store.Audit(ctx, holds.Entry{Event: holds.EventMode, Actor: actor, Source: string(hold.SourceManual),
+	return db.Audit().Append(ctx, holds.Entry{Event: holds.EventMode, Actor: actor, Source: string(hold.SourceManual),
 		Reason: "resume of the latched critical pause requested: " + reason})
 }
 
