@@ -9,9 +9,9 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/internal/coord"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/throttle/hold"
@@ -116,7 +116,7 @@ func (s storeBackend) audit(ctx context.Context, since time.Duration) ([]holds.E
 }
 
 func (s storeBackend) resumeLatched(ctx context.Context, reason string) error {
-	return throttled.RequestResume(ctx, s.db, s.actor, reason)
+	return coord.RequestResume(ctx, s.db, s.actor, reason)
 }
 
 func (s storeBackend) close() { s.db.Pool().Close() }
