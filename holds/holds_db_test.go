@@ -546,7 +546,7 @@ func TestAReadOnlyDBNeedsNoWrite(t *testing.T) {
 		t.Fatalf("Active as pg_monitor: %v, %v; want hold %s", active, err, h.ID)
 	}
 	if es, err := ro.Audit().Since(ctx, time.Now().Add(-time.Hour)); err != nil || len(es) == 0 {
-		t.Fatalf("AuditSince as pg_monitor: %d entries, %v", len(es), err)
+		t.Fatalf("Audit().Since as pg_monitor: %d entries, %v", len(es), err)
 	}
 
 	// A database never migrated.

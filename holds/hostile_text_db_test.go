@@ -72,7 +72,7 @@ func TestStoreRefusesForgingTextAndOutOfBoundHolds(t *testing.T) {
 // exemption from a signal nothing knows and to warn of a job no process
 // has registered. A worker's job and the custom signals it declares are
 // known; a job with a checkpoint is known.
-func TestStoreKnowsRegisteredJobsAndSignals(t *testing.T) {
+func TestRegistryKnowsRegisteredJobsAndSignals(t *testing.T) {
 	_, pool, db := setup(t)
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `INSERT INTO throttled.workers (id, job, signals) VALUES ('known-test/1', 'known_worker_job', '{queue_depth,vacuum_running}')`); err != nil {
@@ -87,7 +87,7 @@ func TestStoreKnowsRegisteredJobsAndSignals(t *testing.T) {
 	})
 	jobs, err := db.Registry().Jobs(ctx)
 	if err != nil || !slices.Contains(jobs, "known_worker_job") || !slices.Contains(jobs, "known_checkpoint_job") {
-		t.Fatalf("KnownJobs = %v, %v; want the worker's and the checkpoint's", jobs, err)
+		t.Fatalf("Registry().Jobs = %v, %v; want the worker's and the checkpoint's", jobs, err)
 	}
 	for _, tc := range []struct {
 		sc    hold.Scope
