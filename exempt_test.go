@@ -49,10 +49,11 @@ func TestAnExemptionHoldRunsItsJobThroughALagCritical(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	store, err := holds.NewStore(ctx, pool, holds.Config{})
+	db, err := holds.New(pool, holds.Config{}) // on the schema the Client migrated
 	if err != nil {
 		t.Fatal(err)
 	}
+	store := db.Holds()
 	h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("exempt-job"), Source: hold.SourceCLI,
 		Reason: "the replica is being rebuilt", Actor: "alice", TTL: time.Hour, Exempt: string(signals.ReplicaLagBytes)})
 	if err != nil {
@@ -89,7 +90,7 @@ func TestAnExemptionHoldRunsItsJobThroughALagCritical(t *testing.T) {
 	})
 	// The run while critical is a page, in the audit log with the hold.
 	pgtest.Eventually(t, 10*time.Second, func() error {
-		es, err := store.AuditSince(ctx, time.Now().Add(-time.Hour))
+		es, err := db.Audit().Since(ctx, time.Now().Add(-time.Hour))
 		if err != nil {
 			return err
 		}

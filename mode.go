@@ -2,19 +2,15 @@ package throttled
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/coord"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle"
-	"github.com/throttled/throttled/throttle/hold"
 )
 
 // mode.go: how a Client paces its jobs, solo or coordinated. The Client
@@ -119,7 +115,7 @@ func (m coordinated) leader() bool { return m.e.Leader() }
 func (m coordinated) status(j throttle.Job) throttle.JobStatus { return m.e.Status(j) }
 
 func (m coordinated) resumeLatched(ctx context.Context, actor, reason string) error {
-	return RequestResume(ctx, m.c.coord, m.c.store, actor, reason)
+	return coord.RequestResume(ctx, m.c.store, actor, reason)
 }
 
 func (m coordinated) close() {
@@ -173,33 +169,11 @@ var (
 
 // ErrNotLatched is a resume asked of a cluster in no latched critical
 // pause.
-var ErrNotLatched = errors.New("throttled: no latched critical pause to resume")
-
-// RequestResume asks the cluster's leader to end its latched critical
-// pause, as actor (audited with reason). The leader acts on its next
-// decision, within a tick; the pause then ends as any critical pause
-// does, once the signals are calm. ErrNotLatched when the last published
-// decision is not latched.
-func RequestResume(ctx context.Context, db *pgxpool.Pool, store *holds.Store, actor, reason string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	latched, err := coord.RequestResume(ctx, db, actor)
-	if err != nil {
-		return fmt.Errorf("throttled: request a resume: %w", err)
-	}
-	if !latched {
-		return ErrNotLatched
-	}
-	if reason == "" {
-		reason = "no reason given"
-	}
-	return store.Audit(ctx, holds.Entry{Event: holds.EventMode, Actor: actor, Source: string(hold.SourceManual),
-		Reason: "resume of the latched critical pause requested: " + reason})
-}
+var ErrNotLatched = coord.ErrNotLatched
 
 // ResumeLatched ends a latched critical pause as actor: at once in this
-// process's controller, or, in coordinated mode, through the leader
-// (RequestResume).
+// process's controller, or, in coordinated mode, by asking the cluster's
+// leader, within a tick, and auditing the request with reason.
 func (c *Client) ResumeLatched(ctx context.Context, actor, reason string) error {
 	return c.mode.resumeLatched(ctx, actor, reason)
 }

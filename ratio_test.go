@@ -31,10 +31,11 @@ func TestARatioHoldScalesARunningWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	store, err := holds.NewStore(ctx, pool, holds.Config{})
+	db, err := holds.New(pool, holds.Config{}) // on the schema the Client migrated
 	if err != nil {
 		t.Fatal(err)
 	}
+	store := db.Holds()
 	rate := func() float64 { return p.Status().Rate }
 	pgtest.Eventually(t, 20*time.Second, func() error {
 		if r := rate(); r < 7 {
@@ -55,7 +56,7 @@ func TestARatioHoldScalesARunningWorker(t *testing.T) {
 		}
 		return nil
 	})
-	if vs, err := store.Enforce(ctx, tc.HoldWatcher(), holds.EnforcerConfig{Grace: time.Millisecond}); err != nil || len(vs) != 0 {
+	if vs, err := holds.NewEnforcer(pool, tc.HoldWatcher(), holds.EnforcerConfig{Grace: time.Millisecond}).Enforce(ctx); err != nil || len(vs) != 0 {
 		t.Errorf("Enforce under a ratio hold: %v, %v; want no violation: the job may work", vs, err)
 	}
 	if _, err := store.Release(ctx, h.ID, "alice", hold.SourceCLI, "deploy done"); err != nil {

@@ -101,7 +101,7 @@ type Client struct {
 	ctl       *throttle.Controller
 	ls        *throttle.Limiters
 	holds     *hold.Local
-	store     *holds.Store   // nil without CoordinationDSN
+	store     *holds.DB      // nil without CoordinationDSN
 	watcher   *holds.Watcher // nil without CoordinationDSN
 	coord     *pgxpool.Pool
 	mode      mode       // solo, or coordinated with Options.Coordinate
@@ -263,7 +263,11 @@ func (c *Client) openCoordination(ctx context.Context, opts Options, log hclog.L
 	if c.coord, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return err
 	}
-	if c.store, err = holds.NewStore(ctx, c.coord, opts.Holds); err != nil {
+	if c.store, err = holds.New(c.coord, opts.Holds); err != nil {
+		c.coord.Close()
+		return err
+	}
+	if err := holds.Migrate(ctx, c.coord); err != nil {
 		c.coord.Close()
 		return err
 	}
@@ -301,7 +305,7 @@ func (c *Client) auditor(ctx context.Context) {
 			return
 		case e := <-c.audits:
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if err := c.store.Audit(actx, e); err != nil {
+			if err := c.store.Audit().Append(actx, e); err != nil {
 				c.log.Warn("cannot write the audit log", "error", err, "event", e.Reason)
 			}
 			cancel()
@@ -310,7 +314,7 @@ func (c *Client) auditor(ctx context.Context) {
 }
 
 // watchPrimary records, once a tick, the primary this process samples in
-// the audit log when the log names another one last (holds.RecordPrimary
+// the audit log when the log names another one last (AuditLog.RecordPrimary
 // compares in the cluster, so a leader elected after a failover tells the
 // change too). A change is logged as a page and handed to
 // Options.OnPrimaryChange. Only a fresh identity counts: a follower's
@@ -330,7 +334,7 @@ func (c *Client) watchPrimary(ctx context.Context) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		e, changed, err := c.store.RecordPrimary(rctx, id.Addr, id.Timeline)
+		e, changed, err := c.store.Audit().RecordPrimary(rctx, id.Addr, id.Timeline)
 		cancel()
 		if err != nil {
 			c.log.Warn("cannot record the primary in the audit log", "error", err, "primary", id.String())
@@ -348,6 +352,7 @@ func (c *Client) watchPrimary(ctx context.Context) {
 
 // enforce checks every 2 s for job sessions working under a hold.
 func (c *Client) enforce(ctx context.Context, cfg holds.EnforcerConfig) {
+	e := holds.NewEnforcer(c.coord, c.watcher, cfg)
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for {
@@ -357,7 +362,7 @@ func (c *Client) enforce(ctx context.Context, cfg holds.EnforcerConfig) {
 		case <-t.C:
 		}
 		ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		vs, err := c.store.Enforce(ectx, c.watcher, cfg)
+		vs, err := e.Enforce(ectx)
 		cancel()
 		if err != nil {
 			c.log.Warn("enforcement check failed", "error", err)
@@ -559,7 +564,7 @@ func (c *Client) Close() error {
 // and a poll), or nil without Options.CoordinationDSN.
 func (c *Client) HoldWatcher() *holds.Watcher { return c.watcher }
 
-// DurableHolds is the cluster's holds and audit log, in the database: a
-// hold made there pauses every process; nil without
-// Options.CoordinationDSN.
-func (c *Client) DurableHolds() *holds.Store { return c.store }
+// DurableHolds is the cluster's holds, windows and audit log, in the
+// database (schema throttled, migrated by Open): a hold made there
+// pauses every process; nil without Options.CoordinationDSN.
+func (c *Client) DurableHolds() *holds.DB { return c.store }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/internal/jobname"
 	"github.com/throttled/throttled/throttle"
 	"github.com/throttled/throttled/throttle/hold"
@@ -23,26 +24,46 @@ type Violation struct {
 	Cancelled  bool
 }
 
-// EnforcerConfig configures [Store.Enforce].
+// EnforcerConfig configures an [Enforcer].
 type EnforcerConfig struct {
 	// Grace is how long a job's transaction may run on after a hold
 	// before it counts as not honouring it: the longest batch a job may
 	// finish. Defaults to 10s.
 	Grace time.Duration
 	// Cancel cancels such sessions' queries (pg_cancel_backend), which
-	// needs pg_signal_backend or the same role.
+	// needs pg_signal_backend or the same role. Off by default: the
+	// enforcer then only audits and reports.
 	Cancel bool
 }
 
-// Enforce looks for sessions tagged as a job (application_name
-// "throttled:<job>") whose transaction has run longer than Grace while a
-// hold in w applies to the job: work that does not honour the pause. Each
-// one is audited once (per backend and transaction), and cancelled when
-// configured. It returns the violations found now, new or not. Seeing
-// other roles' sessions needs pg_read_all_stats.
-func (s *Store) Enforce(ctx context.Context, w *Watcher, cfg EnforcerConfig) ([]Violation, error) {
+// Enforcer finds the sessions of jobs that keep working under a hold, in
+// pg_stat_activity, audits each one, and, when Config.Cancel is set,
+// cancels its query with pg_cancel_backend: it acts on other processes'
+// backends. A job's sessions are those tagged application_name
+// "throttled:<job>"; seeing other roles' sessions needs
+// pg_read_all_stats. It is safe for concurrent use, and several
+// enforcers, in one process or many, audit a violation once.
+type Enforcer struct {
+	db  *pgxpool.Pool
+	w   *Watcher
+	cfg EnforcerConfig
+}
+
+// NewEnforcer returns an Enforcer that checks the sessions on db against
+// the holds w applies.
+func NewEnforcer(db *pgxpool.Pool, w *Watcher, cfg EnforcerConfig) *Enforcer {
 	cfg.Grace = cmp.Or(cfg.Grace, 10*time.Second)
-	rows, err := s.db.Query(ctx, `SELECT pid, application_name, extract(epoch FROM now() - xact_start)::float8, left(query, 200),
+	return &Enforcer{db: db, w: w, cfg: cfg}
+}
+
+// Enforce checks once: it looks for job sessions whose transaction has
+// run longer than Grace while a hold that pauses the job applies (work
+// that does not honour the pause), audits each one once (per backend and
+// transaction, event pause_not_honoured), and cancels its query when
+// Config.Cancel is set. It returns the violations found now, new or not.
+func (e *Enforcer) Enforce(ctx context.Context) ([]Violation, error) {
+	cfg, w := e.cfg, e.w
+	rows, err := e.db.Query(ctx, `SELECT pid, application_name, extract(epoch FROM now() - xact_start)::float8, left(query, 200),
 			backend_start, xact_start
 		FROM pg_stat_activity
 		WHERE starts_with(application_name, $1) AND state <> 'idle' AND xact_start < now() - make_interval(secs => $2)
@@ -85,7 +106,7 @@ func (s *Store) Enforce(ctx context.Context, w *Watcher, cfg EnforcerConfig) ([]
 			continue
 		}
 		if cfg.Cancel {
-			if err := s.db.QueryRow(ctx, "SELECT pg_cancel_backend($1)", v.PID).Scan(&v.Cancelled); err != nil {
+			if err := e.db.QueryRow(ctx, "SELECT pg_cancel_backend($1)", v.PID).Scan(&v.Cancelled); err != nil {
 				return out, fmt.Errorf("holds: cancel pid %d: %w", v.PID, err)
 			}
 		}
@@ -99,7 +120,7 @@ func (s *Store) Enforce(ctx context.Context, w *Watcher, cfg EnforcerConfig) ([]
 		// other's line; the start is compared as a time, whatever zone
 		// each process writes it in.
 		xactStart := sess.xactBeg.UTC().Format(time.RFC3339Nano)
-		err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
 				fmt.Sprintf("pause_not_honoured:%d:%s", v.PID, xactStart)); err != nil {
 				return err

@@ -19,10 +19,10 @@ import (
 // first", even when several enforcers (one per process) check at the
 // same moment: the check and the insert run under a lock on the pair.
 func TestConcurrentEnforcersAuditOnce(t *testing.T) {
-	c, pool, store := setup(t)
+	c, pool, db := setup(t)
 	ctx := context.Background()
 	w := holds.NewWatcher(pool, holds.WatcherConfig{})
-	h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("rogue-once"), Source: hold.SourceManual, Reason: "incident", Actor: "alice"})
+	h, err := db.Holds().Add(ctx, hold.Request{Scope: hold.OneJob("rogue-once"), Source: hold.SourceManual, Reason: "incident", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +60,8 @@ func TestConcurrentEnforcersAuditOnce(t *testing.T) {
 		return nil
 	})
 	const n = 16
-	stores := make([]*holds.Store, n)
-	for i := range stores {
+	enforcers := make([]*holds.Enforcer, n)
+	for i := range enforcers {
 		p, err := pgxpool.New(ctx, c.Primary.DSN(pgcluster.RoleAdmin))
 		if err != nil {
 			t.Fatal(err)
@@ -70,9 +70,7 @@ func TestConcurrentEnforcersAuditOnce(t *testing.T) {
 		if err := p.Ping(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if stores[i], err = holds.NewStore(ctx, p, holds.Config{}); err != nil {
-			t.Fatal(err)
-		}
+		enforcers[i] = holds.NewEnforcer(p, w, holds.EnforcerConfig{Grace: grace})
 	}
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -82,7 +80,7 @@ func TestConcurrentEnforcersAuditOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			_, err := stores[i].Enforce(ctx, w, holds.EnforcerConfig{Grace: grace})
+			_, err := enforcers[i].Enforce(ctx)
 			errs <- err
 		}()
 	}

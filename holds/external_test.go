@@ -17,18 +17,18 @@ import (
 // default) pauses the jobs again: the expired hold, never released, hands
 // its key to the new one.
 func TestExternalHoldRefiresAfterExpiry(t *testing.T) {
-	_, pool, store := setup(t)
+	_, pool, db := setup(t)
 	ctx := context.Background()
 	key := fmt.Sprintf("grafana:refire-%d", time.Now().UnixNano())
 	startsAt := time.Now().Add(-time.Minute)
 	req := hold.Request{Scope: hold.AllJobs(), Source: hold.SourceGrafanaAlert, Reason: "replica lag alert", Actor: "grafana", TTL: time.Second}
-	h, res, err := store.AddExternal(ctx, key, startsAt, req)
+	h, res, err := db.Holds().AddExternal(ctx, key, startsAt, req)
 	if err != nil || res != holds.ExternalAdded {
 		t.Fatalf("first firing: %v, %v", res, err)
 	}
 	// The hold expires while the alert is still firing.
 	pgtest.Eventually(t, 10*time.Second, func() error {
-		active, err := store.Active(ctx)
+		active, err := db.Holds().Active(ctx)
 		if err != nil {
 			return err
 		}
@@ -45,7 +45,7 @@ func TestExternalHoldRefiresAfterExpiry(t *testing.T) {
 	}
 	// Grafana repeats the still-firing alert: it must pause again.
 	req.TTL = time.Hour
-	h2, res, err := store.AddExternal(ctx, key, startsAt, req)
+	h2, res, err := db.Holds().AddExternal(ctx, key, startsAt, req)
 	if err != nil {
 		t.Fatalf("repeat of a still-firing alert after its hold expired: %v; want a new hold", err)
 	}

@@ -21,7 +21,7 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func setup(t *testing.T) (*pgcluster.Cluster, *pgxpool.Pool, *holds.Store) {
+func setup(t *testing.T) (*pgcluster.Cluster, *pgxpool.Pool, *holds.DB) {
 	t.Helper()
 	c := pgtest.Cluster(t)
 	pool, err := pgxpool.New(context.Background(), c.Primary.DSN(pgcluster.RoleAdmin))
@@ -29,20 +29,30 @@ func setup(t *testing.T) (*pgcluster.Cluster, *pgxpool.Pool, *holds.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store, err := holds.NewStore(context.Background(), pool, holds.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := migrated(t, pool, holds.Config{})
 	// Each test starts with no active hold.
 	if _, err := pool.Exec(context.Background(), "UPDATE throttled.holds SET released_at = now(), released_by = 'test' WHERE released_at IS NULL"); err != nil {
 		t.Fatal(err)
 	}
-	return c, pool, store
+	return c, pool, db
 }
 
-func events(t *testing.T, store *holds.Store, since time.Time) []string {
+// migrated migrates the schema on pool and returns a DB on it under cfg.
+func migrated(t *testing.T, pool *pgxpool.Pool, cfg holds.Config) *holds.DB {
 	t.Helper()
-	es, err := store.AuditSince(context.Background(), since)
+	if err := holds.Migrate(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	db, err := holds.New(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func events(t *testing.T, db *holds.DB, since time.Time) []string {
+	t.Helper()
+	es, err := db.Audit().Since(context.Background(), since)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +64,7 @@ func events(t *testing.T, store *holds.Store, since time.Time) []string {
 }
 
 func TestAddValidatesAndAudits(t *testing.T) {
-	_, pool, store := setup(t)
+	_, pool, db := setup(t)
 	ctx := context.Background()
 	var dbNow time.Time
 	pool.QueryRow(ctx, "SELECT now()").Scan(&dbNow)
@@ -68,68 +78,68 @@ func TestAddValidatesAndAudits(t *testing.T) {
 		{hold.Request{Scope: hold.AllJobs(), Source: "cron", Reason: "x"}, `source "cron"`},
 		{hold.Request{Scope: hold.OneJob("Bad Name"), Source: hold.SourceManual, Reason: "x"}, "Bad Name"},
 	} {
-		if _, err := store.Add(ctx, tc.r); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+		if _, err := db.Holds().Add(ctx, tc.r); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Add(%+v) = %v; want %q", tc.r, err, tc.want)
 		}
 	}
-	h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceManual, Reason: "replica rebuild", Actor: "alice"})
+	h, err := db.Holds().Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceManual, Reason: "replica rebuild", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := h.Expires.Sub(h.Created); d != time.Hour {
 		t.Fatalf("default TTL %s; want 1h", d)
 	}
-	if got := events(t, store, dbNow); len(got) != 1 || got[0] != "hold_created:"+h.ID {
+	if got := events(t, db, dbNow); len(got) != 1 || got[0] != "hold_created:"+h.ID {
 		t.Fatalf("audit %v; want one hold_created for %s (refused requests leave nothing)", got, h.ID)
 	}
 }
 
 func TestReleaseRules(t *testing.T) {
-	_, _, store := setup(t)
+	_, _, db := setup(t)
 	ctx := context.Background()
-	person, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceManual, Reason: "investigating", Actor: "alice"})
+	person, err := db.Holds().Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceManual, Reason: "investigating", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	auto, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceAuto, Reason: "critical load", Actor: "throttled"})
+	auto, err := db.Holds().Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceAuto, Reason: "critical load", Actor: "throttled"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Automation never releases a person's hold.
-	if _, err := store.Release(ctx, person.ID, "throttled", hold.SourceAuto, "load recovered"); !errors.Is(err, holds.ErrPersonsHold) {
+	if _, err := db.Holds().Release(ctx, person.ID, "throttled", hold.SourceAuto, "load recovered"); !errors.Is(err, holds.ErrPersonsHold) {
 		t.Fatalf("auto released a person's hold: %v", err)
 	}
 	// Nor does a Grafana alert, nor may it end throttled's own hold.
 	for _, id := range []string{person.ID, auto.ID} {
-		if _, err := store.Release(ctx, id, "grafana", hold.SourceGrafanaAlert, "alert resolved"); !errors.Is(err, holds.ErrPersonsHold) {
+		if _, err := db.Holds().Release(ctx, id, "grafana", hold.SourceGrafanaAlert, "alert resolved"); !errors.Is(err, holds.ErrPersonsHold) {
 			t.Fatalf("grafana-alert released hold %s: %v", id, err)
 		}
 	}
-	if released, err := store.ReleaseScope(ctx, hold.OneJob("purge"), "grafana", hold.SourceGrafanaAlert, "alert resolved"); err != nil || len(released) != 0 {
+	if released, err := db.Holds().ReleaseScope(ctx, hold.OneJob("purge"), "grafana", hold.SourceGrafanaAlert, "alert resolved"); err != nil || len(released) != 0 {
 		t.Fatalf("grafana-alert scope release: %v, %v; want nothing released", released, err)
 	}
-	if released, err := store.ReleaseScope(ctx, hold.OneJob("purge"), "throttled", hold.SourceAuto, "load recovered"); err != nil || len(released) != 1 || released[0].ID != auto.ID {
+	if released, err := db.Holds().ReleaseScope(ctx, hold.OneJob("purge"), "throttled", hold.SourceAuto, "load recovered"); err != nil || len(released) != 1 || released[0].ID != auto.ID {
 		t.Fatalf("auto release of the scope: %v, %v; want only %s", released, err, auto.ID)
 	}
-	active, _ := store.Active(ctx)
+	active, _ := db.Holds().Active(ctx)
 	if len(active) != 1 || active[0].ID != person.ID {
 		t.Fatalf("after the automatic hold ended: %v; want the person's hold alone", active)
 	}
-	if _, err := store.Release(ctx, auto.ID, "bob", hold.SourceCLI, ""); !errors.Is(err, hold.ErrUnknown) {
+	if _, err := db.Holds().Release(ctx, auto.ID, "bob", hold.SourceCLI, ""); !errors.Is(err, hold.ErrUnknown) {
 		t.Fatalf("releasing a released hold: %v", err)
 	}
-	if _, err := store.Release(ctx, "h999999", "bob", hold.SourceCLI, ""); !errors.Is(err, hold.ErrUnknown) || !strings.Contains(err.Error(), "h999999") {
+	if _, err := db.Holds().Release(ctx, "h999999", "bob", hold.SourceCLI, ""); !errors.Is(err, hold.ErrUnknown) || !strings.Contains(err.Error(), "h999999") {
 		t.Fatalf("unknown hold: %v", err)
 	}
-	if _, err := store.Release(ctx, person.ID, "alice", hold.SourceCLI, "done"); err != nil {
+	if _, err := db.Holds().Release(ctx, person.ID, "alice", hold.SourceCLI, "done"); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestAuditIsAppendOnly(t *testing.T) {
-	_, pool, store := setup(t)
+	_, pool, db := setup(t)
 	ctx := context.Background()
-	if err := store.Audit(ctx, holds.Entry{Event: holds.EventReload, Actor: "ops", Reason: "test"}); err != nil {
+	if err := db.Audit().Append(ctx, holds.Entry{Event: holds.EventReload, Actor: "ops", Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{"UPDATE throttled.audit SET reason = 'rewritten'", "DELETE FROM throttled.audit", "TRUNCATE throttled.audit"} {
@@ -142,7 +152,7 @@ func TestAuditIsAppendOnly(t *testing.T) {
 }
 
 func TestWatcherSeesChangesWithinASecondByNotification(t *testing.T) {
-	_, pool, store := setup(t)
+	_, pool, db := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// A poll every 30 s: only the notification can deliver within a second.
@@ -163,7 +173,7 @@ func TestWatcherSeesChangesWithinASecondByNotification(t *testing.T) {
 		}
 		return nil
 	})
-	h, err := store.Add(ctx, hold.Request{Scope: hold.Group("purge_"), Source: hold.SourceCLI, Reason: "deploy", Actor: "alice"})
+	h, err := db.Holds().Add(ctx, hold.Request{Scope: hold.Group("purge_"), Source: hold.SourceCLI, Reason: "deploy", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +186,7 @@ func TestWatcherSeesChangesWithinASecondByNotification(t *testing.T) {
 	if got := w.Applying(time.Now(), "archive"); len(got) != 0 {
 		t.Fatalf("a group hold on purge_ applies to archive: %v", got)
 	}
-	if _, err := store.Release(ctx, h.ID, "alice", hold.SourceCLI, "done"); err != nil {
+	if _, err := db.Holds().Release(ctx, h.ID, "alice", hold.SourceCLI, "done"); err != nil {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, time.Second, func() error {
@@ -188,11 +198,11 @@ func TestWatcherSeesChangesWithinASecondByNotification(t *testing.T) {
 }
 
 func TestHoldsExpireOnTheirOwnAndAreAuditedOnce(t *testing.T) {
-	_, pool, store := setup(t)
+	_, pool, db := setup(t)
 	ctx := context.Background()
 	var start time.Time
 	pool.QueryRow(ctx, "SELECT now()").Scan(&start)
-	h, err := store.Add(ctx, hold.Request{Scope: hold.AllJobs(), Source: hold.SourceCLI, Reason: "short", Actor: "alice", TTL: time.Second})
+	h, err := db.Holds().Add(ctx, hold.Request{Scope: hold.AllJobs(), Source: hold.SourceCLI, Reason: "short", Actor: "alice", TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,13 +231,13 @@ func TestHoldsExpireOnTheirOwnAndAreAuditedOnce(t *testing.T) {
 	}
 	wg.Wait()
 	n := 0
-	for _, e := range events(t, store, start) {
+	for _, e := range events(t, db, start) {
 		if e == "hold_expired:"+h.ID {
 			n++
 		}
 	}
 	if n != 1 {
-		t.Fatalf("expiry audited %d times: %v", n, events(t, store, start))
+		t.Fatalf("expiry audited %d times: %v", n, events(t, db, start))
 	}
 }
 
@@ -271,10 +281,10 @@ func TestWatcherFailsClosedWhenItCannotConfirm(t *testing.T) {
 }
 
 func TestEnforceDetectsAuditsAndCancelsWorkUnderAHold(t *testing.T) {
-	c, pool, store := setup(t)
+	c, pool, db := setup(t)
 	ctx := context.Background()
 	w := holds.NewWatcher(pool, holds.WatcherConfig{})
-	h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("rogue"), Source: hold.SourceManual, Reason: "incident", Actor: "alice"})
+	h, err := db.Holds().Add(ctx, hold.Request{Scope: hold.OneJob("rogue"), Source: hold.SourceManual, Reason: "incident", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,13 +302,14 @@ func TestEnforceDetectsAuditsAndCancelsWorkUnderAHold(t *testing.T) {
 		done <- err
 	}()
 	// Not while the hold is younger than the grace, nor the transaction.
-	if vs, err := store.Enforce(ctx, w, holds.EnforcerConfig{Grace: 30 * time.Second}); err != nil || len(vs) != 0 {
+	if vs, err := holds.NewEnforcer(pool, w, holds.EnforcerConfig{Grace: 30 * time.Second}).Enforce(ctx); err != nil || len(vs) != 0 {
 		t.Fatalf("within the grace: %v, %v", vs, err)
 	}
 	var vs []holds.Violation
+	enforcer := holds.NewEnforcer(pool, w, holds.EnforcerConfig{Grace: time.Second, Cancel: true})
 	pgtest.Eventually(t, 10*time.Second, func() error {
 		var err error
-		vs, err = store.Enforce(ctx, w, holds.EnforcerConfig{Grace: time.Second, Cancel: true})
+		vs, err = enforcer.Enforce(ctx)
 		if err == nil && len(vs) == 0 {
 			err = errors.New("no violation yet")
 		}
@@ -316,7 +327,7 @@ func TestEnforceDetectsAuditsAndCancelsWorkUnderAHold(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the rogue session was not cancelled")
 	}
-	es, _ := store.AuditSince(ctx, h.Created.Add(-time.Second))
+	es, _ := db.Audit().Since(ctx, h.Created.Add(-time.Second))
 	n := 0
 	for _, e := range es {
 		if e.Event == holds.EventPauseNotHonoured && e.Detail["job"] == "rogue" {
@@ -353,23 +364,23 @@ func TestClusterCapIsEnforcedByTheDatabase(t *testing.T) {
 	ctx := context.Background()
 	var start time.Time
 	pool.QueryRow(ctx, "SELECT now()").Scan(&start)
-	store, err := holds.NewStore(ctx, pool, holds.Config{TTL: hold.TTLPolicy{Max: 100 * time.Hour}})
+	db, err := holds.New(pool, holds.Config{TTL: hold.TTLPolicy{Max: 100 * time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := store.ClusterTTL(ctx); err != nil || got.Max != holds.DefaultMaxTTL || got.Default != holds.DefaultTTL {
+	if got, err := db.Holds().ClusterTTL(ctx); err != nil || got.Max != holds.DefaultMaxTTL || got.Default != holds.DefaultTTL {
 		t.Fatalf("cluster TTLs %+v, %v; want the defaults %s, %s", got, err, holds.DefaultTTL, holds.DefaultMaxTTL)
 	}
-	if _, err := store.SetTTL(ctx, hold.TTLPolicy{Max: time.Millisecond}, "alice", hold.SourceCLI, "x"); !errors.Is(err, hold.ErrInvalid) {
+	if _, err := db.Holds().SetTTL(ctx, hold.TTLPolicy{Max: time.Millisecond}, "alice", hold.SourceCLI, "x"); !errors.Is(err, hold.ErrInvalid) {
 		t.Fatalf("a cap of 1ms: %v; want refused", err)
 	}
-	setClusterCap(t, store, 2*time.Hour)
+	setClusterCap(t, db.Holds(), 2*time.Hour)
 	// The default cap back again writes nothing; a change is audited once,
 	// with who and the old and new values.
-	if old, err := store.SetTTL(ctx, hold.TTLPolicy{Max: 2 * time.Hour}, "test", hold.SourceManual, "again"); err != nil || old.Max != 2*time.Hour {
+	if old, err := db.Holds().SetTTL(ctx, hold.TTLPolicy{Max: 2 * time.Hour}, "test", hold.SourceManual, "again"); err != nil || old.Max != 2*time.Hour {
 		t.Fatalf("same cap again: %+v, %v", old, err)
 	}
-	es, err := store.AuditSince(ctx, start)
+	es, err := db.Audit().Since(ctx, start)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,20 +395,20 @@ func TestClusterCapIsEnforcedByTheDatabase(t *testing.T) {
 	}
 
 	req := hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceManual, Reason: "long", Actor: "alice", TTL: 3 * time.Hour}
-	if _, err := store.Add(ctx, req); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), "TTL 3h0m0s exceeds the maximum 2h0m0s") {
+	if _, err := db.Holds().Add(ctx, req); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), "TTL 3h0m0s exceeds the maximum 2h0m0s") {
 		t.Fatalf("Add 3h under a 2h cluster cap (store max 100h): %v", err)
 	}
-	if _, _, err := store.AddExternal(ctx, "grafana:cap-new", time.Time{}, req); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), "exceeds the maximum 2h0m0s") {
+	if _, _, err := db.Holds().AddExternal(ctx, "grafana:cap-new", time.Time{}, req); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), "exceeds the maximum 2h0m0s") {
 		t.Fatalf("AddExternal 3h: %v", err)
 	}
 	// A renewal may not stretch a hold past the cap either.
 	req.TTL = time.Hour
-	ext, res, err := store.AddExternal(ctx, "grafana:cap-renew", time.Time{}, req)
+	ext, res, err := db.Holds().AddExternal(ctx, "grafana:cap-renew", time.Time{}, req)
 	if err != nil || res != holds.ExternalAdded {
 		t.Fatalf("AddExternal 1h: %v, %v", res, err)
 	}
 	req.TTL = 3 * time.Hour
-	if _, _, err := store.AddExternal(ctx, "grafana:cap-renew", time.Time{}, req); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), "TTL 3h0m0s") {
+	if _, _, err := db.Holds().AddExternal(ctx, "grafana:cap-renew", time.Time{}, req); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), "TTL 3h0m0s") {
 		t.Fatalf("renewal to 3h: %v", err)
 	}
 	// Plain SQL, as the role that writes schema throttled.
@@ -429,33 +440,33 @@ func TestClusterCapIsEnforcedByTheDatabase(t *testing.T) {
 // it with a raw SQLSTATE (answered 500), while the same input in a pause
 // was refused as invalid (400). Every write checks its text first.
 func TestReleaseRefusesTextPostgresCannotStore(t *testing.T) {
-	_, _, store := setup(t)
+	_, _, db := setup(t)
 	ctx := context.Background()
-	h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceManual, Reason: "investigating", Actor: "alice"})
+	h, err := db.Holds().Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceManual, Reason: "investigating", Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := fmt.Sprintf("grafana:nul-%d", time.Now().UnixNano())
-	if _, _, err := store.AddExternal(ctx, key, time.Time{}, hold.Request{Scope: hold.AllJobs(), Source: hold.SourceGrafanaAlert, Reason: "alert", Actor: "grafana"}); err != nil {
+	if _, _, err := db.Holds().AddExternal(ctx, key, time.Time{}, hold.Request{Scope: hold.AllJobs(), Source: hold.SourceGrafanaAlert, Reason: "alert", Actor: "grafana"}); err != nil {
 		t.Fatal(err)
 	}
 	for name, call := range map[string]func() error{
-		"Release reason": func() error { _, err := store.Release(ctx, h.ID, "bob", hold.SourceCLI, "\x00"); return err },
-		"Release actor":  func() error { _, err := store.Release(ctx, h.ID, "b\xffob", hold.SourceCLI, "done"); return err },
+		"Release reason": func() error { _, err := db.Holds().Release(ctx, h.ID, "bob", hold.SourceCLI, "\x00"); return err },
+		"Release actor":  func() error { _, err := db.Holds().Release(ctx, h.ID, "b\xffob", hold.SourceCLI, "done"); return err },
 		"ReleaseScope": func() error {
-			_, err := store.ReleaseScope(ctx, h.Scope, "bob", hold.SourceCLI, "a\x00b")
+			_, err := db.Holds().ReleaseScope(ctx, h.Scope, "bob", hold.SourceCLI, "a\x00b")
 			return err
 		},
 		"ReleaseExternal": func() error {
-			_, err := store.ReleaseExternal(ctx, key, time.Time{}, "grafana", hold.SourceGrafanaAlert, "\x00")
+			_, err := db.Holds().ReleaseExternal(ctx, key, time.Time{}, "grafana", hold.SourceGrafanaAlert, "\x00")
 			return err
 		},
 		"AddExternal key": func() error {
-			_, _, err := store.AddExternal(ctx, "grafana:\x00", time.Time{}, hold.Request{Scope: hold.AllJobs(), Source: hold.SourceGrafanaAlert, Reason: "a"})
+			_, _, err := db.Holds().AddExternal(ctx, "grafana:\x00", time.Time{}, hold.Request{Scope: hold.AllJobs(), Source: hold.SourceGrafanaAlert, Reason: "a"})
 			return err
 		},
 		"SetTTL reason": func() error {
-			_, err := store.SetTTL(ctx, hold.TTLPolicy{Max: time.Hour}, "ops", hold.SourceManual, "\x00")
+			_, err := db.Holds().SetTTL(ctx, hold.TTLPolicy{Max: time.Hour}, "ops", hold.SourceManual, "\x00")
 			return err
 		},
 	} {
@@ -463,11 +474,11 @@ func TestReleaseRefusesTextPostgresCannotStore(t *testing.T) {
 			t.Errorf("%s with text PostgreSQL cannot store: %v; want an error wrapping hold.ErrInvalid", name, err)
 		}
 	}
-	active, err := store.Active(ctx)
+	active, err := db.Holds().Active(ctx)
 	if err != nil || len(active) != 2 {
 		t.Fatalf("after the refusals: %v, %v; want both holds still active", active, err)
 	}
-	if got, err := store.ClusterTTL(ctx); err != nil || got.Max != holds.DefaultMaxTTL {
+	if got, err := db.Holds().ClusterTTL(ctx); err != nil || got.Max != holds.DefaultMaxTTL {
 		t.Fatalf("cluster TTLs %+v, %v; want the cap unchanged", got, err)
 	}
 }
@@ -482,16 +493,13 @@ func TestAuditStoresAnyText(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store, err := holds.NewStore(ctx, pool, holds.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := migrated(t, pool, holds.Config{})
 	start := time.Now().Add(-time.Second)
-	if err := store.Audit(ctx, holds.Entry{Event: holds.EventReload, Actor: "op\x00", Source: "sighup", Reason: "refused: bad \x00 byte \xff",
+	if err := db.Audit().Append(ctx, holds.Entry{Event: holds.EventReload, Actor: "op\x00", Source: "sighup", Reason: "refused: bad \x00 byte \xff",
 		Detail: map[string]any{"error": "x\x00y"}}); err != nil {
 		t.Fatalf("audit with a NUL: %v", err)
 	}
-	es, err := store.AuditSince(ctx, start)
+	es, err := db.Audit().Since(ctx, start)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,35 +514,39 @@ func TestAuditStoresAnyText(t *testing.T) {
 	}
 }
 
-// A store opened to read, as the sampler's pg_monitor role, lists the
-// holds and reads the audit without migrating; on a database whose schema
-// throttled is missing it says so, and which migrations it lacks.
-func TestAReadOnlyStoreNeedsNoWrite(t *testing.T) {
+// A DB on a current schema, as the sampler's pg_monitor role, lists the
+// holds and reads the audit without migrating (which that role may not);
+// on a database whose schema throttled is missing CheckSchema says so,
+// and which migrations it lacks.
+func TestAReadOnlyDBNeedsNoWrite(t *testing.T) {
 	c, _, admin := setup(t)
 	ctx := context.Background()
-	h, err := admin.Add(ctx, hold.Request{Scope: hold.OneJob("read-only"), Source: hold.SourceCLI, Reason: "read me", Actor: "alice", TTL: time.Hour})
+	h, err := admin.Holds().Add(ctx, hold.Request{Scope: hold.OneJob("read-only"), Source: hold.SourceCLI, Reason: "read me", Actor: "alice", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { admin.Release(context.Background(), h.ID, "alice", hold.SourceCLI, "test over") })
+	t.Cleanup(func() { admin.Holds().Release(context.Background(), h.ID, "alice", hold.SourceCLI, "test over") })
 	mon, err := pgxpool.New(ctx, c.Primary.DSN(pgcluster.RoleMonitor))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mon.Close()
-	if _, err := holds.NewStore(ctx, mon, holds.Config{}); err == nil {
-		t.Fatal("NewStore as pg_monitor migrated; want refused (it may not write the schema)")
+	if err := holds.Migrate(ctx, mon); err == nil {
+		t.Fatal("Migrate as pg_monitor succeeded; want refused (it may not write the schema)")
 	}
-	ro, err := holds.OpenStore(ctx, mon, holds.Config{})
+	if err := holds.CheckSchema(ctx, mon); err != nil {
+		t.Fatalf("CheckSchema as pg_monitor: %v", err)
+	}
+	ro, err := holds.New(mon, holds.Config{})
 	if err != nil {
-		t.Fatalf("OpenStore as pg_monitor: %v", err)
+		t.Fatal(err)
 	}
-	active, err := ro.Active(ctx)
+	active, err := ro.Holds().Active(ctx)
 	if err != nil || !slices.ContainsFunc(active, func(x hold.Hold) bool { return x.ID == h.ID }) {
 		t.Fatalf("Active as pg_monitor: %v, %v; want hold %s", active, err, h.ID)
 	}
-	if es, err := ro.AuditSince(ctx, time.Now().Add(-time.Hour)); err != nil || len(es) == 0 {
-		t.Fatalf("AuditSince as pg_monitor: %d entries, %v", len(es), err)
+	if es, err := ro.Audit().Since(ctx, time.Now().Add(-time.Hour)); err != nil || len(es) == 0 {
+		t.Fatalf("Audit().Since as pg_monitor: %d entries, %v", len(es), err)
 	}
 
 	// A database never migrated.
@@ -560,9 +572,9 @@ func TestAReadOnlyStoreNeedsNoWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fresh.Close()
-	_, err = holds.OpenStore(ctx, fresh, holds.Config{})
+	err = holds.CheckSchema(ctx, fresh)
 	if !errors.Is(err, holds.ErrSchemaBehind) || !strings.Contains(err.Error(), "0001_checkpoints") || !strings.Contains(err.Error(), "throttled migrate") {
-		t.Fatalf("OpenStore on a database never migrated: %v; want ErrSchemaBehind naming the migrations and throttled migrate", err)
+		t.Fatalf("CheckSchema on a database never migrated: %v; want ErrSchemaBehind naming the migrations and throttled migrate", err)
 	}
 }
 
@@ -576,15 +588,15 @@ func TestHoldWithoutTTLLivesTheClusterDefault(t *testing.T) {
 	ctx := context.Background()
 	var start time.Time
 	pool.QueryRow(ctx, "SELECT now()").Scan(&start)
-	store, err := holds.NewStore(ctx, pool, holds.Config{})
+	db, err := holds.New(pool, holds.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.SetTTL(ctx, hold.TTLPolicy{Default: 15 * time.Minute, Max: 2 * time.Hour}, "ops", hold.SourceManual, "short holds"); err != nil {
+	if _, err := db.Holds().SetTTL(ctx, hold.TTLPolicy{Default: 15 * time.Minute, Max: 2 * time.Hour}, "ops", hold.SourceManual, "short holds"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := store.SetTTL(ctx, hold.TTLPolicy{}, "test", hold.SourceManual, "test done"); err != nil {
+		if _, err := db.Holds().SetTTL(ctx, hold.TTLPolicy{}, "test", hold.SourceManual, "test done"); err != nil {
 			t.Errorf("put the cluster's TTLs back: %v", err)
 		}
 	})
@@ -596,31 +608,31 @@ func TestHoldWithoutTTLLivesTheClusterDefault(t *testing.T) {
 		}
 		return h.Expires.Sub(h.Created).Round(time.Second)
 	}
-	if got := life(store, 0); got != 15*time.Minute {
+	if got := life(db.Holds(), 0); got != 15*time.Minute {
 		t.Errorf("a hold without a TTL lives %s; want the cluster's default 15m", got)
 	}
-	if got := life(store, 90*time.Minute); got != 90*time.Minute {
+	if got := life(db.Holds(), 90*time.Minute); got != 90*time.Minute {
 		t.Errorf("a hold asking 90m lives %s", got)
 	}
-	narrow, err := holds.NewStore(ctx, pool, holds.Config{TTL: hold.TTLPolicy{Max: 5 * time.Minute}})
+	narrow, err := holds.New(pool, holds.Config{TTL: hold.TTLPolicy{Max: 5 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := life(narrow, 0); got != 5*time.Minute {
+	if got := life(narrow.Holds(), 0); got != 5*time.Minute {
 		t.Errorf("under a store's own max 5m a hold without a TTL lives %s; want 5m", got)
 	}
-	own, err := holds.NewStore(ctx, pool, holds.Config{TTL: hold.TTLPolicy{Default: 3 * time.Minute}})
+	own, err := holds.New(pool, holds.Config{TTL: hold.TTLPolicy{Default: 3 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := life(own, 0); got != 3*time.Minute {
+	if got := life(own.Holds(), 0); got != 3*time.Minute {
 		t.Errorf("a store with its own default 3m gave %s", got)
 	}
-	if _, err := holds.NewStore(ctx, pool, holds.Config{TTL: hold.TTLPolicy{Default: 2 * time.Hour, Max: time.Hour}}); err == nil ||
+	if _, err := holds.New(pool, holds.Config{TTL: hold.TTLPolicy{Default: 2 * time.Hour, Max: time.Hour}}); err == nil ||
 		!strings.Contains(err.Error(), "default TTL 2h0m0s exceeds max TTL 1h0m0s") {
 		t.Errorf("a store whose default exceeds its max: %v; want refused by the one policy", err)
 	}
-	es, err := store.AuditSince(ctx, start)
+	es, err := db.Audit().Since(ctx, start)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // hold.ErrInvalid that names the problem, never the database's check
 // constraint, and nothing written.
 func TestStoreRefusesForgingTextAndOutOfBoundHolds(t *testing.T) {
-	_, pool, store := setup(t)
+	_, pool, db := setup(t)
 	ctx := context.Background()
 	var before int
 	pool.QueryRow(ctx, "SELECT count(*) FROM throttled.holds").Scan(&before)
@@ -41,7 +41,7 @@ func TestStoreRefusesForgingTextAndOutOfBoundHolds(t *testing.T) {
 		{request(func(r *hold.Request) { r.TTL = time.Nanosecond }), "TTL 1ns is under the shortest accepted, 1s"},
 		{request(func(r *hold.Request) { r.TTL = 999 * time.Microsecond }), "TTL 999µs is under the shortest accepted, 1s"},
 	} {
-		if h, err := store.Add(ctx, tc.r); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+		if h, err := db.Holds().Add(ctx, tc.r); !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Add(%+v) = %+v, %v; want hold.ErrInvalid saying %q", tc.r, h, err, tc.want)
 		}
 	}
@@ -51,19 +51,19 @@ func TestStoreRefusesForgingTextAndOutOfBoundHolds(t *testing.T) {
 		t.Errorf("%d holds written by refused requests", after-before)
 	}
 	// A release's reason and actor, and the cluster's settings, the same.
-	h, err := store.Add(ctx, request(func(*hold.Request) {}))
+	h, err := db.Holds().Add(ctx, request(func(*hold.Request) {}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Release(ctx, h.ID, "bob", hold.SourceCLI, "done\nh1  all  FORGED"); !errors.Is(err, hold.ErrInvalid) ||
+	if _, err := db.Holds().Release(ctx, h.ID, "bob", hold.SourceCLI, "done\nh1  all  FORGED"); !errors.Is(err, hold.ErrInvalid) ||
 		!strings.Contains(err.Error(), "reason: control character U+000A at byte 4") {
 		t.Errorf("Release with a newline in its reason = %v; want hold.ErrInvalid naming it", err)
 	}
-	if _, err := store.Release(ctx, h.ID, "bob\r", hold.SourceCLI, "done"); !errors.Is(err, hold.ErrInvalid) ||
+	if _, err := db.Holds().Release(ctx, h.ID, "bob\r", hold.SourceCLI, "done"); !errors.Is(err, hold.ErrInvalid) ||
 		!strings.Contains(err.Error(), "actor: control character U+000D at byte 3") {
 		t.Errorf("Release with a CR in its actor = %v; want hold.ErrInvalid naming it", err)
 	}
-	if _, err := store.Release(ctx, h.ID, "bob", hold.SourceCLI, "done"); err != nil {
+	if _, err := db.Holds().Release(ctx, h.ID, "bob", hold.SourceCLI, "done"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -72,8 +72,8 @@ func TestStoreRefusesForgingTextAndOutOfBoundHolds(t *testing.T) {
 // exemption from a signal nothing knows and to warn of a job no process
 // has registered. A worker's job and the custom signals it declares are
 // known; a job with a checkpoint is known.
-func TestStoreKnowsRegisteredJobsAndSignals(t *testing.T) {
-	_, pool, store := setup(t)
+func TestRegistryKnowsRegisteredJobsAndSignals(t *testing.T) {
+	_, pool, db := setup(t)
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `INSERT INTO throttled.workers (id, job, signals) VALUES ('known-test/1', 'known_worker_job', '{queue_depth,vacuum_running}')`); err != nil {
 		t.Fatal(err)
@@ -85,9 +85,9 @@ func TestStoreKnowsRegisteredJobsAndSignals(t *testing.T) {
 		pool.Exec(context.Background(), "DELETE FROM throttled.workers WHERE id = 'known-test/1'")
 		pool.Exec(context.Background(), "DELETE FROM throttled.checkpoints WHERE job = 'known_checkpoint_job'")
 	})
-	jobs, err := store.KnownJobs(ctx)
+	jobs, err := db.Registry().Jobs(ctx)
 	if err != nil || !slices.Contains(jobs, "known_worker_job") || !slices.Contains(jobs, "known_checkpoint_job") {
-		t.Fatalf("KnownJobs = %v, %v; want the worker's and the checkpoint's", jobs, err)
+		t.Fatalf("Registry().Jobs = %v, %v; want the worker's and the checkpoint's", jobs, err)
 	}
 	for _, tc := range []struct {
 		sc    hold.Scope
@@ -102,7 +102,7 @@ func TestStoreKnowsRegisteredJobsAndSignals(t *testing.T) {
 		{hold.OneJob("configured"), []string{"configured"}, ""},
 		{hold.AllJobs(), nil, ""},
 	} {
-		ws, err := store.ScopeWarnings(ctx, tc.sc, tc.known)
+		ws, err := db.Registry().ScopeWarnings(ctx, tc.sc, tc.known)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func TestStoreKnowsRegisteredJobsAndSignals(t *testing.T) {
 		{"no_such_signal", []string{"configured_signal"}, false},
 		{"", nil, true},
 	} {
-		err := store.CheckExempt(ctx, tc.name, tc.custom)
+		err := db.Registry().CheckExempt(ctx, tc.name, tc.custom)
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("CheckExempt(%q) = %v; want it known", tc.name, err)

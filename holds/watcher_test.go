@@ -26,18 +26,21 @@ func TestWatcherExpiresHoldsOnTheDatabasesClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store, err := NewStore(ctx, pool, Config{})
+	if err := Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	db, err := New(pool, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, "UPDATE throttled.holds SET released_at = now(), released_by = 'test' WHERE released_at IS NULL"); err != nil {
 		t.Fatal(err)
 	}
-	long, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceCLI, Reason: "replica rebuild", Actor: "alice", TTL: time.Hour})
+	long, err := db.Holds().Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceCLI, Reason: "replica rebuild", Actor: "alice", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	short, err := store.Add(ctx, hold.Request{Scope: hold.OneJob("archive"), Source: hold.SourceCLI, Reason: "short", Actor: "alice", TTL: 2 * time.Second})
+	short, err := db.Holds().Add(ctx, hold.Request{Scope: hold.OneJob("archive"), Source: hold.SourceCLI, Reason: "short", Actor: "alice", TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -32,12 +33,19 @@ func windowRows(ws hold.Windows) []windowRow {
 	return out
 }
 
-// SetWindows replaces the cluster's run and maintenance windows with ws,
-// in one transaction, and audits a change (event windows, with the old
-// and new windows in its detail); windows equal to the cluster's write
-// nothing. `throttled run` calls it with its file's windows at start and on
-// each applied reload, as it does SetTTL.
-func (s *Store) SetWindows(ctx context.Context, ws hold.Windows, actor string, source hold.Source, reason string) error {
+// WindowStore writes the cluster's run and maintenance windows,
+// throttled.windows, which every [Watcher] reads with the holds. Get one
+// from [DB.Windows]. It is safe for concurrent use.
+type WindowStore struct {
+	db *pgxpool.Pool
+}
+
+// Set replaces the cluster's run and maintenance windows with ws, in one
+// transaction, and audits a change (event windows, with the old and new
+// windows in its detail); windows equal to the cluster's write nothing.
+// `throttled run` calls it with its file's windows at start and on each
+// applied reload, as it does [Store.SetTTL].
+func (s *WindowStore) Set(ctx context.Context, ws hold.Windows, actor string, source hold.Source, reason string) error {
 	if err := checkStorable("actor", actor, "source", string(source), "reason", reason); err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ import (
 // write. The change is audited once; writing the same windows again writes
 // nothing; removing them releases the job.
 func TestWindowsInTheClusterHoldJobsInEveryProcess(t *testing.T) {
-	_, pool, store := setup(t)
+	_, pool, db := setup(t)
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, "DELETE FROM throttled.windows"); err != nil {
 		t.Fatal(err)
@@ -41,13 +41,13 @@ func TestWindowsInTheClusterHoldJobsInEveryProcess(t *testing.T) {
 	ws := hold.Windows{"purge": {Run: []hold.Window{w}}, "archive": {Avoid: map[string]hold.Window{"always": maint}}}
 	var dbNow time.Time
 	pool.QueryRow(ctx, "SELECT now()").Scan(&dbNow)
-	if err := store.SetWindows(ctx, ws, "test", hold.SourceAuto, "from the test"); err != nil {
+	if err := db.Windows().Set(ctx, ws, "test", hold.SourceAuto, "from the test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.SetWindows(ctx, ws, "test", hold.SourceAuto, "again"); err != nil {
+	if err := db.Windows().Set(ctx, ws, "test", hold.SourceAuto, "again"); err != nil {
 		t.Fatal(err)
 	}
-	if got := events(t, store, dbNow); !slices.Equal(got, []string{"windows:"}) {
+	if got := events(t, db, dbNow); !slices.Equal(got, []string{"windows:"}) {
 		t.Errorf("audit after writing the windows twice: %v; want one windows entry", got)
 	}
 	held := func(wt *holds.Watcher, j, id string) error {
@@ -81,7 +81,7 @@ func TestWindowsInTheClusterHoldJobsInEveryProcess(t *testing.T) {
 		t.Errorf("reason %q", h[0].Reason)
 	}
 
-	if err := store.SetWindows(ctx, nil, "test", hold.SourceAuto, "windows removed"); err != nil {
+	if err := db.Windows().Set(ctx, nil, "test", hold.SourceAuto, "windows removed"); err != nil {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, 5*time.Second, func() error {

@@ -140,7 +140,7 @@ func TestHoldsArePushedToGrafanaAsRegions(t *testing.T) {
 		return func() { cancel(); <-done }
 	}
 	stop := start()
-	store := client.DurableHolds()
+	store := client.DurableHolds().Holds()
 	add := func(job, reason string) hold.Hold {
 		h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob(job), Source: hold.SourceManual, Reason: reason, Actor: "alice", TTL: 10 * time.Minute})
 		if err != nil {

@@ -124,7 +124,7 @@ func (s *Server) grafanaHook(w http.ResponseWriter, r *http.Request, _ config.To
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	ops, err := planGrafana(p, who, s.config().Grafana.HoldTTL, s.store.Check)
+	ops, err := planGrafana(p, who, s.config().Grafana.HoldTTL, s.db.Holds().Check)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -135,7 +135,7 @@ func (s *Server) grafanaHook(w http.ResponseWriter, r *http.Request, _ config.To
 	var result api.HookResult
 	for _, op := range ops {
 		if op.firing {
-			_, res, err := s.store.AddExternal(r.Context(), op.key, op.at, op.req)
+			_, res, err := s.db.Holds().AddExternal(r.Context(), op.key, op.at, op.req)
 			if err != nil {
 				writeError(w, http.StatusInternalServerError, fmt.Sprintf("alerts[%d]: %v", op.index, err))
 				return
@@ -150,7 +150,7 @@ func (s *Server) grafanaHook(w http.ResponseWriter, r *http.Request, _ config.To
 			}
 			continue
 		}
-		released, err := s.store.ReleaseExternal(r.Context(), op.key, op.at, op.req.Actor, hold.SourceGrafanaAlert, "Grafana alert resolved")
+		released, err := s.db.Holds().ReleaseExternal(r.Context(), op.key, op.at, op.req.Actor, hold.SourceGrafanaAlert, "Grafana alert resolved")
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, fmt.Sprintf("alerts[%d]: %v", op.index, err))
 			return

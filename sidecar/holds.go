@@ -15,7 +15,7 @@ import (
 )
 
 func (s *Server) holds(w http.ResponseWriter, r *http.Request, _ config.Token) {
-	active, err := s.store.Active(r.Context())
+	active, err := s.db.Holds().Active(r.Context())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
@@ -53,7 +53,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, _ config.Token) {
 		}
 		since = d
 	}
-	es, err := s.store.AuditSince(r.Context(), time.Now().Add(-since))
+	es, err := s.db.Audit().Since(r.Context(), time.Now().Add(-since))
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
@@ -100,13 +100,13 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token)
 	// an exemption from a signal neither throttled, this sidecar's file
 	// nor the cluster's workers know, which would do nothing.
 	cfg := s.config()
-	err = s.store.Check(hreq)
+	err = s.db.Holds().Check(hreq)
 	if err == nil {
-		err = s.store.CheckExempt(r.Context(), req.Exempt, customSignals(cfg))
+		err = s.db.Registry().CheckExempt(r.Context(), req.Exempt, customSignals(cfg))
 	}
 	var h hold.Hold
 	if err == nil {
-		h, err = s.store.Add(r.Context(), hreq)
+		h, err = s.db.Holds().Add(r.Context(), hreq)
 	}
 	if errors.Is(err, hold.ErrInvalid) {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -119,7 +119,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, tok config.Token)
 	answer := HoldJSON(h)
 	// A hold on a job no process knows is placed (the job may start
 	// later), with a warning: it may be a typo that holds nothing.
-	warnings, err := s.store.ScopeWarnings(r.Context(), sc, configuredJobs(cfg))
+	warnings, err := s.db.Registry().ScopeWarnings(r.Context(), sc, configuredJobs(cfg))
 	if err != nil {
 		warnings = []string{"could not check that a process has registered the hold's jobs: " + err.Error()}
 	}
@@ -182,7 +182,7 @@ func (s *Server) resumeLatched(w http.ResponseWriter, r *http.Request, tok confi
 }
 
 func (s *Server) resume(w http.ResponseWriter, r *http.Request, tok config.Token) {
-	h, err := s.store.Release(r.Context(), r.PathValue("id"), "token:"+tok.Name, hold.SourceManual, r.URL.Query().Get("reason"))
+	h, err := s.db.Holds().Release(r.Context(), r.PathValue("id"), "token:"+tok.Name, hold.SourceManual, r.URL.Query().Get("reason"))
 	switch {
 	case errors.Is(err, hold.ErrUnknown):
 		writeError(w, http.StatusNotFound, err.Error())

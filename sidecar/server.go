@@ -28,7 +28,7 @@ const maxBody = 64 << 10
 // concurrent use.
 type Server struct {
 	client *throttled.Client
-	store  *holds.Store
+	db     *holds.DB // the cluster's holds, audit log and registry
 	log    hclog.Logger
 	reload func(ctx context.Context) (*config.Config, error)
 	// budgets are each admission class's slots (admit.go).
@@ -83,9 +83,9 @@ func New(client *throttled.Client, cfg *config.Config, reload func(context.Conte
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	s := &Server{client: client, store: client.DurableHolds(), log: log, reload: reload, budgets: newBudgets(cfg.MaxConcurrent), csrfKey: make([]byte, 32),
+	s := &Server{client: client, db: client.DurableHolds(), log: log, reload: reload, budgets: newBudgets(cfg.MaxConcurrent), csrfKey: make([]byte, 32),
 		pacers: map[string]throttled.Pacer{}, adopted: map[string]bool{}, starved: map[string]bool{}, wait: newWaitHistogram(), reports: map[string]*reportTotals{}}
-	s.grantDB, s.owner, s.grantSem = store.New(s.store.DB()), grantOwner(cfg.Listen), make(chan struct{}, grantConns)
+	s.grantDB, s.owner, s.grantSem = store.New(s.db.Pool()), grantOwner(cfg.Listen), make(chan struct{}, grantConns)
 	s.book = newGrantBook(GrantTTL, func(id string, g *grant) {
 		s.log.Warn("token expired unreported: counted as a failed batch", "job", g.job, "worker", g.worker)
 		s.endGrant(id, g.job, store.GrantExpired)

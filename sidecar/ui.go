@@ -297,7 +297,7 @@ func (s *Server) uiPausePost(w http.ResponseWriter, r *http.Request, _ config.To
 			return
 		}
 	}
-	h, err := s.store.Add(r.Context(), hold.Request{Scope: hold.OneJob(job), Source: hold.SourceManual,
+	h, err := s.db.Holds().Add(r.Context(), hold.Request{Scope: hold.OneJob(job), Source: hold.SourceManual,
 		Reason: strings.TrimSpace(r.PostForm.Get("reason")), Actor: actor, TTL: ttl})
 	if errors.Is(err, hold.ErrInvalid) {
 		s.renderUI(w, r, http.StatusBadRequest, actor, job, ret, err.Error(), "")
@@ -317,7 +317,7 @@ func (s *Server) uiRelease(w http.ResponseWriter, r *http.Request, _ config.Toke
 		return
 	}
 	id := r.PostForm.Get("id")
-	_, err := s.store.Release(r.Context(), id, actor, hold.SourceManual, "released from the confirm page")
+	_, err := s.db.Holds().Release(r.Context(), id, actor, hold.SourceManual, "released from the confirm page")
 	switch {
 	case errors.Is(err, hold.ErrUnknown):
 		s.renderUI(w, r, http.StatusNotFound, actor, job, ret, err.Error(), "")

@@ -129,34 +129,40 @@ func commandName(cmd *cobra.Command) string {
 	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
 }
 
-// openStore connects and migrates, bounded by ctx.
-func openStore(ctx context.Context, dsn string, cfg holds.Config) (*holds.Store, *pgxpool.Pool, error) {
-	return connectStore(ctx, dsn, cfg, holds.NewStore)
+// openDB connects and migrates schema throttled, bounded by ctx. The
+// caller closes the DB's pool.
+func openDB(ctx context.Context, dsn string, cfg holds.Config) (*holds.DB, error) {
+	return connectDB(ctx, dsn, cfg, holds.Migrate)
 }
 
-// openReadStore connects to read only: no migration, so a role that may
-// only read schema throttled (pg_monitor) will do.
-func openReadStore(ctx context.Context, dsn string, cfg holds.Config) (*holds.Store, *pgxpool.Pool, error) {
-	return connectStore(ctx, dsn, cfg, holds.OpenStore)
+// openReadDB connects to read only: it checks that schema throttled is
+// current and migrates nothing, so a role that may only read it
+// (pg_monitor) will do. The caller closes the DB's pool.
+func openReadDB(ctx context.Context, dsn string, cfg holds.Config) (*holds.DB, error) {
+	return connectDB(ctx, dsn, cfg, holds.CheckSchema)
 }
 
-func connectStore(ctx context.Context, dsn string, cfg holds.Config,
-	open func(context.Context, *pgxpool.Pool, holds.Config) (*holds.Store, error)) (*holds.Store, *pgxpool.Pool, error) {
+// connectDB connects to dsn and, once prepare (Migrate or CheckSchema)
+// succeeds on the pool, returns a DB on it.
+func connectDB(ctx context.Context, dsn string, cfg holds.Config, prepare func(context.Context, *pgxpool.Pool) error) (*holds.DB, error) {
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, nil, usageError(fmt.Errorf("--primary-dsn: %w", err))
+		return nil, usageError(fmt.Errorf("--primary-dsn: %w", err))
 	}
 	pcfg.MaxConns = 2
 	pcfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	pcfg.ConnConfig.RuntimeParams["application_name"] = "throttled-cli"
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	store, err := open(ctx, pool, cfg)
+	db, err := holds.New(pool, cfg)
+	if err == nil {
+		err = prepare(ctx, pool)
+	}
 	if err != nil {
 		pool.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return store, pool, nil
+	return db, nil
 }

@@ -94,7 +94,7 @@ func (d *daemon) page(ctx context.Context) (stop func()) {
 	pctx, stopPager := context.WithCancel(context.WithoutCancel(ctx))
 	decisions := d.client.Decisions()
 	go d.pager.Run(pctx)
-	audit := &windowAudit{store: d.client.DurableHolds(), leading: d.client.Leader, log: d.slog}
+	audit := &windowAudit{audit: d.client.DurableHolds().Audit(), leading: d.client.Leader, log: d.slog}
 	go func() {
 		for dec := range decisions {
 			d.pager.Decision(dec)
@@ -167,12 +167,12 @@ func (d *daemon) reload(ctx context.Context) (*config.Config, error) {
 	if err != nil {
 		d.slog.Error("configuration refused; the last good one stays", "file", d.path, "error", err, "version", cfg.Version)
 		entry.Reason, entry.Detail = "refused: "+err.Error(), map[string]any{"kept": cfg.Version}
-		_ = d.client.DurableHolds().Audit(actx, entry)
+		_ = d.client.DurableHolds().Audit().Append(actx, entry)
 		return nil, err
 	}
 	d.slog.Info("configuration reloaded", "file", d.path, "version", next.Version)
 	entry.Reason, entry.Detail = "applied version "+next.Version, map[string]any{"previous": cfg.Version}
-	_ = d.client.DurableHolds().Audit(actx, entry)
+	_ = d.client.DurableHolds().Audit().Append(actx, entry)
 	d.cfg = next
 	return next, nil
 }

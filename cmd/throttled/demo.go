@@ -90,19 +90,19 @@ func demoScenes(scale float64) []scene {
 		{"held: throttled pause", d(8), func(ctx context.Context, c *pgcluster.Cluster) (func(), error) {
 			octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			store, pool, err := openStore(octx, c.Primary.DSN(pgcluster.RoleAdmin), holds.Config{})
+			db, err := openDB(octx, c.Primary.DSN(pgcluster.RoleAdmin), holds.Config{})
 			if err != nil {
 				return nil, err
 			}
-			h, err := store.Add(ctx, hold.Request{Scope: hold.OneJob(demoJob), Source: hold.SourceCLI,
+			h, err := db.Holds().Add(ctx, hold.Request{Scope: hold.OneJob(demoJob), Source: hold.SourceCLI,
 				Reason: "demo: checking the replica before the next batch", Actor: "oncall", TTL: 10 * time.Minute})
 			if err != nil {
-				pool.Close()
+				db.Pool().Close()
 				return nil, err
 			}
 			return func() {
-				_, _ = store.Release(context.Background(), h.ID, "oncall", hold.SourceCLI, "demo: replica checked")
-				pool.Close()
+				_, _ = db.Holds().Release(context.Background(), h.ID, "oncall", hold.SourceCLI, "demo: replica checked")
+				db.Pool().Close()
 			}, nil
 		}},
 		{"resumed by hand", d(10), nil},

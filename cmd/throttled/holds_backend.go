@@ -9,10 +9,9 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/internal/coord"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/throttle/hold"
@@ -48,20 +47,19 @@ func (cf coordFlags) backend(ctx context.Context, write bool) (holdsBackend, err
 	if cf.addr != "" {
 		return apiBackend{cf: cf}, nil
 	}
-	open := openStore
+	open := openDB
 	if !write {
-		open = openReadStore
+		open = openReadDB
 	}
-	store, pool, err := open(ctx, cf.dsn, holds.Config{})
+	db, err := open(ctx, cf.dsn, holds.Config{})
 	if err != nil {
 		return nil, err
 	}
-	return storeBackend{store: store, pool: pool, actor: cf.actor, config: cf.config}, nil
+	return storeBackend{db: db, actor: cf.actor, config: cf.config}, nil
 }
 
 type storeBackend struct {
-	store  *holds.Store
-	pool   *pgxpool.Pool
+	db     *holds.DB
 	actor  string
 	config string // a sidecar's configuration file: its jobs and custom signals are known
 }
@@ -72,7 +70,7 @@ type storeBackend struct {
 // known, --config's and the cluster's.
 func (s storeBackend) add(ctx context.Context, r hold.Request) (hold.Hold, []string, error) {
 	r.Source, r.Actor = hold.SourceCLI, s.actor
-	if err := s.store.Check(r); err != nil {
+	if err := s.db.Holds().Check(r); err != nil {
 		return hold.Hold{}, nil, err
 	}
 	var jobs, custom []string
@@ -88,17 +86,17 @@ func (s storeBackend) add(ctx context.Context, r hold.Request) (hold.Hold, []str
 			custom = append(custom, string(c.Name))
 		}
 	}
-	if err := s.store.CheckExempt(ctx, r.Exempt, custom); err != nil {
+	if err := s.db.Registry().CheckExempt(ctx, r.Exempt, custom); err != nil {
 		if errors.Is(err, hold.ErrInvalid) && s.config == "" {
 			err = fmt.Errorf("%w (a sidecar's custom signals are known with --config and its file)", err)
 		}
 		return hold.Hold{}, nil, err
 	}
-	h, err := s.store.Add(ctx, r)
+	h, err := s.db.Holds().Add(ctx, r)
 	if err != nil {
 		return hold.Hold{}, nil, err
 	}
-	warnings, err := s.store.ScopeWarnings(ctx, r.Scope, jobs)
+	warnings, err := s.db.Registry().ScopeWarnings(ctx, r.Scope, jobs)
 	if err != nil {
 		warnings = []string{"could not check that a process has registered the hold's jobs: " + err.Error()}
 	}
@@ -106,22 +104,22 @@ func (s storeBackend) add(ctx context.Context, r hold.Request) (hold.Hold, []str
 }
 
 func (s storeBackend) active(ctx context.Context) ([]hold.Hold, error) {
-	return s.store.Active(ctx)
+	return s.db.Holds().Active(ctx)
 }
 
 func (s storeBackend) release(ctx context.Context, id, reason string) (hold.Hold, error) {
-	return s.store.Release(ctx, id, s.actor, hold.SourceCLI, reason)
+	return s.db.Holds().Release(ctx, id, s.actor, hold.SourceCLI, reason)
 }
 
 func (s storeBackend) audit(ctx context.Context, since time.Duration) ([]holds.Entry, error) {
-	return s.store.AuditSince(ctx, time.Now().Add(-since))
+	return s.db.Audit().Since(ctx, time.Now().Add(-since))
 }
 
 func (s storeBackend) resumeLatched(ctx context.Context, reason string) error {
-	return throttled.RequestResume(ctx, s.pool, s.store, s.actor, reason)
+	return coord.RequestResume(ctx, s.db, s.actor, reason)
 }
 
-func (s storeBackend) close() { s.pool.Close() }
+func (s storeBackend) close() { s.db.Pool().Close() }
 
 type apiBackend struct{ cf coordFlags }
 

@@ -15,11 +15,12 @@ import (
 // cluster's hold policy: the database enforces the cap for every client,
 // and a hold placed without a TTL (the CLI without --ttl) lives the
 // default. `throttled run` calls it at start and on each applied reload,
-// so the sidecar's file is the authority. Bounded by 5 s.
-func setHoldCap(ctx context.Context, store *holds.Store, cfg *config.Config, path string, log hclog.Logger) error {
+// so the sidecar's file is the authority. It writes cfg's windows too.
+// Bounded by 5 s.
+func setHoldCap(ctx context.Context, db *holds.DB, cfg *config.Config, path string, log hclog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	old, err := store.SetTTL(ctx, cfg.HoldTTL, "throttled", hold.SourceAuto,
+	old, err := db.Holds().SetTTL(ctx, cfg.HoldTTL, "throttled", hold.SourceAuto,
 		fmt.Sprintf("holds of %s (version %s)", path, cfg.Version))
 	if err != nil {
 		return fmt.Errorf("%s: holds default_ttl %s, max_ttl %s: %w", path, cfg.HoldTTL.Default, cfg.HoldTTL.Max, err)
@@ -30,7 +31,7 @@ func setHoldCap(ctx context.Context, store *holds.Store, cfg *config.Config, pat
 	}
 	// The windows live in the cluster too, so every process applies them,
 	// including while this one is down.
-	if err := store.SetWindows(ctx, cfg.Windows, "throttled", hold.SourceAuto,
+	if err := db.Windows().Set(ctx, cfg.Windows, "throttled", hold.SourceAuto,
 		fmt.Sprintf("windows of %s (version %s)", path, cfg.Version)); err != nil {
 		return fmt.Errorf("%s: windows: %w", path, err)
 	}

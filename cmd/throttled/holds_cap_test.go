@@ -33,12 +33,15 @@ func TestHoldCapCannotBeRaisedByAnyClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	store, err := holds.NewStore(ctx, pool, holds.Config{TTL: hold.TTLPolicy{Max: 100 * time.Hour}})
+	if err := holds.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	db, err := holds.New(pool, holds.Config{TTL: hold.TTLPolicy{Max: 100 * time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := store.SetTTL(ctx, hold.TTLPolicy{}, "test", hold.SourceManual, "test done"); err != nil {
+		if _, err := db.Holds().SetTTL(ctx, hold.TTLPolicy{}, "test", hold.SourceManual, "test done"); err != nil {
 			t.Errorf("put the cluster's cap back: %v", err)
 		}
 	})
@@ -66,7 +69,7 @@ func TestHoldCapCannotBeRaisedByAnyClient(t *testing.T) {
 	})
 	a := sidecarAPI{t: t, base: "http://" + addr}
 	waitReady(t, a.base, 20*time.Second)
-	if got, err := store.ClusterTTL(ctx); err != nil || got.Max != 2*time.Hour {
+	if got, err := db.Holds().ClusterTTL(ctx); err != nil || got.Max != 2*time.Hour {
 		t.Fatalf("the cluster's cap after throttled run started: %+v, %v; want its file's 2h", got, err)
 	}
 	var start time.Time
@@ -96,7 +99,7 @@ func TestHoldCapCannotBeRaisedByAnyClient(t *testing.T) {
 		}
 	}
 	// The library, with a maximum of its own above the cluster's.
-	_, err = store.Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceManual, Reason: "long", Actor: "mallory", TTL: 72 * time.Hour})
+	_, err = db.Holds().Add(ctx, hold.Request{Scope: hold.OneJob("purge"), Source: hold.SourceManual, Reason: "long", Actor: "mallory", TTL: 72 * time.Hour})
 	if !errors.Is(err, hold.ErrInvalid) || !strings.Contains(err.Error(), "TTL 72h0m0s exceeds the maximum 2h0m0s") {
 		t.Errorf("library (Config.MaxTTL 100h), TTL 72h: %v; want refused naming both", err)
 	}
@@ -123,10 +126,10 @@ func TestHoldCapCannotBeRaisedByAnyClient(t *testing.T) {
 	if code, body, _ := a.do("POST", "/v1/reload", opsToken, nil); code != 200 || body["applied"] != true {
 		t.Fatalf("reload: %d %v", code, body)
 	}
-	if got, err := store.ClusterTTL(ctx); err != nil || got.Max != 2*time.Hour {
+	if got, err := db.Holds().ClusterTTL(ctx); err != nil || got.Max != 2*time.Hour {
 		t.Fatalf("the cluster's cap after a reload: %+v, %v; want the file's 2h back", got, err)
 	}
-	es, err := store.AuditSince(ctx, start)
+	es, err := db.Audit().Since(ctx, start)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -263,34 +263,35 @@ func logConnections(t *testing.T, admin *pgx.Conn) {
 }
 
 // resumeAllSetup makes three holds of three scopes (and none else) and
-// returns a store on the cluster and its admin DSN.
-func resumeAllSetup(t *testing.T) (*holds.Store, string, []hold.Hold) {
+// returns a DB on the cluster and its admin DSN.
+func resumeAllSetup(t *testing.T) (*holds.DB, string, []hold.Hold) {
 	t.Helper()
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
 	dsn := c.Primary.DSN(pgcluster.RoleAdmin)
-	store, pool, err := openStore(ctx, dsn, holds.Config{})
+	db, err := openDB(ctx, dsn, holds.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	pool := db.Pool()
 	t.Cleanup(pool.Close)
 	if _, err := pool.Exec(ctx, "UPDATE throttled.holds SET released_at = now(), released_by = 'test' WHERE released_at IS NULL"); err != nil {
 		t.Fatal(err)
 	}
 	var hs []hold.Hold
 	for _, sc := range []hold.Scope{hold.OneJob("purge"), hold.Group("archive_"), hold.AllJobs()} {
-		h, err := store.Add(ctx, hold.Request{Scope: sc, Source: hold.SourceCLI, Reason: "test " + sc.String(), Actor: "alice"})
+		h, err := db.Holds().Add(ctx, hold.Request{Scope: sc, Source: hold.SourceCLI, Reason: "test " + sc.String(), Actor: "alice"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		hs = append(hs, h)
 	}
-	return store, dsn, hs
+	return db, dsn, hs
 }
 
-func activeIDs(t *testing.T, store *holds.Store) []string {
+func activeIDs(t *testing.T, db *holds.DB) []string {
 	t.Helper()
-	active, err := store.Active(context.Background())
+	active, err := db.Holds().Active(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func activeIDs(t *testing.T, store *holds.Store) []string {
 // it; without a terminal to ask on, --yes is required), and --scope all
 // releases the hold on all jobs alone.
 func TestResumeAll(t *testing.T) {
-	store, dsn, hs := resumeAllSetup(t)
+	db, dsn, hs := resumeAllSetup(t)
 	ctx := context.Background()
 	// Each answer is typed on the command's standard input: on a
 	// terminal, or on a pipe (no terminal to ask on); none is an empty
@@ -340,7 +341,7 @@ func TestResumeAll(t *testing.T) {
 			t.Errorf("the prompt does not list %s on %s:\n%s", h.ID, h.Scope, errOut)
 		}
 	}
-	if got := fmt.Sprint(activeIDs(t, store)); got != all {
+	if got := fmt.Sprint(activeIDs(t, db)); got != all {
 		t.Fatalf("after a refused confirmation: %s; want %s", got, all)
 	}
 	// --scope all is the hold on all jobs alone.
@@ -348,7 +349,7 @@ func TestResumeAll(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "released hold "+hs[2].ID+" on all") {
 		t.Fatalf("--scope all: exit %d: %s%s", code, out, errOut)
 	}
-	if got := fmt.Sprint(activeIDs(t, store)); got != fmt.Sprint([]string{hs[0].ID, hs[1].ID}) {
+	if got := fmt.Sprint(activeIDs(t, db)); got != fmt.Sprint([]string{hs[0].ID, hs[1].ID}) {
 		t.Fatalf("after --scope all: %s; want the job and group holds", got)
 	}
 	if code, _, errOut := resumeWith(answer{}, "--scope", "all"); code != exitError || !strings.Contains(errOut, "no active hold on exactly all") {
@@ -359,7 +360,7 @@ func TestResumeAll(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "released hold "+hs[0].ID+" on job:purge") || !strings.Contains(out, "released hold "+hs[1].ID+" on group:archive_") {
 		t.Fatalf("--all confirmed: exit %d: %s%s", code, out, errOut)
 	}
-	if got := activeIDs(t, store); len(got) != 0 {
+	if got := activeIDs(t, db); len(got) != 0 {
 		t.Fatalf("after --all: %v still active", got)
 	}
 	if code, out, _ := resumeWith(answer{}, "--all", "--yes"); code != exitOK || !strings.Contains(out, "no active holds") {
@@ -370,7 +371,7 @@ func TestResumeAll(t *testing.T) {
 	if code, out, errOut := resumeWith(answer{}, "--all", "--yes"); code != exitOK || strings.Count(out, "released hold") != 3 || strings.Contains(errOut, "Release all") {
 		t.Fatalf("--all --yes: exit %d: %s%s", code, out, errOut)
 	}
-	es, err := store.AuditSince(ctx, hs[0].Created.Add(-time.Second))
+	es, err := db.Audit().Since(ctx, hs[0].Created.Add(-time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +389,7 @@ func TestResumeAll(t *testing.T) {
 
 // The same through a sidecar's API (--addr), as the token.
 func TestResumeAllThroughASidecar(t *testing.T) {
-	store, dsn, hs := resumeAllSetup(t)
+	db, dsn, hs := resumeAllSetup(t)
 	ctx := context.Background()
 	c := pgtest.Cluster(t)
 	client, err := throttled.Open(ctx, throttled.Options{PrimaryDSN: c.Primary.DSN(pgcluster.RoleMonitor), Cores: 2,
@@ -415,7 +416,7 @@ func TestResumeAllThroughASidecar(t *testing.T) {
 		strings.Count(out.String(), "released hold") != 2 || !strings.Contains(out.String(), hs[2].ID+" on all") {
 		t.Fatalf("--addr --all --yes: exit %d: %s%s", code, out.String(), errOut.String())
 	}
-	if got := activeIDs(t, store); len(got) != 0 {
+	if got := activeIDs(t, db); len(got) != 0 {
 		t.Fatalf("after --addr --all: %v still active", got)
 	}
 }

@@ -18,17 +18,18 @@ import (
 	"github.com/throttled/throttled/throttle/hold"
 )
 
-// noHolds opens a store on the package's pair, releases every active hold
-// (before and after the test) and returns the store and the admin DSN.
-func noHolds(t *testing.T) (*holds.Store, string) {
+// noHolds opens a DB on the package's pair, releases every active hold
+// (before and after the test) and returns the DB and the admin DSN.
+func noHolds(t *testing.T) (*holds.DB, string) {
 	t.Helper()
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
 	dsn := c.Primary.DSN(pgcluster.RoleAdmin)
-	store, pool, err := openStore(ctx, dsn, holds.Config{})
+	db, err := openDB(ctx, dsn, holds.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	pool := db.Pool()
 	release := func() {
 		if _, err := pool.Exec(context.Background(), "UPDATE throttled.holds SET released_at = now(), released_by = 'test' WHERE released_at IS NULL"); err != nil {
 			t.Error(err)
@@ -36,7 +37,7 @@ func noHolds(t *testing.T) (*holds.Store, string) {
 	}
 	release()
 	t.Cleanup(func() { release(); pool.Close() })
-	return store, dsn
+	return db, dsn
 }
 
 func runCLI(args ...string) (int, string, string) {
@@ -52,7 +53,7 @@ func runCLI(args ...string) (int, string, string) {
 // each was accepted (or, 1ns, failed with exit 1 and the database's check
 // constraint), and nothing is held.
 func TestHoldCommandsRefuseForgingTextAndOutOfBoundsAtTheDoor(t *testing.T) {
-	store, dsn := noHolds(t)
+	db, dsn := noHolds(t)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -76,7 +77,7 @@ func TestHoldCommandsRefuseForgingTextAndOutOfBoundsAtTheDoor(t *testing.T) {
 			t.Errorf("%q: exit %d, %s%s; want exit 2 saying %q", tc.args, code, out, errOut, tc.want)
 		}
 	}
-	if ids := activeIDs(t, store); len(ids) != 0 {
+	if ids := activeIDs(t, db); len(ids) != 0 {
 		t.Errorf("holds placed by refused commands: %v", ids)
 	}
 }
@@ -147,7 +148,7 @@ func TestHoldsAuditAndStatusPrintStoredTextOnOneLine(t *testing.T) {
 // there are, on the database path and through a sidecar. A hold on
 // job:nosuchjob is placed (exit 0) with a warning on standard error.
 func TestExemptUnknownSignalAndHoldOnUnknownJobThroughTheCLI(t *testing.T) {
-	store, dsn := noHolds(t)
+	db, dsn := noHolds(t)
 	ctx := context.Background()
 	client, err := throttled.Open(ctx, throttled.Options{PrimaryDSN: pgtest.Cluster(t).Primary.DSN(pgcluster.RoleMonitor), Cores: 2,
 		CoordinationDSN: dsn, Coordinate: true})
@@ -181,7 +182,7 @@ func TestExemptUnknownSignalAndHoldOnUnknownJobThroughTheCLI(t *testing.T) {
 			t.Errorf("pause --all %v: exit %d, %s; want no warning", where[0], code, errOut)
 		}
 	}
-	if n := len(activeIDs(t, store)); n != 6 {
+	if n := len(activeIDs(t, db)); n != 6 {
 		t.Errorf("%d holds active; want the 6 accepted", n)
 	}
 }

@@ -19,29 +19,29 @@ func TestPauseWithoutTTLTakesTheClusterDefault(t *testing.T) {
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
 	dsn := c.Primary.DSN(pgcluster.RoleAdmin)
-	store, pool, err := openStore(ctx, dsn, holds.Config{})
+	db, err := openDB(ctx, dsn, holds.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(pool.Close) // after the TTLs are put back: cleanups run last first
-	if _, err := store.SetTTL(ctx, hold.TTLPolicy{Default: 15 * time.Minute, Max: 2 * time.Hour}, "ops", hold.SourceManual, "short holds"); err != nil {
+	t.Cleanup(db.Pool().Close) // after the TTLs are put back: cleanups run last first
+	if _, err := db.Holds().SetTTL(ctx, hold.TTLPolicy{Default: 15 * time.Minute, Max: 2 * time.Hour}, "ops", hold.SourceManual, "short holds"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := store.SetTTL(ctx, hold.TTLPolicy{}, "test", hold.SourceManual, "test done"); err != nil {
+		if _, err := db.Holds().SetTTL(ctx, hold.TTLPolicy{}, "test", hold.SourceManual, "test done"); err != nil {
 			t.Errorf("put the cluster's TTLs back: %v", err)
 		}
 	})
 	life := func(job string, args ...string) time.Duration {
 		t.Helper()
 		cli(t, append([]string{"pause", "--primary-dsn", dsn, "--job", job, "--reason", "ttl check", "--actor", "alice"}, args...)...)
-		active, err := store.Active(ctx)
+		active, err := db.Holds().Active(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, h := range active {
 			if h.Scope == hold.OneJob(job) {
-				if _, err := store.Release(ctx, h.ID, "alice", hold.SourceCLI, "ttl checked"); err != nil {
+				if _, err := db.Holds().Release(ctx, h.ID, "alice", hold.SourceCLI, "ttl checked"); err != nil {
 					t.Fatal(err)
 				}
 				return h.Expires.Sub(h.Created).Round(time.Second)

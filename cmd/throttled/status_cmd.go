@@ -52,10 +52,11 @@ func status(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
 		printSidecarStatus(out, st)
 		return exitOK
 	}
-	_, pool, err := openReadStore(ctx, cf.dsn, holds.Config{})
+	db, err := openReadDB(ctx, cf.dsn, holds.Config{})
 	if err != nil {
 		return fail(errOut, "status", err)
 	}
+	pool := db.Pool()
 	defer pool.Close()
 	leader, _, workers, err := store.New(pool).Status(ctx, 10*time.Second)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 // made by every process's clock and never stored, so the log is where a
 // person later reads when a job was kept out of its window.
 type windowAudit struct {
-	store   *holds.Store
+	audit   *holds.AuditLog
 	leading func() bool
 	log     hclog.Logger
 	// active maps each job and window hold in force to its reason; nil
@@ -30,7 +30,7 @@ type windowAudit struct {
 type windowHold struct{ job, id string }
 
 func (a *windowAudit) decision(ctx context.Context, d throttle.Decision) {
-	if a.store == nil || !a.leading() {
+	if a.audit == nil || !a.leading() {
 		return
 	}
 	now := map[windowHold]string{}
@@ -67,7 +67,7 @@ func sortedHolds(m map[windowHold]string) []windowHold {
 func (a *windowAudit) write(ctx context.Context, event, reason, job string) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := a.store.Audit(ctx, holds.Entry{Event: event, Actor: "throttled", Source: string(hold.SourceWindow), Reason: reason,
+	if err := a.audit.Append(ctx, holds.Entry{Event: event, Actor: "throttled", Source: string(hold.SourceWindow), Reason: reason,
 		Detail: map[string]any{"job": job}}); err != nil {
 		a.log.Warn("cannot audit a window's hold", "event", event, "job", job, "error", err)
 	}

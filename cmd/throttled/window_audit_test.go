@@ -20,17 +20,18 @@ import (
 func TestWindowHoldsAreAuditedAtTheirEdges(t *testing.T) {
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
-	store, pool, err := openStore(ctx, c.Primary.DSN(pgcluster.RoleAdmin), holds.Config{})
+	db, err := openDB(ctx, c.Primary.DSN(pgcluster.RoleAdmin), holds.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	pool := db.Pool()
 	defer pool.Close()
 	var since time.Time
 	if err := pool.QueryRow(ctx, "SELECT now()").Scan(&since); err != nil {
 		t.Fatal(err)
 	}
 	leading := true
-	a := &windowAudit{store: store, leading: func() bool { return leading }, log: hclog.NewNullLogger()}
+	a := &windowAudit{audit: db.Audit(), leading: func() bool { return leading }, log: hclog.NewNullLogger()}
 	window := hold.Hold{ID: "window:purge", Scope: hold.OneJob("purge"), Source: hold.SourceWindow, Reason: "outside its run window (01:00-06:00 UTC)"}
 	held := throttle.Decision{Jobs: map[throttle.Job]throttle.JobDecision{"purge": {State: throttle.JobPaused, Code: throttle.CodeHeld, Holds: []hold.Hold{window}}}}
 	free := throttle.Decision{Jobs: map[throttle.Job]throttle.JobDecision{"purge": {State: throttle.JobRunning, Code: throttle.CodeRunning}}}
@@ -39,7 +40,7 @@ func TestWindowHoldsAreAuditedAtTheirEdges(t *testing.T) {
 	}
 	leading = false
 	a.decision(ctx, held) // not the leader: nothing
-	es, err := store.AuditSince(ctx, since)
+	es, err := db.Audit().Since(ctx, since)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,9 +229,3 @@ func (e *Engine) Close() {
 		e.election.Close(ctx)
 	}
 }
-
-// RequestResume asks the leader, as actor, to end its latched critical
-// pause; false when the last published decision is not latched.
-func RequestResume(ctx context.Context, db store.DB, actor string) (bool, error) {
-	return store.New(db).RequestResume(ctx, actor)
-}

@@ -239,7 +239,7 @@ func TestFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hold, err := a.DurableHolds().Add(ctx, hold.Request{Scope: hold.OneJob("held"), Source: hold.SourceManual,
+	hold, err := a.DurableHolds().Holds().Add(ctx, hold.Request{Scope: hold.OneJob("held"), Source: hold.SourceManual,
 		Reason: "held across the failover", Actor: "failover-test", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)

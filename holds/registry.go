@@ -7,30 +7,37 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
-// A hold that names what nothing knows does nothing, silently. An
+// Registry is what the cluster knows of: the jobs and signals its
+// workers declare, read from throttled.workers and throttled.checkpoints.
+// A hold that names what nothing knows does nothing, silently: an
 // exemption from a signal that does not exist is refused (the person
 // meant another); a hold on a job no process has registered is placed,
 // since a job may start after its pause, but answered with a warning.
+// Get one from [DB.Registry]. It is safe for concurrent use.
+type Registry struct {
+	db *pgxpool.Pool
+}
 
-// KnownJobs returns the jobs the cluster knows of, sorted: those of its
+// Jobs returns the jobs the cluster knows of, sorted: those of its
 // registered workers (a coordinated process registers each job it paces;
 // a worker silent for a minute is forgotten) and those with a checkpoint
 // (a job that committed a batch).
-func (s *Store) KnownJobs(ctx context.Context) ([]string, error) {
+func (s *Registry) Jobs(ctx context.Context) ([]string, error) {
 	return s.names(ctx, `SELECT job FROM throttled.workers UNION SELECT job FROM throttled.checkpoints ORDER BY 1`)
 }
 
-// KnownSignals returns the job rules the cluster's registered workers
-// declare binding them, custom signals included, sorted.
-func (s *Store) KnownSignals(ctx context.Context) ([]string, error) {
+// Signals returns the signals of the job rules the cluster's registered
+// workers declare binding them, custom signals included, sorted.
+func (s *Registry) Signals(ctx context.Context) ([]string, error) {
 	return s.names(ctx, `SELECT DISTINCT unnest(signals) FROM throttled.workers WHERE signals IS NOT NULL ORDER BY 1`)
 }
 
-func (s *Store) names(ctx context.Context, query string) ([]string, error) {
+func (s *Registry) names(ctx context.Context, query string) ([]string, error) {
 	rows, err := s.db.Query(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("holds: read what the cluster knows: %w", err)
@@ -66,11 +73,11 @@ func CheckExempt(name string, custom []string) error {
 
 // CheckExempt is [CheckExempt] with the custom signals the cluster's
 // workers declare added to custom.
-func (s *Store) CheckExempt(ctx context.Context, name string, custom []string) error {
+func (s *Registry) CheckExempt(ctx context.Context, name string, custom []string) error {
 	if CheckExempt(name, custom) == nil {
 		return nil
 	}
-	declared, err := s.KnownSignals(ctx)
+	declared, err := s.Signals(ctx)
 	if err != nil {
 		return err
 	}
@@ -96,12 +103,12 @@ func ScopeWarnings(sc hold.Scope, known []string) []string {
 
 // ScopeWarnings is [ScopeWarnings] against the jobs of known (such as a
 // sidecar's configured ones) and the jobs the cluster knows of
-// ([Store.KnownJobs]).
-func (s *Store) ScopeWarnings(ctx context.Context, sc hold.Scope, known []string) ([]string, error) {
+// ([Registry.Jobs]).
+func (s *Registry) ScopeWarnings(ctx context.Context, sc hold.Scope, known []string) ([]string, error) {
 	if sc.Kind == hold.ScopeAllJobs || ScopeWarnings(sc, known) == nil {
 		return nil, nil
 	}
-	jobs, err := s.KnownJobs(ctx)
+	jobs, err := s.Jobs(ctx)
 	if err != nil {
 		return nil, err
 	}
