@@ -13,6 +13,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -43,7 +44,7 @@ func latch(t *testing.T, c *pgcluster.Cluster, tc *throttled.Client, job string)
 	pgtest.Eventually(t, 20*time.Second, func() error {
 		js := p.Status()
 		st, r := js.State, js.Reason
-		if st != throttle.JobPaused || !strings.Contains(r, "latched") {
+		if st != status.JobPaused || !strings.Contains(r, "latched") {
 			return errors.New("not latched yet: " + string(st) + ": " + r)
 		}
 		return nil

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -114,15 +114,15 @@ type JobMetrics struct {
 // cluster's life and is throttled_holds_info's), the signal that binds it,
 // the want of a valid allocation, or the code itself. The full reason,
 // with its numbers, stays out of labels.
-func Why(st throttle.JobStatus) string {
+func Why(st status.JobStatus) string {
 	switch {
-	case st.Code == throttle.CodeUnavailable:
+	case st.Code == status.CodeUnavailable:
 		return "no valid allocation"
-	case st.Code == throttle.CodeHeld && len(st.Holds) > 0:
-		return string(throttle.WhyHeld(st.Holds[0].Source))
-	case st.Code == throttle.CodeHeld:
+	case st.Code == status.CodeHeld && len(st.Holds) > 0:
+		return string(status.WhyHeld(st.Holds[0].Source))
+	case st.Code == status.CodeHeld:
 		return "hold"
-	case st.Code == throttle.CodeExempt:
+	case st.Code == status.CodeExempt:
 		return "exempt" // past a pause the exemption's signal causes, not bound by it
 	case !st.Binding.IsZero() && st.Code.Go():
 		return "binding " + st.Binding.String()
@@ -172,7 +172,7 @@ func (c *Client) CollectMetrics(ch chan<- prometheus.Metric, jobs []JobMetrics) 
 			ch <- prometheus.MustNewConstMetric(descPromSignal, prometheus.GaugeValue, 1, string(s.Name), string(baseline))
 		}
 		d := c.Decision()
-		for _, m := range []throttle.Mode{throttle.ModeRunning, throttle.ModeThrottled, throttle.ModePaused, throttle.ModeCritical, throttle.ModeStale} {
+		for _, m := range []status.Mode{status.ModeRunning, status.ModeThrottled, status.ModePaused, status.ModeCritical, status.ModeStale} {
 			ch <- prometheus.MustNewConstMetric(descMode, prometheus.GaugeValue, boolf(d.Mode == m), string(m))
 		}
 		ch <- prometheus.MustNewConstMetric(descBudget, prometheus.GaugeValue, d.Budget)
@@ -207,7 +207,7 @@ func (c *Client) CollectMetrics(ch chan<- prometheus.Metric, jobs []JobMetrics) 
 	for _, j := range jobs {
 		if j.State != "" {
 			ch <- prometheus.MustNewConstMetric(descJobRate, prometheus.GaugeValue, j.Rate, j.Name)
-			ch <- prometheus.MustNewConstMetric(descJobPaused, prometheus.GaugeValue, boolf(j.State == string(throttle.JobPaused)), j.Name)
+			ch <- prometheus.MustNewConstMetric(descJobPaused, prometheus.GaugeValue, boolf(j.State == string(status.JobPaused)), j.Name)
 			ch <- prometheus.MustNewConstMetric(descJobState, prometheus.GaugeValue, 1, j.Name, j.State, j.Why)
 		}
 		ch <- prometheus.MustNewConstMetric(descJobBatches, prometheus.CounterValue, float64(j.Batches), j.Name)
@@ -281,14 +281,14 @@ func (c *Client) jobMetrics() []JobMetrics {
 		if st.Total > 0 {
 			left = max(0, st.Total-st.Rows)
 		}
-		out = append(out, JobMetrics{Name: st.Job, State: string(st.State), Why: Why(c.jobStatus(throttle.Job(st.Job))),
+		out = append(out, JobMetrics{Name: st.Job, State: string(st.State), Why: Why(c.jobStatus(status.Job(st.Job))),
 			Rate: st.Rate, Batches: st.Batches, Rows: st.Rows, Errors: st.Errors, Retries: st.Retries, BatchSize: st.BatchSize, Remaining: left})
 	}
 	return out
 }
 
 // jobStatus is job j's status from the pacer this process runs it with.
-func (c *Client) jobStatus(j throttle.Job) throttle.JobStatus {
+func (c *Client) jobStatus(j status.Job) status.JobStatus {
 	return c.mode.status(j)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 	"github.com/throttled/throttled/throttle/hold"
 )
@@ -31,21 +32,21 @@ func TestWhyIsBounded(t *testing.T) {
 	w7 := hold.Hold{ID: "w7", Source: hold.SourceWindow, Reason: "avoid the nightly backup"}
 	odd := hold.Hold{ID: "h99", Source: "someone-new", Reason: "a source this build does not know"}
 	for _, tc := range []struct {
-		st   throttle.JobStatus
+		st   status.JobStatus
 		want string
 	}{
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h12 on job:purge by alice (manual): vacuum first, until 2026-11-30T16:00:00Z", Holds: []hold.Hold{h12}}, "hold:manual"},
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold w7", Holds: []hold.Hold{w7, h12}}, "hold:window"},
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h99", Holds: []hold.Hold{odd}}, "hold:other"},
+		{status.JobStatus{State: status.JobPaused, Code: status.CodeHeld, Reason: "paused: hold h12 on job:purge by alice (manual): vacuum first, until 2026-11-30T16:00:00Z", Holds: []hold.Hold{h12}}, "hold:manual"},
+		{status.JobStatus{State: status.JobPaused, Code: status.CodeHeld, Reason: "paused: hold w7", Holds: []hold.Hold{w7, h12}}, "hold:window"},
+		{status.JobStatus{State: status.JobPaused, Code: status.CodeHeld, Reason: "paused: hold h99", Holds: []hold.Hold{odd}}, "hold:other"},
 		// A reason that reads like a hold is not one: the code decides.
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeUnavailable, Reason: "paused: hold h9 on all"}, "no valid allocation"},
-		{throttle.JobStatus{State: throttle.JobThrottled, Code: throttle.CodeCut, Reason: "throttled: cut by 30%: primary_load at 1.3 of target", Binding: throttle.Binding{Signal: "primary_load"}}, "binding primary_load"},
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeCritical, Reason: "critical: primary_load reached 1.9 (critical 1)", Binding: throttle.Binding{Signal: "primary_load"}}, "critical"},
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeStale, Reason: "stale: replica_lag_seconds (too old)", Binding: throttle.Binding{Signal: "replica_lag_seconds"}}, "stale"},
-		{throttle.JobStatus{State: throttle.JobRunning, Code: throttle.CodeSlowStart, Reason: "running: slow start: budget 2/s, doubling back toward 8/s"}, "slow_start"},
-		{throttle.JobStatus{State: throttle.JobThrottled, Code: throttle.CodeTooSlow, Reason: "throttled: 0.05 batches/s, one batch every 20s"}, "too_slow"},
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeGated, Reason: `gated: vacuum_running{table="public.events"} at 1, over 0`}, "gated"},
-		{throttle.JobStatus{State: throttle.JobRunning}, "running"},
+		{status.JobStatus{State: status.JobPaused, Code: status.CodeUnavailable, Reason: "paused: hold h9 on all"}, "no valid allocation"},
+		{status.JobStatus{State: status.JobThrottled, Code: status.CodeCut, Reason: "throttled: cut by 30%: primary_load at 1.3 of target", Binding: status.Binding{Signal: "primary_load"}}, "binding primary_load"},
+		{status.JobStatus{State: status.JobPaused, Code: status.CodeCritical, Reason: "critical: primary_load reached 1.9 (critical 1)", Binding: status.Binding{Signal: "primary_load"}}, "critical"},
+		{status.JobStatus{State: status.JobPaused, Code: status.CodeStale, Reason: "stale: replica_lag_seconds (too old)", Binding: status.Binding{Signal: "replica_lag_seconds"}}, "stale"},
+		{status.JobStatus{State: status.JobRunning, Code: status.CodeSlowStart, Reason: "running: slow start: budget 2/s, doubling back toward 8/s"}, "slow_start"},
+		{status.JobStatus{State: status.JobThrottled, Code: status.CodeTooSlow, Reason: "throttled: 0.05 batches/s, one batch every 20s"}, "too_slow"},
+		{status.JobStatus{State: status.JobPaused, Code: status.CodeGated, Reason: `gated: vacuum_running{table="public.events"} at 1, over 0`}, "gated"},
+		{status.JobStatus{State: status.JobRunning}, "running"},
 	} {
 		if got := throttled.Why(tc.st); got != tc.want {
 			t.Errorf("Why(%s, %q) = %q; want %q", tc.st.Code, tc.st.Reason, got, tc.want)
@@ -155,7 +156,7 @@ func TestLimitedSecondsMetrics(t *testing.T) {
 				if clienttest.Running(p) != nil {
 					return clienttest.Running(p)
 				}
-				if s := cl.LimitedSeconds(job)[throttle.WhyFullRate]; s < 2 {
+				if s := cl.LimitedSeconds(job)[status.WhyFullRate]; s < 2 {
 					return fmt.Errorf("%.1f s at full rate: %s", s, cl.WhySlow(job))
 				}
 				return nil
@@ -172,7 +173,7 @@ func TestLimitedSecondsMetrics(t *testing.T) {
 			secs := cl.LimitedSeconds(job)
 			total := 0.0
 			for w, s := range secs {
-				if !slices.Contains(throttle.Whys(), w) {
+				if !slices.Contains(status.Whys(), w) {
 					t.Errorf("why %q is not in the bounded set", w)
 				}
 				total += s
@@ -204,7 +205,7 @@ func TestLimitedSecondsMetrics(t *testing.T) {
 					}
 				}
 			}
-			if got["full_rate"] < secs[throttle.WhyFullRate] || got["hold:cli"] < secs["hold:cli"] {
+			if got["full_rate"] < secs[status.WhyFullRate] || got["hold:cli"] < secs["hold:cli"] {
 				t.Fatalf("exported %v; counted before the scrape %v (a counter only grows)", got, secs)
 			}
 			problems, err := testutil.GatherAndLint(reg, "throttled_jobs_limited_seconds_total")

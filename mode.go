@@ -13,6 +13,7 @@ import (
 	"github.com/throttled/throttled/internal/coord"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 	"github.com/throttled/throttled/throttle/hold"
 )
@@ -32,7 +33,7 @@ type Pacer interface {
 	Allow() (func(rows int64, took time.Duration, err error), bool)
 	// Status is the job's status, typed: its state, reason code and text,
 	// binding signal, rate and the holds that apply.
-	Status() throttle.JobStatus
+	Status() status.JobStatus
 }
 
 // mode is how a Client paces its jobs: solo, deciding in this process,
@@ -42,11 +43,11 @@ type mode interface {
 	pacer(cfg jobs.Config, jc throttle.JobConfig) (Pacer, error)
 	// update changes a registered job's weight and rate limits.
 	update(cfg jobs.Config, jc throttle.JobConfig) error
-	remove(j throttle.Job) error
+	remove(j status.Job) error
 	// reconfigure replaces a validated controller configuration.
 	reconfigure(cfg throttle.Config) error
 	leader() bool
-	status(j throttle.Job) throttle.JobStatus
+	status(j status.Job) status.JobStatus
 	resumeLatched(ctx context.Context, actor, reason string) error
 	// close stops every pacer: nothing is allowed after it.
 	close()
@@ -65,7 +66,7 @@ func (m solo) pacer(_ jobs.Config, jc throttle.JobConfig) (Pacer, error) {
 
 func (m solo) update(_ jobs.Config, jc throttle.JobConfig) error { return m.c.ctl.Register(jc) }
 
-func (m solo) remove(j throttle.Job) error {
+func (m solo) remove(j status.Job) error {
 	m.c.ls.Get(j).Pause("job removed")
 	m.c.ctl.Unregister(j)
 	return nil
@@ -77,7 +78,7 @@ func (solo) reconfigure(throttle.Config) error {
 
 func (solo) leader() bool { return true }
 
-func (m solo) status(j throttle.Job) throttle.JobStatus { return m.c.ls.Pacer(m.c.ctl, j).Status() }
+func (m solo) status(j status.Job) status.JobStatus { return m.c.ls.Pacer(m.c.ctl, j).Status() }
 
 func (m solo) resumeLatched(_ context.Context, actor, _ string) error {
 	if !m.c.ctl.Resume(time.Now(), actor) {
@@ -107,7 +108,7 @@ func (m coordinated) update(cfg jobs.Config, _ throttle.JobConfig) error {
 	return m.e.Update(context.Background(), cfg)
 }
 
-func (m coordinated) remove(j throttle.Job) error { return m.e.Remove(context.Background(), j) }
+func (m coordinated) remove(j status.Job) error { return m.e.Remove(context.Background(), j) }
 
 func (m coordinated) reconfigure(cfg throttle.Config) error {
 	m.e.Reconfigure(cfg)
@@ -116,7 +117,7 @@ func (m coordinated) reconfigure(cfg throttle.Config) error {
 
 func (m coordinated) leader() bool { return m.e.Leader() }
 
-func (m coordinated) status(j throttle.Job) throttle.JobStatus { return m.e.Status(j) }
+func (m coordinated) status(j status.Job) status.JobStatus { return m.e.Status(j) }
 
 func (m coordinated) resumeLatched(ctx context.Context, actor, reason string) error {
 	return RequestResume(ctx, m.c.coord, m.c.store, actor, reason)

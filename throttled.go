@@ -23,6 +23,7 @@ import (
 	"github.com/throttled/throttled/internal/coord"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 	"github.com/throttled/throttled/throttle/hold"
 )
@@ -225,7 +226,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		// leads.
 		poller.Close()
 		e := coord.New(coord.Deps{Log: c.log, Pool: c.coord, Holds: c.sources, Changed: c.watcher.Changed, Poller: poller,
-			Controller: opts.Controller, Published: c.published, Applied: c.observe, LimitedSeconds: func(j throttle.Job) map[throttle.Why]float64 { return c.limited.Seconds(time.Now(), j) }, Tick: c.tick, DeferLeadership: opts.DeferLeadership,
+			Controller: opts.Controller, Published: c.published, Applied: c.observe, LimitedSeconds: func(j status.Job) map[status.Why]float64 { return c.limited.Seconds(time.Now(), j) }, Tick: c.tick, DeferLeadership: opts.DeferLeadership,
 			Prepare: func(cfg throttle.Config) throttle.Config {
 				cfg = prepare(cfg)
 				cfg.Holds = c.durable
@@ -444,7 +445,7 @@ func (c *Client) Pacer(cfg jobs.Config) (Pacer, error) {
 // its name, share and limits, and the tables and job rules that gate it.
 func jobConfig(cfg jobs.Config) throttle.JobConfig {
 	tables, sigs := throttle.GateUnion([]jobs.Config{cfg}, func(c jobs.Config) ([]string, []string) { return c.Tables, c.Signals })
-	return throttle.JobConfig{Name: throttle.Job(cfg.Name), Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate, Tables: tables, Signals: sigs}
+	return throttle.JobConfig{Name: status.Job(cfg.Name), Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate, Tables: tables, Signals: sigs}
 }
 
 // Job registers a job with the controller and returns it, paced. db and
@@ -497,7 +498,7 @@ func (c *Client) UpdateJob(cfg jobs.Config) error {
 
 // RemoveJob stops a job of this process: its pacer grants nothing more.
 func (c *Client) RemoveJob(name string) error {
-	return c.mode.remove(throttle.Job(name))
+	return c.mode.remove(status.Job(name))
 }
 
 // Leader reports whether this process leads (always true without

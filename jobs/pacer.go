@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 )
 
 // Pacer hands out permission to start one batch attempt. The throttle
@@ -25,7 +25,7 @@ type Allower interface {
 // Explainer is a Pacer that can say why its job is held back: its
 // status, typed (state, code, reason, binding signal, rate and holds).
 type Explainer interface {
-	Status() throttle.JobStatus
+	Status() status.JobStatus
 }
 
 // Stretcher is a Pacer that knows how stretched the foreground is: its

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 )
 
 // State is a job's state.
@@ -30,9 +30,9 @@ type Status struct {
 	Reason string
 	// Code is why, for machines, when the pacer says: one of
 	// throttle's closed set.
-	Code throttle.Code
+	Code status.Code
 	// Binding is the signal holding the job back, when the pacer says.
-	Binding throttle.Binding
+	Binding status.Binding
 	// Rate is the job's allocation, batches per second, when the pacer
 	// says.
 	Rate      float64

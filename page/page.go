@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -33,12 +34,12 @@ type Alert struct {
 	Key   string `json:"key"`
 	Cause string `json:"cause"` // critical, latched, stale, pause_not_honoured, exempt_critical or primary_changed
 	// Cluster names the database cluster.
-	Cluster   string             `json:"cluster"`
-	Summary   string             `json:"summary"`
-	Signal    string             `json:"signal,omitempty"`
-	Value     float64            `json:"value,omitempty"`
-	Threshold float64            `json:"threshold,omitempty"`
-	Jobs      []throttle.JobRate `json:"jobs,omitempty"`
+	Cluster   string           `json:"cluster"`
+	Summary   string           `json:"summary"`
+	Signal    string           `json:"signal,omitempty"`
+	Value     float64          `json:"value,omitempty"`
+	Threshold float64          `json:"threshold,omitempty"`
+	Jobs      []status.JobRate `json:"jobs,omitempty"`
 	// Job is the one job a pause_not_honoured page is about: part of
 	// its identity wherever a receiver tells alerts apart by labels.
 	Job       string `json:"job,omitempty"`
@@ -114,28 +115,28 @@ func New(cfg Config) *Pager {
 func (p *Pager) Decision(d throttle.Decision) {
 	for _, e := range d.Events {
 		switch e.Kind {
-		case throttle.EventCritical:
+		case status.EventCritical:
 			p.fire(Alert{Key: "critical:" + e.Signal, Cause: "critical", Summary: e.Message, Signal: e.Signal, Value: e.Value,
 				Threshold: e.Threshold, Jobs: e.Jobs, StartsAt: e.At})
-		case throttle.EventLatched:
+		case status.EventLatched:
 			p.fire(Alert{Key: "latched", Cause: "latched", Summary: e.Message, Signal: e.Signal, Value: e.Value, Threshold: e.Threshold,
 				Jobs: e.Jobs, StartsAt: e.At})
-		case throttle.EventExemptCritical:
+		case status.EventExemptCritical:
 			for _, j := range e.Jobs {
 				p.fire(Alert{Key: "exempt_critical:" + string(j.Job), Cause: "exempt_critical", Job: string(j.Job), Summary: e.Message,
 					Signal: e.Signal, Jobs: e.Jobs, StartsAt: e.At})
 			}
-		case throttle.EventRecovered:
+		case status.EventRecovered:
 			p.resolvePrefix("critical:", e.At)
 			p.resolvePrefix("latched", e.At)
 			p.resolvePrefix("exempt_critical:", e.At)
-		case throttle.EventResumed:
+		case status.EventResumed:
 			p.resolvePrefix("latched", e.At)
 		}
 	}
 	p.expirePrimaryChanged(d.At)
 	p.mu.Lock()
-	stale := d.Mode == throttle.ModeStale
+	stale := d.Mode == status.ModeStale
 	switch {
 	case stale && p.staleSince.IsZero():
 		p.staleSince, p.staleDone = d.At, false

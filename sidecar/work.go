@@ -19,7 +19,7 @@ import (
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/internal/coord/store"
 	"github.com/throttled/throttled/sidecar/api"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 )
 
 // reportTotals sums remote workers' reports for one job.
@@ -393,7 +393,7 @@ type grantPacer struct {
 	job string
 }
 
-func (p grantPacer) Status() throttle.JobStatus {
+func (p grantPacer) Status() status.JobStatus {
 	st := p.Pacer.Status()
 	if !st.Code.Go() {
 		return st // paused: its own reason says why

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 )
 
 // TestPacerReportsTheForegroundStretch follows the foreground_latency
@@ -93,19 +94,19 @@ func TestAWarmingUpSignalIsNoStalePause(t *testing.T) {
 	warming := signals.Sample{Name: signals.ForegroundLatency, Err: fmt.Errorf("%w: waiting for a 1s window", signals.ErrBaselineWarmup)}
 	for i := 1; i <= 2; i++ {
 		d := step(i, warming)
-		if d.Mode != ModeThrottled || d.Code != CodeWarmingUp || d.Budget != 0 || len(d.Events) != 0 || !strings.HasPrefix(d.Reason, "warming up: foreground_latency") {
+		if d.Mode != status.ModeThrottled || d.Code != status.CodeWarmingUp || d.Budget != 0 || len(d.Events) != 0 || !strings.HasPrefix(d.Reason, "warming up: foreground_latency") {
 			t.Fatalf("tick %d: %s %s budget %v events %v (%s); want throttled, warming_up, 0, no event", i, d.Mode, d.Code, d.Budget, d.Events, d.Reason)
 		}
-		if jd := d.Jobs["purge"]; jd.State != JobPaused || jd.Code != CodeWarmingUp || jd.Code.Go() {
+		if jd := d.Jobs["purge"]; jd.State != status.JobPaused || jd.Code != status.CodeWarmingUp || jd.Code.Go() {
 			t.Fatalf("tick %d: the job is %s %s; want paused, warming_up, no go", i, jd.State, jd.Code)
 		}
 	}
 	d := step(3, signals.Sample{Name: signals.ForegroundLatency, Value: 1, Raw: 1})
-	if d.Mode != ModeRunning || d.Budget != 10 || len(d.Events) != 0 {
+	if d.Mode != status.ModeRunning || d.Budget != 10 || len(d.Events) != 0 {
 		t.Fatalf("baseline learnt: %s at %v, events %v (%s); want running at the initial 10, no event", d.Mode, d.Budget, d.Events, d.Reason)
 	}
 	// A canary that fails, unlike one learning, is stale.
-	if d := step(4, signals.Sample{Name: signals.ForegroundLatency, Err: signals.ErrCanary}); d.Mode != ModeStale || d.Code != CodeStale || len(d.Events) != 1 {
+	if d := step(4, signals.Sample{Name: signals.ForegroundLatency, Err: signals.ErrCanary}); d.Mode != status.ModeStale || d.Code != status.CodeStale || len(d.Events) != 1 {
 		t.Fatalf("canary failed: %s %s events %v; want stale, with its event", d.Mode, d.Code, d.Events)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 )
 
 // A gate is a job rule ([Config.JobRules]) applied to one job: go or
@@ -57,7 +58,7 @@ type gate struct {
 
 // gatesFor reads the job rules that bind job s at now, and reports the
 // shut ones.
-func (c *Controller) gatesFor(now time.Time, snap signals.Snapshot, j Job, s *jobState) []gate {
+func (c *Controller) gatesFor(now time.Time, snap signals.Snapshot, j status.Job, s *jobState) []gate {
 	var shut []gate
 	for _, name := range c.gateNames(s.cfg) {
 		if s.gates == nil {

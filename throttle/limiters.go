@@ -2,10 +2,11 @@ package throttle
 
 import (
 	"context"
-	"github.com/throttled/throttled/throttle/limit"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/throttled/throttled/status"
+	"github.com/throttled/throttled/throttle/limit"
 )
 
 // ReasonNotRegistered is the pause reason of a limiter whose job the last
@@ -20,17 +21,17 @@ const ReasonNotRegistered = "job not registered with the controller"
 type Limiters struct {
 	now  func() time.Time
 	mu   sync.Mutex
-	m    map[Job]*limit.Limiter
+	m    map[status.Job]*limit.Limiter
 	last Decision // the decision applied last
 }
 
 // NewLimiters returns an empty set. now nil means time.Now.
 func NewLimiters(now func() time.Time) *Limiters {
-	return &Limiters{now: now, m: map[Job]*limit.Limiter{}}
+	return &Limiters{now: now, m: map[status.Job]*limit.Limiter{}}
 }
 
 // Get returns j's limiter, creating it (closed) on first use.
-func (ls *Limiters) Get(j Job) *limit.Limiter {
+func (ls *Limiters) Get(j status.Job) *limit.Limiter {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	l, ok := ls.m[j]
@@ -54,7 +55,7 @@ func (ls *Limiters) Apply(d Decision) {
 			ls.m[j] = l
 		}
 		l.Apply(jd.Allocation)
-		if jd.State == JobPaused {
+		if jd.State == status.JobPaused {
 			l.Pause(jd.Reason)
 		} else {
 			l.Resume()
@@ -69,10 +70,10 @@ func (ls *Limiters) Apply(d Decision) {
 
 // Waited returns the jobs whose limiters had a caller waiting since the
 // last call (see [Limiter.Waited]).
-func (ls *Limiters) Waited() []Job {
+func (ls *Limiters) Waited() []status.Job {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	var out []Job
+	var out []status.Job
 	for j, l := range ls.m {
 		if l.Waited() {
 			out = append(out, j)
@@ -91,7 +92,7 @@ func (ls *Limiters) PauseAll(reason string) {
 }
 
 // explain returns j's part of the last decision.
-func (ls *Limiters) explain(j Job) (JobDecision, Decision, bool) {
+func (ls *Limiters) explain(j status.Job) (JobDecision, Decision, bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	jd, ok := ls.last.Jobs[j]
@@ -102,14 +103,14 @@ func (ls *Limiters) explain(j Job) (JobDecision, Decision, bool) {
 // [Controller]. It satisfies the jobs package's Pacer, Allower and
 // Explainer interfaces.
 type Pacer struct {
-	job Job
+	job status.Job
 	l   *limit.Limiter
 	ls  *Limiters
 	c   *Controller
 }
 
 // Pacer returns job j's pacer, reporting to c.
-func (ls *Limiters) Pacer(c *Controller, j Job) *Pacer {
+func (ls *Limiters) Pacer(c *Controller, j status.Job) *Pacer {
 	return &Pacer{job: j, l: ls.Get(j), ls: ls, c: c}
 }
 
@@ -153,10 +154,11 @@ func (p *Pacer) ForegroundStretch() (stretch float64, at time.Time, ok bool) {
 
 // Status is the job's part of the last decision, typed; before the first
 // decision the job is paused, unavailable.
-func (p *Pacer) Status() JobStatus {
-	jd, d, ok := p.ls.explain(p.job)
+func (p *Pacer) Status() status.JobStatus {
+	_, d, ok := p.ls.explain(p.job)
 	if !ok {
-		return JobStatus{Job: p.job, State: JobPaused, Code: CodeUnavailable, Reason: "waiting for the controller's first decision"}
+		return status.JobStatus{Job: p.job, State: status.JobPaused, Code: status.CodeUnavailable, Reason: "waiting for the controller's first decision"}
 	}
-	return JobStatus{Job: p.job, State: jd.State, Code: jd.Code, Reason: jd.Reason, Binding: d.Binding, Rate: jd.Rate, Holds: slices.Clone(jd.Holds)}
+	st, _ := d.Status(p.job)
+	return st
 }

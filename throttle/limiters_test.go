@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -77,7 +78,7 @@ func TestDecisionsDriveLimiters(t *testing.T) {
 		if open, reason := ls.Get("purge").State(); open || !strings.Contains(reason, "incident") {
 			t.Fatalf("held limiter open=%v reason %q", open, reason)
 		}
-		if last.Mode != ModePaused || last.Budget != 0 {
+		if last.Mode != status.ModePaused || last.Budget != 0 {
 			t.Fatalf("while held: %s, budget %v", last.Mode, last.Budget)
 		}
 		if _, err := holds.Release(h.ID); err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -25,7 +25,7 @@ type QueueClient interface {
 // StatusPacer is a pacer that reports its job's status, holds included:
 // throttled.Client's pacers and throttle.Pacer are.
 type StatusPacer interface {
-	Status() throttle.JobStatus
+	Status() status.JobStatus
 }
 
 // QueueGuardConfig configures a [QueueGuard].
@@ -116,8 +116,8 @@ func (g *QueueGuard) Run(ctx context.Context) error {
 // Want is what the guard wants of the queue for status st at now: paused,
 // and for which hold (its ID), when a hold keeps the job paused for
 // longer than the threshold.
-func (g *QueueGuard) Want(st throttle.JobStatus, now time.Time) (pause bool, holdID string) {
-	if st.Code != throttle.CodeHeld {
+func (g *QueueGuard) Want(st status.JobStatus, now time.Time) (pause bool, holdID string) {
+	if st.Code != status.CodeHeld {
 		return false, ""
 	}
 	// The job runs again when the last pausing hold ends.

@@ -20,7 +20,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 )
 
 // Pacer is the jobs library's pacer: permission to start one unit of
@@ -32,7 +32,7 @@ type Pacer interface {
 // Explainer is a Pacer that can say whether it is paused: its status,
 // typed.
 type Explainer interface {
-	Status() throttle.JobStatus
+	Status() status.JobStatus
 }
 
 // Config configures a [Middleware].
@@ -79,7 +79,7 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 		return doInner(ctx)
 	}
 	if ex, ok := p.(Explainer); ok {
-		if ex.Status().State == throttle.JobPaused {
+		if ex.Status().State == status.JobPaused {
 			return river.JobSnooze(m.cfg.Snooze)
 		}
 	}

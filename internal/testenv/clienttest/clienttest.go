@@ -14,6 +14,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -69,7 +70,7 @@ func RunningJob(t testing.TB, opts throttled.Options, job string) (*throttled.Cl
 
 // Running is nil while p's job may run, else its state and reason.
 func Running(p throttled.Pacer) error {
-	if st := p.Status(); st.State == throttle.JobPaused {
+	if st := p.Status(); st.State == status.JobPaused {
 		return fmt.Errorf("%s: %s", st.State, st.Reason)
 	}
 	return nil
