@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/coord"
+	"github.com/throttled/throttled/internal/pacing"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/status"
@@ -167,7 +168,7 @@ func withForegroundLatency(cfg throttle.Config) throttle.Config {
 }
 
 var (
-	_ Pacer = (*throttle.Pacer)(nil)
+	_ Pacer = (*pacing.LimiterPacer)(nil)
 	_ mode  = solo{}
 	_ mode  = coordinated{}
 )

@@ -2,8 +2,7 @@
 // health. This package is the convenience that wires the parts in one
 // process: it samples the primary ([signals]), decides once a second
 // ([throttle.Controller]), applies each decision to every job's token
-// bucket and pause gate ([throttle.Limiters]), and hands out paced jobs
-// ([jobs.Job]):
+// bucket and pause gate, and hands out paced jobs ([jobs.Job]):
 //
 //	c, err := throttled.Open(ctx, throttled.Options{PrimaryDSN: monitorDSN, Cores: 16})
 //	job, err := c.Job(jobs.Config{Name: "purge_sessions", Checkpoint: true}, pool, batch)
@@ -21,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/coord"
+	"github.com/throttled/throttled/internal/pacing"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/status"
@@ -100,7 +100,7 @@ type Options struct {
 type Client struct {
 	poller    *signals.Poller
 	ctl       *throttle.Controller
-	ls        *throttle.Limiters
+	ls        *pacing.Limiters
 	holds     *hold.Local
 	store     *holds.Store   // nil without CoordinationDSN
 	watcher   *holds.Watcher // nil without CoordinationDSN
@@ -129,7 +129,7 @@ type Client struct {
 	// limited is, per job of this process, the time spent at each why
 	// (limited.go); external are the controller's External signals, each
 	// a why of its own when it limits a job.
-	limited  *throttle.LimitedTime
+	limited  *pacing.LimitedTime
 	external []signals.Name
 	// prom are the Prometheus signals this process samples, for the
 	// metrics.
@@ -167,7 +167,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{poller: poller, ls: throttle.NewLimiters(nil), holds: local, log: log.Named("controller"), audits: make(chan holds.Entry, 64),
+	c := &Client{poller: poller, ls: pacing.NewLimiters(nil), holds: local, log: log.Named("controller"), audits: make(chan holds.Entry, 64),
 		onEnforce: opts.OnEnforce, onPrimary: opts.OnPrimaryChange}
 	var durable unionHolds
 	if opts.CoordinationDSN != "" {
@@ -216,7 +216,7 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c.tick = c.ctl.Config().Tick
-	c.limited = throttle.NewLimitedTime(limitedTicks * c.tick)
+	c.limited = pacing.NewLimitedTime(limitedTicks * c.tick)
 	c.prom = scfg.Prometheus.Signals
 	c.external = ccfg.External
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

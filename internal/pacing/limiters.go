@@ -1,4 +1,4 @@
-package throttle
+package pacing
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/status"
+	"github.com/throttled/throttled/throttle"
 	"github.com/throttled/throttled/throttle/limit"
 )
 
@@ -13,16 +14,17 @@ import (
 // decision did not include.
 const ReasonNotRegistered = "job not registered with the controller"
 
-// Limiters keeps one [Limiter] per job and applies each [Decision] to
-// them: a job the decision pauses (a hold, a critical or stale mode) is
-// paused with the decision's reason; any other job gets its allocation.
+// Limiters keeps one [limit.Limiter] per job and applies each
+// [throttle.Decision] to them: a job the decision pauses (a hold, a
+// critical or stale mode) is paused with the decision's reason; any other
+// job gets its allocation.
 // A limiter handed out before its job's first decision lets no work start.
 // Limiters is safe for concurrent use.
 type Limiters struct {
 	now  func() time.Time
 	mu   sync.Mutex
 	m    map[status.Job]*limit.Limiter
-	last Decision // the decision applied last
+	last throttle.Decision // the decision applied last
 }
 
 // NewLimiters returns an empty set. now nil means time.Now.
@@ -44,7 +46,7 @@ func (ls *Limiters) Get(j status.Job) *limit.Limiter {
 
 // Apply applies d to every limiter. Limiters of jobs d does not mention
 // are paused: work without a decision is work nobody allowed.
-func (ls *Limiters) Apply(d Decision) {
+func (ls *Limiters) Apply(d throttle.Decision) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.last = d
@@ -69,7 +71,7 @@ func (ls *Limiters) Apply(d Decision) {
 }
 
 // Waited returns the jobs whose limiters had a caller waiting since the
-// last call (see [Limiter.Waited]).
+// last call (see [limit.Limiter.Waited]).
 func (ls *Limiters) Waited() []status.Job {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -91,32 +93,33 @@ func (ls *Limiters) PauseAll(reason string) {
 	}
 }
 
-// explain returns j's part of the last decision.
-func (ls *Limiters) explain(j status.Job) (JobDecision, Decision, bool) {
+// lastWith returns the last decision, and whether it includes job j.
+func (ls *Limiters) lastWith(j status.Job) (throttle.Decision, bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	jd, ok := ls.last.Jobs[j]
-	return jd, ls.last, ok
+	_, ok := ls.last.Jobs[j]
+	return ls.last, ok
 }
 
-// Pacer is one job's pacer: permission from its [Limiter], feedback to the
-// [Controller]. It satisfies the jobs package's Pacer, Allower and
+// LimiterPacer is one job's pacer in a process that decides itself:
+// permission from the job's [limit.Limiter], feedback to the
+// [throttle.Controller]. It satisfies the jobs package's Pacer, Allower and
 // Explainer interfaces.
-type Pacer struct {
+type LimiterPacer struct {
 	job status.Job
 	l   *limit.Limiter
 	ls  *Limiters
-	c   *Controller
+	c   *throttle.Controller
 }
 
 // Pacer returns job j's pacer, reporting to c.
-func (ls *Limiters) Pacer(c *Controller, j status.Job) *Pacer {
-	return &Pacer{job: j, l: ls.Get(j), ls: ls, c: c}
+func (ls *Limiters) Pacer(c *throttle.Controller, j status.Job) *LimiterPacer {
+	return &LimiterPacer{job: j, l: ls.Get(j), ls: ls, c: c}
 }
 
-// Wait waits until j may start one batch (see [Limiter.Wait]) and returns
-// the function to call when the batch ends.
-func (p *Pacer) Wait(ctx context.Context) (func(rows int64, took time.Duration, err error), error) {
+// Wait waits until j may start one batch (see [limit.Limiter.Wait]) and
+// returns the function to call when the batch ends.
+func (p *LimiterPacer) Wait(ctx context.Context) (func(rows int64, took time.Duration, err error), error) {
 	g, err := p.l.Wait(ctx)
 	if err != nil {
 		return nil, err
@@ -125,7 +128,7 @@ func (p *Pacer) Wait(ctx context.Context) (func(rows int64, took time.Duration, 
 }
 
 // Allow is Wait's non-blocking twin.
-func (p *Pacer) Allow() (func(rows int64, took time.Duration, err error), bool) {
+func (p *LimiterPacer) Allow() (func(rows int64, took time.Duration, err error), bool) {
 	g, ok := p.l.Allow()
 	if !ok {
 		return nil, false
@@ -133,19 +136,19 @@ func (p *Pacer) Allow() (func(rows int64, took time.Duration, err error), bool) 
 	return p.done(g), true
 }
 
-func (p *Pacer) done(g limit.Grant) func(rows int64, took time.Duration, err error) {
+func (p *LimiterPacer) done(g limit.Grant) func(rows int64, took time.Duration, err error) {
 	return g.Done(func(rows int64, took time.Duration, err error) {
-		p.c.Report(p.job, Feedback{Rows: rows, Duration: took, Err: err})
+		p.c.Report(p.job, throttle.Feedback{Rows: rows, Duration: took, Err: err})
 	})
 }
 
-// ForegroundStretch reports the last decision's [Decision.Foreground] and
-// its sample's time, and false when no foreground_latency rule is
-// configured (or no decision was made yet). The jobs package shrinks
+// ForegroundStretch reports the last decision's
+// [throttle.Decision.Foreground] and its sample's time, and false when no
+// foreground_latency rule is configured (or no decision was made yet). The jobs package shrinks
 // batches while it is above 1: a batch that stretches the foreground is
 // too big, however short it is itself.
-func (p *Pacer) ForegroundStretch() (stretch float64, at time.Time, ok bool) {
-	_, d, ok := p.ls.explain(p.job)
+func (p *LimiterPacer) ForegroundStretch() (stretch float64, at time.Time, ok bool) {
+	d, ok := p.ls.lastWith(p.job)
 	if !ok || d.ForegroundAt.IsZero() {
 		return 0, time.Time{}, false
 	}
@@ -154,8 +157,8 @@ func (p *Pacer) ForegroundStretch() (stretch float64, at time.Time, ok bool) {
 
 // Status is the job's part of the last decision, typed; before the first
 // decision the job is paused, unavailable.
-func (p *Pacer) Status() status.JobStatus {
-	_, d, ok := p.ls.explain(p.job)
+func (p *LimiterPacer) Status() status.JobStatus {
+	d, ok := p.ls.lastWith(p.job)
 	if !ok {
 		return status.JobStatus{Job: p.job, State: status.JobPaused, Code: status.CodeUnavailable, Reason: "waiting for the controller's first decision"}
 	}
