@@ -25,7 +25,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/throttled/throttled/status"
-	"github.com/throttled/throttled/throttle"
 )
 
 // Alert is one page, firing or resolved.
@@ -109,10 +108,22 @@ func New(cfg Config) *Pager {
 		sent: map[string]int64{}, failed: map[string]int64{}}
 }
 
+// Decision is what the pager reads of one of the controller's decisions:
+// its time and mode, the signal that made it and its reason (for a stale
+// page), and its events (the running jobs, with their rates, in those
+// that begin a pause).
+type Decision struct {
+	At      time.Time
+	Mode    status.Mode
+	Binding status.Binding
+	Reason  string
+	Events  []status.Event
+}
+
 // Decision pages on a decision's events: critical and latched fire,
 // recovered and resumed resolve; stale fires once it has lasted
 // StaleAfter, and resolves when fresh.
-func (p *Pager) Decision(d throttle.Decision) {
+func (p *Pager) Decision(d Decision) {
 	for _, e := range d.Events {
 		switch e.Kind {
 		case status.EventCritical:
