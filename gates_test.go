@@ -22,7 +22,7 @@ import (
 )
 
 // gated reports nil once p is paused by a gate whose reason holds want.
-func gated(p throttled.Pacer, want string) error {
+func gated(p throttled.JobPacer, want string) error {
 	js := p.Status()
 	st, r := js.State, js.Reason
 	if st != status.JobPaused || !strings.HasPrefix(r, "gated: ") || !strings.Contains(r, want) {

@@ -26,22 +26,21 @@ import (
 // least (three ticks when that is longer).
 const DefaultLease = coord.DefaultLease
 
-// Pacer is what the Client hands out per job: permission for one batch,
-// feedback after it, and why the job is held back. It satisfies the jobs
-// package's Pacer, Allower and Explainer.
-type Pacer interface {
-	Wait(ctx context.Context) (func(rows int64, took time.Duration, err error), error)
-	Allow() (func(rows int64, took time.Duration, err error), bool)
-	// Status is the job's status, typed: its state, reason code and text,
-	// binding signal, rate and the holds that apply.
-	Status() status.JobStatus
+// JobPacer is what the Client hands out per job: permission for one batch
+// (jobs.Pacer, and jobs.Allower without waiting), feedback after it, and
+// why the job is held back (status.Explainer: its state, reason code and
+// text, binding signal, rate and the holds that apply).
+type JobPacer interface {
+	jobs.Pacer
+	jobs.Allower
+	status.Explainer
 }
 
 // mode is how a Client paces its jobs: solo, deciding in this process,
 // or coordinated, as a worker of the cluster's leader.
 type mode interface {
 	// pacer registers a validated job and returns its pacer.
-	pacer(cfg jobs.Config, jc throttle.JobConfig) (Pacer, error)
+	pacer(cfg jobs.Config, jc throttle.JobConfig) (JobPacer, error)
 	// update changes a registered job's weight and rate limits.
 	update(cfg jobs.Config, jc throttle.JobConfig) error
 	remove(j status.Job) error
@@ -58,7 +57,7 @@ type mode interface {
 // Client's decide loop) and its limiters apply each decision.
 type solo struct{ c *Client }
 
-func (m solo) pacer(_ jobs.Config, jc throttle.JobConfig) (Pacer, error) {
+func (m solo) pacer(_ jobs.Config, jc throttle.JobConfig) (JobPacer, error) {
 	if err := m.c.ctl.Register(jc); err != nil {
 		return nil, err
 	}
@@ -96,7 +95,7 @@ type coordinated struct {
 	e *coord.Engine
 }
 
-func (m coordinated) pacer(cfg jobs.Config, _ throttle.JobConfig) (Pacer, error) {
+func (m coordinated) pacer(cfg jobs.Config, _ throttle.JobConfig) (JobPacer, error) {
 	// The leader's controller registers the job from its worker row.
 	w, err := m.e.Register(context.Background(), cfg)
 	if err != nil {
@@ -168,9 +167,9 @@ func withForegroundLatency(cfg throttle.Config) throttle.Config {
 }
 
 var (
-	_ Pacer = (*pacing.LimiterPacer)(nil)
-	_ mode  = solo{}
-	_ mode  = coordinated{}
+	_ JobPacer = (*pacing.LimiterPacer)(nil)
+	_ mode     = solo{}
+	_ mode     = coordinated{}
 )
 
 // ErrNotLatched is a resume asked of a cluster in no latched critical

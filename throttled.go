@@ -433,7 +433,7 @@ func (c *Client) published(d throttle.Decision) {
 // callers that take tokens themselves (pacer.Wait before each batch, the
 // returned function after it) or hand it to the River middleware. In
 // coordinated mode the job becomes a worker of the cluster's leader.
-func (c *Client) Pacer(cfg jobs.Config) (Pacer, error) {
+func (c *Client) Pacer(cfg jobs.Config) (JobPacer, error) {
 	jc := jobConfig(cfg)
 	if err := jc.Validate(); err != nil {
 		return nil, err

@@ -50,15 +50,15 @@ type Status struct {
 }
 
 // Status returns the job's progress now. While the job runs, its state,
-// reason, binding signal and rate come from the pacer when it is an
-// [Explainer]: a paused job shows as paused, with the hold's reason.
+// reason, binding signal and rate come from the pacer when it is a
+// status.Explainer: a paused job shows as paused, with the hold's reason.
 func (j *Job) Status() Status {
 	j.mu.Lock()
 	s := j.status
 	rowsPS := j.rowsPS
 	j.mu.Unlock()
 	if s.State == StateRunning {
-		if ex, ok := j.pacer.(Explainer); ok {
+		if ex, ok := j.pacer.(status.Explainer); ok {
 			st := ex.Status()
 			s.State, s.Code, s.Reason, s.Binding, s.Rate = State(st.State), st.Code, st.Reason, st.Binding, st.Rate
 			switch s.State {

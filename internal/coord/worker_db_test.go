@@ -51,7 +51,7 @@ func TestEveryWorkerStopsWithinTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	var ps []throttled.Pacer
+	var ps []throttled.JobPacer
 	for i := range 8 {
 		p, err := tc.Pacer(jobs.Config{Name: fmt.Sprintf("lease-%d", i)})
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
+	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/jobs/riverpace"
 	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
@@ -28,7 +29,7 @@ func TestLongHoldsPauseTheRiverQueue(t *testing.T) {
 	pool, tc, pacer := riverSetup(t, 50, "river_guarded")
 	const queue, control = "guarded", "control"
 	mw, err := riverpace.New(riverpace.Config{
-		PacerFor: func(job *rivertype.JobRow) riverpace.Pacer {
+		PacerFor: func(job *rivertype.JobRow) jobs.Pacer {
 			if job.Queue == control {
 				return nil
 			}

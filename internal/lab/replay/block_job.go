@@ -98,7 +98,7 @@ func (p gatedPacer) BatchBounds() (int, int, time.Duration, bool) {
 }
 
 func (p gatedPacer) Status() status.JobStatus {
-	if e, ok := p.inner.(jobs.Explainer); ok {
+	if e, ok := p.inner.(status.Explainer); ok {
 		return e.Status()
 	}
 	return status.JobStatus{}

@@ -116,7 +116,7 @@ type monitor struct {
 	states []state
 }
 
-func (m *monitor) run(ctx context.Context, p throttled.Pacer) {
+func (m *monitor) run(ctx context.Context, p throttled.JobPacer) {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -541,7 +541,7 @@ func auditRows(t *testing.T, ctx context.Context, c *patronicluster.Cluster) int
 	return n
 }
 
-func pausedBy(p throttled.Pacer, reason string) error {
+func pausedBy(p throttled.JobPacer, reason string) error {
 	js := p.Status()
 	st, r := js.State, js.Reason
 	if st != status.JobPaused || !strings.Contains(r, reason) {
