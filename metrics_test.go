@@ -22,38 +22,6 @@ import (
 	"github.com/throttled/throttled/throttle/hold"
 )
 
-// A job's why label comes from the status's code, never from its text:
-// the hold's source (never its id, which grows without bound over a
-// cluster's life), the binding signal, the want of a valid allocation, or
-// the code; no numbers, no free text. On the old code a held job's why
-// was "hold h12".
-func TestWhyIsBounded(t *testing.T) {
-	h12 := hold.Hold{ID: "h12", Source: hold.SourceManual, Reason: "vacuum first: 42 rows"}
-	w7 := hold.Hold{ID: "w7", Source: hold.SourceWindow, Reason: "avoid the nightly backup"}
-	odd := hold.Hold{ID: "h99", Source: "someone-new", Reason: "a source this build does not know"}
-	for _, tc := range []struct {
-		st   status.JobStatus
-		want string
-	}{
-		{status.JobStatus{State: status.JobPaused, Code: status.CodeHeld, Reason: "paused: hold h12 on job:purge by alice (manual): vacuum first, until 2026-11-30T16:00:00Z", Holds: []hold.Hold{h12}}, "hold:manual"},
-		{status.JobStatus{State: status.JobPaused, Code: status.CodeHeld, Reason: "paused: hold w7", Holds: []hold.Hold{w7, h12}}, "hold:window"},
-		{status.JobStatus{State: status.JobPaused, Code: status.CodeHeld, Reason: "paused: hold h99", Holds: []hold.Hold{odd}}, "hold:other"},
-		// A reason that reads like a hold is not one: the code decides.
-		{status.JobStatus{State: status.JobPaused, Code: status.CodeUnavailable, Reason: "paused: hold h9 on all"}, "no valid allocation"},
-		{status.JobStatus{State: status.JobThrottled, Code: status.CodeCut, Reason: "throttled: cut by 30%: primary_load at 1.3 of target", Binding: status.Binding{Signal: "primary_load"}}, "binding primary_load"},
-		{status.JobStatus{State: status.JobPaused, Code: status.CodeCritical, Reason: "critical: primary_load reached 1.9 (critical 1)", Binding: status.Binding{Signal: "primary_load"}}, "critical"},
-		{status.JobStatus{State: status.JobPaused, Code: status.CodeStale, Reason: "stale: replica_lag_seconds (too old)", Binding: status.Binding{Signal: "replica_lag_seconds"}}, "stale"},
-		{status.JobStatus{State: status.JobRunning, Code: status.CodeSlowStart, Reason: "running: slow start: budget 2/s, doubling back toward 8/s"}, "slow_start"},
-		{status.JobStatus{State: status.JobThrottled, Code: status.CodeTooSlow, Reason: "throttled: 0.05 batches/s, one batch every 20s"}, "too_slow"},
-		{status.JobStatus{State: status.JobPaused, Code: status.CodeGated, Reason: `gated: vacuum_running{table="public.events"} at 1, over 0`}, "gated"},
-		{status.JobStatus{State: status.JobRunning}, "running"},
-	} {
-		if got := throttled.Why(tc.st); got != tc.want {
-			t.Errorf("Why(%s, %q) = %q; want %q", tc.st.Code, tc.st.Reason, got, tc.want)
-		}
-	}
-}
-
 // A process that embeds the library exports its jobs under the sidecar's
 // names through Client.Collector: rows, batches, batch size and rows left
 // from the job itself, state and why from the controller, the build info
@@ -113,6 +81,17 @@ throttled_jobs_remaining_rows{throttled_job="metrics-job"} 79
 	}
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+	// Every why label, of the job's state and of its time counted, is a
+	// word of the one set.
+	if whys := whyLabels(t, reg); len(whys) == 0 {
+		t.Error("no why label exported")
+	} else {
+		for _, w := range whys {
+			if !slices.Contains(status.Whys(), status.Why(w)) {
+				t.Errorf("why=%q is not a word of status.Whys", w)
+			}
+		}
 	}
 	// The same name again: the newer job replaces the older one.
 	if _, err := tc.Job(jobs.Config{Name: "metrics-job"}, db, fn); err != nil {
@@ -217,4 +196,24 @@ func TestLimitedSecondsMetrics(t *testing.T) {
 			}
 		})
 	}
+}
+
+// whyLabels gathers reg and returns the value of every why label.
+func whyLabels(t *testing.T, reg *prometheus.Registry) []string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "why" {
+					out = append(out, l.GetValue())
+				}
+			}
+		}
+	}
+	return out
 }
