@@ -215,16 +215,17 @@ type Config struct {
 	// the built-in ones, that Rules may name: the Prometheus signals
 	// (signals.PrometheusConfig). Each is a valid name (signals.ValidName),
 	// no built-in signal and none of the other words of a job's why
-	// (Whys): pass them to WhyOf, and a job such a signal limits counts
-	// under the signal's name. A rule on one that is never sampled reads
-	// "not sampled": unknown, and a required rule stops the work.
+	// (status.Whys): pass them to status.WhyOf, and a job such a signal
+	// limits counts under the signal's name. A rule on one that is never
+	// sampled reads "not sampled": unknown, and a required rule stops the
+	// work.
 	// throttled.Open adds the Prometheus signals of its Options.Signals.
 	External []signals.Name
 
 	// JobRules are rules that bind jobs one at a time, as gates (see
 	// gates.go): a job whose gate signal reads over Target, or cannot be
-	// read or is older than MaxAge, is paused with CodeGated, and the
-	// other jobs share the budget. Target may be 0 (vacuum_running: any
+	// read or is older than MaxAge, is paused with status.CodeGated, and
+	// the other jobs share the budget. Target may be 0 (vacuum_running: any
 	// vacuum on the job's tables); Critical must be 0, and a gate always
 	// fails closed (Required is implied). None by default.
 	JobRules map[signals.Name]Rule

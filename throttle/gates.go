@@ -15,8 +15,8 @@ import (
 // A gate is a job rule ([Config.JobRules]) applied to one job: go or
 // no-go, freno's and Vitess's per-app check, beside the shared budget
 // that the cluster rules shape. A job whose gate reads over its Target,
-// or cannot be read, is paused with [CodeGated] while the other jobs take
-// its share. The cluster rules (load, headroom, lag, every critical level)
+// or cannot be read, is paused with [status.CodeGated] while the other
+// jobs take its share. The cluster rules (load, headroom, lag, every critical level)
 // bind every job whatever its gates: they protect the primary all jobs
 // share.
 //

@@ -46,7 +46,7 @@ func (c *Controller) ReportMany(j status.Job, n, errs int, took time.Duration) {
 }
 
 // Wanted records that a caller of job j waited for its limiter since the
-// last step (see [Limiter.Waited]): the job wants more than its rate.
+// last step (see [limit.Limiter.Waited]): the job wants more than its rate.
 // While it has run too little to show use (under two batches in the
 // usage window) such a job is starved, not idle, and its whole rate counts
 // as used, so a budget its jobs cannot start a batch on (a share of a few
