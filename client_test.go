@@ -13,6 +13,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -61,7 +62,7 @@ func TestClientStopsJobsWhileTheSamplerLacksItsGrant(t *testing.T) {
 	t.Cleanup(func() { exec(grant) })
 	exec("REVOKE pg_monitor FROM " + pgcluster.RoleMonitor)
 	pgtest.Eventually(t, 5*time.Second, func() error {
-		if d := tc.Decision(); d.Mode != throttle.ModeStale {
+		if d := tc.Decision(); d.Mode != status.ModeStale {
 			return fmt.Errorf("mode %s (%s); want stale", d.Mode, d.Reason)
 		}
 		if clienttest.Running(p) == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 	"github.com/throttled/throttled/throttle/hold"
 )
@@ -76,14 +77,14 @@ func TestAnExemptionHoldRunsItsJobThroughALagCritical(t *testing.T) {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, 20*time.Second, func() error {
-		if d := tc.Decision(); d.Mode != throttle.ModeCritical {
+		if d := tc.Decision(); d.Mode != status.ModeCritical {
 			return fmt.Errorf("mode %s (%s); want critical on replica lag", d.Mode, d.Reason)
 		}
 		st, ot := exempt.Status(), other.Status()
-		if st.Code != throttle.CodeExempt || st.Rate <= 0 || !strings.Contains(st.Reason, "exempt from replica_lag_bytes by hold "+h.ID) {
+		if st.Code != status.CodeExempt || st.Rate <= 0 || !strings.Contains(st.Reason, "exempt from replica_lag_bytes by hold "+h.ID) {
 			return fmt.Errorf("exempt-job %s at %v (%s); want exempt, running", st.Code, st.Rate, st.Reason)
 		}
-		if ot.Code != throttle.CodeCritical || ot.State != throttle.JobPaused {
+		if ot.Code != status.CodeCritical || ot.State != status.JobPaused {
 			return fmt.Errorf("other-job %s (%s); want paused, critical", ot.Code, ot.Reason)
 		}
 		return nil
@@ -107,7 +108,7 @@ func TestAnExemptionHoldRunsItsJobThroughALagCritical(t *testing.T) {
 		t.Fatal(err)
 	}
 	pgtest.Eventually(t, 10*time.Second, func() error {
-		if st := exempt.Status(); st.Code != throttle.CodeCritical || st.State != throttle.JobPaused {
+		if st := exempt.Status(); st.Code != status.CodeCritical || st.State != status.JobPaused {
 			return fmt.Errorf("exempt-job after release: %s (%s); want paused, critical", st.Code, st.Reason)
 		}
 		return nil

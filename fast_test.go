@@ -17,6 +17,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -476,7 +477,7 @@ func (r *fastRig) steadyBudget(within time.Duration) float64 {
 		lo, hi := ds[0].Budget, ds[0].Budget
 		for _, d := range ds {
 			lo, hi = min(lo, d.Budget), max(hi, d.Budget)
-			if d.Code == throttle.CodeCut || d.Budget <= 0 {
+			if d.Code == status.CodeCut || d.Budget <= 0 {
 				return fmt.Errorf("budget %.3g/s (%s, %s: %s); want the job running at a steady budget", d.Budget, d.Mode, d.Code, d.Reason)
 			}
 		}

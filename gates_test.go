@@ -17,14 +17,15 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
 // gated reports nil once p is paused by a gate whose reason holds want.
-func gated(p throttled.Pacer, want string) error {
+func gated(p throttled.JobPacer, want string) error {
 	js := p.Status()
 	st, r := js.State, js.Reason
-	if st != throttle.JobPaused || !strings.HasPrefix(r, "gated: ") || !strings.Contains(r, want) {
+	if st != status.JobPaused || !strings.HasPrefix(r, "gated: ") || !strings.Contains(r, want) {
 		return fmt.Errorf("%s: %s; want gated on %s", st, r, want)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -28,7 +29,7 @@ func latching(t *testing.T, c *pgcluster.Cluster) throttled.Options {
 // latch runs job on tc until one busy session latches a critical pause,
 // then ends the load: it returns the job's pacer, paused and latched with
 // the primary calm again.
-func latch(t *testing.T, c *pgcluster.Cluster, tc *throttled.Client, job string) throttled.Pacer {
+func latch(t *testing.T, c *pgcluster.Cluster, tc *throttled.Client, job string) throttled.JobPacer {
 	t.Helper()
 	p, err := tc.Pacer(jobs.Config{Name: job})
 	if err != nil {
@@ -43,7 +44,7 @@ func latch(t *testing.T, c *pgcluster.Cluster, tc *throttled.Client, job string)
 	pgtest.Eventually(t, 20*time.Second, func() error {
 		js := p.Status()
 		st, r := js.State, js.Reason
-		if st != throttle.JobPaused || !strings.Contains(r, "latched") {
+		if st != status.JobPaused || !strings.Contains(r, "latched") {
 			return errors.New("not latched yet: " + string(st) + ": " + r)
 		}
 		return nil
@@ -53,7 +54,7 @@ func latch(t *testing.T, c *pgcluster.Cluster, tc *throttled.Client, job string)
 }
 
 // stillPaused fails the test if p runs within d.
-func stillPaused(t *testing.T, p throttled.Pacer, d time.Duration, what string) {
+func stillPaused(t *testing.T, p throttled.JobPacer, d time.Duration, what string) {
 	t.Helper()
 	pgtest.Steady(t, d, func() error {
 		if clienttest.Running(p) == nil {

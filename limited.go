@@ -3,11 +3,12 @@ package throttled
 import (
 	"time"
 
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
 // limited.go: the time each job of this process spends at each why
-// (throttle.Why: at full rate, growing, limited by a signal, slow start,
+// (status.Why: at full rate, growing, limited by a signal, slow start,
 // held, ...), counted wherever the process applies a decision to its
 // jobs: the solo decide loop, each coordinated worker's heartbeat. A
 // Prometheus signal that limits a job counts under its own name (the
@@ -22,26 +23,27 @@ const limitedTicks = 3
 
 // observeDecision counts a decision just applied for every job in it.
 func (c *Client) observeDecision(now time.Time, d throttle.Decision) {
-	for j, jd := range d.Jobs {
-		c.limited.Observe(now, j, throttle.WhyOfDecision(d, jd, c.external...))
+	for j := range d.Jobs {
+		st, _ := d.Status(j)
+		c.limited.Observe(now, j, status.WhyOf(st, c.external...))
 	}
 }
 
 // observe counts a status just applied to one job (a coordinated
 // worker's heartbeat).
-func (c *Client) observe(now time.Time, st throttle.JobStatus) {
-	c.limited.Observe(now, st.Job, throttle.WhyOf(st, c.external...))
+func (c *Client) observe(now time.Time, st status.JobStatus) {
+	c.limited.Observe(now, st.Job, status.WhyOf(st, c.external...))
 }
 
 // LimitedSeconds is the seconds job has spent at each why in this process
 // since it was registered (nil for a job this process does not pace):
 // what the counter throttled_jobs_limited_seconds_total exports.
-func (c *Client) LimitedSeconds(job string) map[throttle.Why]float64 {
-	return c.limited.Seconds(time.Now(), throttle.Job(job))
+func (c *Client) LimitedSeconds(job string) map[status.Why]float64 {
+	return c.limited.Seconds(time.Now(), status.Job(job))
 }
 
 // WhySlow sums up LimitedSeconds in a line, such as "ran 4m10s: 12 % at
 // full rate, 81 % limited by foreground_latency, 7 % slow start".
 func (c *Client) WhySlow(job string) string {
-	return throttle.WhySlow(c.LimitedSeconds(job))
+	return status.WhySlow(c.LimitedSeconds(job))
 }

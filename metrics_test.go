@@ -17,41 +17,10 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 	"github.com/throttled/throttled/throttle/hold"
 )
-
-// A job's why label comes from the status's code, never from its text:
-// the hold's source (never its id, which grows without bound over a
-// cluster's life), the binding signal, the want of a valid allocation, or
-// the code; no numbers, no free text. On the old code a held job's why
-// was "hold h12".
-func TestWhyIsBounded(t *testing.T) {
-	h12 := hold.Hold{ID: "h12", Source: hold.SourceManual, Reason: "vacuum first: 42 rows"}
-	w7 := hold.Hold{ID: "w7", Source: hold.SourceWindow, Reason: "avoid the nightly backup"}
-	odd := hold.Hold{ID: "h99", Source: "someone-new", Reason: "a source this build does not know"}
-	for _, tc := range []struct {
-		st   throttle.JobStatus
-		want string
-	}{
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h12 on job:purge by alice (manual): vacuum first, until 2026-11-30T16:00:00Z", Holds: []hold.Hold{h12}}, "hold:manual"},
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold w7", Holds: []hold.Hold{w7, h12}}, "hold:window"},
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h99", Holds: []hold.Hold{odd}}, "hold:other"},
-		// A reason that reads like a hold is not one: the code decides.
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeUnavailable, Reason: "paused: hold h9 on all"}, "no valid allocation"},
-		{throttle.JobStatus{State: throttle.JobThrottled, Code: throttle.CodeCut, Reason: "throttled: cut by 30%: primary_load at 1.3 of target", Binding: throttle.Binding{Signal: "primary_load"}}, "binding primary_load"},
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeCritical, Reason: "critical: primary_load reached 1.9 (critical 1)", Binding: throttle.Binding{Signal: "primary_load"}}, "critical"},
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeStale, Reason: "stale: replica_lag_seconds (too old)", Binding: throttle.Binding{Signal: "replica_lag_seconds"}}, "stale"},
-		{throttle.JobStatus{State: throttle.JobRunning, Code: throttle.CodeSlowStart, Reason: "running: slow start: budget 2/s, doubling back toward 8/s"}, "slow_start"},
-		{throttle.JobStatus{State: throttle.JobThrottled, Code: throttle.CodeTooSlow, Reason: "throttled: 0.05 batches/s, one batch every 20s"}, "too_slow"},
-		{throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeGated, Reason: `gated: vacuum_running{table="public.events"} at 1, over 0`}, "gated"},
-		{throttle.JobStatus{State: throttle.JobRunning}, "running"},
-	} {
-		if got := throttled.Why(tc.st); got != tc.want {
-			t.Errorf("Why(%s, %q) = %q; want %q", tc.st.Code, tc.st.Reason, got, tc.want)
-		}
-	}
-}
 
 // A process that embeds the library exports its jobs under the sidecar's
 // names through Client.Collector: rows, batches, batch size and rows left
@@ -113,6 +82,17 @@ throttled_jobs_remaining_rows{throttled_job="metrics-job"} 79
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
+	// Every why label, of the job's state and of its time counted, is a
+	// word of the one set.
+	if whys := whyLabels(t, reg); len(whys) == 0 {
+		t.Error("no why label exported")
+	} else {
+		for _, w := range whys {
+			if !slices.Contains(status.Whys(), status.Why(w)) {
+				t.Errorf("why=%q is not a word of status.Whys", w)
+			}
+		}
+	}
 	// The same name again: the newer job replaces the older one.
 	if _, err := tc.Job(jobs.Config{Name: "metrics-job"}, db, fn); err != nil {
 		t.Fatal(err)
@@ -155,7 +135,7 @@ func TestLimitedSecondsMetrics(t *testing.T) {
 				if clienttest.Running(p) != nil {
 					return clienttest.Running(p)
 				}
-				if s := cl.LimitedSeconds(job)[throttle.WhyFullRate]; s < 2 {
+				if s := cl.LimitedSeconds(job)[status.WhyFullRate]; s < 2 {
 					return fmt.Errorf("%.1f s at full rate: %s", s, cl.WhySlow(job))
 				}
 				return nil
@@ -172,7 +152,7 @@ func TestLimitedSecondsMetrics(t *testing.T) {
 			secs := cl.LimitedSeconds(job)
 			total := 0.0
 			for w, s := range secs {
-				if !slices.Contains(throttle.Whys(), w) {
+				if !slices.Contains(status.Whys(), w) {
 					t.Errorf("why %q is not in the bounded set", w)
 				}
 				total += s
@@ -204,7 +184,7 @@ func TestLimitedSecondsMetrics(t *testing.T) {
 					}
 				}
 			}
-			if got["full_rate"] < secs[throttle.WhyFullRate] || got["hold:cli"] < secs["hold:cli"] {
+			if got["full_rate"] < secs[status.WhyFullRate] || got["hold:cli"] < secs["hold:cli"] {
 				t.Fatalf("exported %v; counted before the scrape %v (a counter only grows)", got, secs)
 			}
 			problems, err := testutil.GatherAndLint(reg, "throttled_jobs_limited_seconds_total")
@@ -216,4 +196,24 @@ func TestLimitedSecondsMetrics(t *testing.T) {
 			}
 		})
 	}
+}
+
+// whyLabels gathers reg and returns the value of every why label.
+func whyLabels(t *testing.T, reg *prometheus.Registry) []string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "why" {
+					out = append(out, l.GetValue())
+				}
+			}
+		}
+	}
+	return out
 }

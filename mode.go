@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/internal/coord"
+	"github.com/throttled/throttled/internal/pacing"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -20,29 +22,28 @@ import (
 // least (three ticks when that is longer).
 const DefaultLease = coord.DefaultLease
 
-// Pacer is what the Client hands out per job: permission for one batch,
-// feedback after it, and why the job is held back. It satisfies the jobs
-// package's Pacer, Allower and Explainer.
-type Pacer interface {
-	Wait(ctx context.Context) (func(rows int64, took time.Duration, err error), error)
-	Allow() (func(rows int64, took time.Duration, err error), bool)
-	// Status is the job's status, typed: its state, reason code and text,
-	// binding signal, rate and the holds that apply.
-	Status() throttle.JobStatus
+// JobPacer is what the Client hands out per job: permission for one batch
+// (jobs.Pacer, and jobs.Allower without waiting), feedback after it, and
+// why the job is held back (status.Explainer: its state, reason code and
+// text, binding signal, rate and the holds that apply).
+type JobPacer interface {
+	jobs.Pacer
+	jobs.Allower
+	status.Explainer
 }
 
 // mode is how a Client paces its jobs: solo, deciding in this process,
 // or coordinated, as a worker of the cluster's leader.
 type mode interface {
 	// pacer registers a validated job and returns its pacer.
-	pacer(cfg jobs.Config, jc throttle.JobConfig) (Pacer, error)
+	pacer(cfg jobs.Config, jc throttle.JobConfig) (JobPacer, error)
 	// update changes a registered job's weight and rate limits.
 	update(cfg jobs.Config, jc throttle.JobConfig) error
-	remove(j throttle.Job) error
+	remove(j status.Job) error
 	// reconfigure replaces a validated controller configuration.
 	reconfigure(cfg throttle.Config) error
 	leader() bool
-	status(j throttle.Job) throttle.JobStatus
+	status(j status.Job) status.JobStatus
 	resumeLatched(ctx context.Context, actor, reason string) error
 	// close stops every pacer: nothing is allowed after it.
 	close()
@@ -52,7 +53,7 @@ type mode interface {
 // Client's decide loop) and its limiters apply each decision.
 type solo struct{ c *Client }
 
-func (m solo) pacer(_ jobs.Config, jc throttle.JobConfig) (Pacer, error) {
+func (m solo) pacer(_ jobs.Config, jc throttle.JobConfig) (JobPacer, error) {
 	if err := m.c.ctl.Register(jc); err != nil {
 		return nil, err
 	}
@@ -61,7 +62,7 @@ func (m solo) pacer(_ jobs.Config, jc throttle.JobConfig) (Pacer, error) {
 
 func (m solo) update(_ jobs.Config, jc throttle.JobConfig) error { return m.c.ctl.Register(jc) }
 
-func (m solo) remove(j throttle.Job) error {
+func (m solo) remove(j status.Job) error {
 	m.c.ls.Get(j).Pause("job removed")
 	m.c.ctl.Unregister(j)
 	return nil
@@ -73,7 +74,7 @@ func (solo) reconfigure(throttle.Config) error {
 
 func (solo) leader() bool { return true }
 
-func (m solo) status(j throttle.Job) throttle.JobStatus { return m.c.ls.Pacer(m.c.ctl, j).Status() }
+func (m solo) status(j status.Job) status.JobStatus { return m.c.ls.Pacer(m.c.ctl, j).Status() }
 
 func (m solo) resumeLatched(_ context.Context, actor, _ string) error {
 	if !m.c.ctl.Resume(time.Now(), actor) {
@@ -90,7 +91,7 @@ type coordinated struct {
 	e *coord.Engine
 }
 
-func (m coordinated) pacer(cfg jobs.Config, _ throttle.JobConfig) (Pacer, error) {
+func (m coordinated) pacer(cfg jobs.Config, _ throttle.JobConfig) (JobPacer, error) {
 	// The leader's controller registers the job from its worker row.
 	w, err := m.e.Register(context.Background(), cfg)
 	if err != nil {
@@ -103,7 +104,7 @@ func (m coordinated) update(cfg jobs.Config, _ throttle.JobConfig) error {
 	return m.e.Update(context.Background(), cfg)
 }
 
-func (m coordinated) remove(j throttle.Job) error { return m.e.Remove(context.Background(), j) }
+func (m coordinated) remove(j status.Job) error { return m.e.Remove(context.Background(), j) }
 
 func (m coordinated) reconfigure(cfg throttle.Config) error {
 	m.e.Reconfigure(cfg)
@@ -112,7 +113,7 @@ func (m coordinated) reconfigure(cfg throttle.Config) error {
 
 func (m coordinated) leader() bool { return m.e.Leader() }
 
-func (m coordinated) status(j throttle.Job) throttle.JobStatus { return m.e.Status(j) }
+func (m coordinated) status(j status.Job) status.JobStatus { return m.e.Status(j) }
 
 func (m coordinated) resumeLatched(ctx context.Context, actor, reason string) error {
 	return coord.RequestResume(ctx, m.c.store, actor, reason)
@@ -162,9 +163,9 @@ func withForegroundLatency(cfg throttle.Config) throttle.Config {
 }
 
 var (
-	_ Pacer = (*throttle.Pacer)(nil)
-	_ mode  = solo{}
-	_ mode  = coordinated{}
+	_ JobPacer = (*pacing.LimiterPacer)(nil)
+	_ mode     = solo{}
+	_ mode     = coordinated{}
 )
 
 // ErrNotLatched is a resume asked of a cluster in no latched critical

@@ -14,6 +14,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/internal/testenv/promtest"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -51,7 +52,7 @@ func TestOpenWithAPrometheusSignal(t *testing.T) {
 	}
 	defer tc.Close()
 	pgtest.Eventually(t, 30*time.Second, func() error {
-		if d := tc.Decision(); d.Mode != throttle.ModeRunning {
+		if d := tc.Decision(); d.Mode != status.ModeRunning {
 			return fmt.Errorf("mode %s (%s), want running", d.Mode, d.Reason)
 		}
 		return nil
@@ -73,7 +74,7 @@ throttled_signals_prometheus_info{baseline="none",signal="app_p99"} 1
 	prom.Stop()
 	pgtest.Eventually(t, 30*time.Second, func() error {
 		d := tc.Decision()
-		if d.Mode != throttle.ModeStale || d.Budget != 0 || !strings.Contains(d.Reason, "app_p99") || !strings.Contains(d.Reason, "unreachable") {
+		if d.Mode != status.ModeStale || d.Budget != 0 || !strings.Contains(d.Reason, "app_p99") || !strings.Contains(d.Reason, "unreachable") {
 			return fmt.Errorf("mode %s, budget %v (%s): want stale on app_p99, unreachable", d.Mode, d.Budget, d.Reason)
 		}
 		return nil

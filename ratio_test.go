@@ -13,7 +13,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/clienttest"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -51,7 +51,7 @@ func TestARatioHoldScalesARunningWorker(t *testing.T) {
 	pgtest.Eventually(t, 10*time.Second, func() error {
 		js := p.Status()
 		st, reason, r := js.State, js.Reason, js.Rate
-		if st != throttle.JobThrottled || math.Abs(r-2) > 0.5 || !strings.Contains(reason, "scaled to 25% by hold "+h.ID) {
+		if st != status.JobThrottled || math.Abs(r-2) > 0.5 || !strings.Contains(reason, "scaled to 25% by hold "+h.ID) {
 			return fmt.Errorf("%s at %v (%s); want throttled at a quarter of 8, naming the hold", st, r, reason)
 		}
 		return nil
@@ -65,7 +65,7 @@ func TestARatioHoldScalesARunningWorker(t *testing.T) {
 	pgtest.Eventually(t, 20*time.Second, func() error {
 		js := p.Status()
 		st, r := js.State, js.Rate
-		if st != throttle.JobRunning || r < 7 {
+		if st != status.JobRunning || r < 7 {
 			return fmt.Errorf("%s at %v; want running at the whole budget again", st, r)
 		}
 		return nil

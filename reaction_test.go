@@ -14,6 +14,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -77,7 +78,7 @@ func TestReactionToInducedConditions(t *testing.T) {
 		}
 		js := p.Status()
 		st, r := js.State, js.Reason
-		if st != throttle.JobRunning {
+		if st != status.JobRunning {
 			return fmt.Errorf("%s: %s", st, r)
 		}
 		return nil
@@ -92,7 +93,7 @@ func TestReactionToInducedConditions(t *testing.T) {
 			d := tc.Decision()
 			js := p.Status()
 			st := js.State
-			if d.Binding.String() != signal || st == throttle.JobRunning {
+			if d.Binding.String() != signal || st == status.JobRunning {
 				return fmt.Errorf("binding %q, job %s (%s); want the job held back on %s", d.Binding, st, d.Reason, signal)
 			}
 			return nil
@@ -170,7 +171,7 @@ func TestReactionToInducedConditions(t *testing.T) {
 		d := tc.Decision()
 		js := p.Status()
 		st := js.State
-		if st != throttle.JobPaused && d.Binding.String() != "pgbouncer_waiting_clients_max" {
+		if st != status.JobPaused && d.Binding.String() != "pgbouncer_waiting_clients_max" {
 			return fmt.Errorf("binding %q, job %s (%s); want it held back on the pool", d.Binding, st, d.Reason)
 		}
 		return nil

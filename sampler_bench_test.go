@@ -179,7 +179,7 @@ func openWorkers(b *testing.B, c *pgcluster.Cluster, samplerDSN string, workers 
 		CoordinationDSN: c.Primary.DSN(pgcluster.RoleAdmin), Coordinate: true,
 		Controller: throttle.Config{MaxBudget: 1000, InitialBudget: 1000}}
 	clients := min(workers, samplerClients)
-	var pacers []throttled.Pacer
+	var pacers []throttled.JobPacer
 	for i := range clients {
 		tc, err := throttled.Open(context.Background(), opts)
 		if err != nil {

@@ -2,8 +2,7 @@
 // health. This package is the convenience that wires the parts in one
 // process: it samples the primary ([signals]), decides once a second
 // ([throttle.Controller]), applies each decision to every job's token
-// bucket and pause gate ([throttle.Limiters]), and hands out paced jobs
-// ([jobs.Job]):
+// bucket and pause gate, and hands out paced jobs ([jobs.Job]):
 //
 //	c, err := throttled.Open(ctx, throttled.Options{PrimaryDSN: monitorDSN, Cores: 16})
 //	job, err := c.Job(jobs.Config{Name: "purge_sessions", Checkpoint: true}, pool, batch)
@@ -21,8 +20,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/coord"
+	"github.com/throttled/throttled/internal/pacing"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 	"github.com/throttled/throttled/throttle/hold"
 )
@@ -99,7 +100,7 @@ type Options struct {
 type Client struct {
 	poller    *signals.Poller
 	ctl       *throttle.Controller
-	ls        *throttle.Limiters
+	ls        *pacing.Limiters
 	holds     *hold.Local
 	store     *holds.DB      // nil without CoordinationDSN
 	watcher   *holds.Watcher // nil without CoordinationDSN
@@ -128,7 +129,7 @@ type Client struct {
 	// limited is, per job of this process, the time spent at each why
 	// (limited.go); external are the controller's External signals, each
 	// a why of its own when it limits a job.
-	limited  *throttle.LimitedTime
+	limited  *pacing.LimitedTime
 	external []signals.Name
 	// prom are the Prometheus signals this process samples, for the
 	// metrics.
@@ -143,21 +144,55 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	scfg := opts.Signals
+	scfg, explicit, err := samplerConfig(opts, log)
+	if err != nil {
+		return nil, err
+	}
+	c, err := newClient(opts, scfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.openDurable(ctx, opts, log); err != nil {
+		c.abandon()
+		return nil, err
+	}
+	if err := c.connect(ctx, explicit, log); err != nil {
+		c.abandon()
+		return nil, err
+	}
+	prepare := preparer(opts.Cores, scfg.Prometheus, c.latency && !explicit)
+	if err := c.newController(opts.Controller, prepare); err != nil {
+		c.abandon()
+		return nil, err
+	}
+	c.start(ctx, opts, prepare)
+	return c, nil
+}
+
+// samplerConfig is the sampler's configuration: Options.Signals with the
+// servers and cores of opts, and the foreground-latency canary. A rule on
+// foreground_latency (explicit) turns the canary on, and a canary that
+// cannot run then fails Open; without a rule the canary is tried, and the
+// default rule added where it runs.
+func samplerConfig(opts Options, log hclog.Logger) (scfg signals.Config, explicit bool, err error) {
+	scfg = opts.Signals
 	scfg.PrimaryDSN, scfg.ReplicaDSNs, scfg.Cores = opts.PrimaryDSN, opts.ReplicaDSNs, opts.Cores
-	// A rule on foreground_latency turns its canary on, and a canary that
-	// cannot run fails Open; without a rule the canary is tried, and the
-	// default rule added where it runs.
-	_, explicit := opts.Controller.Rules[signals.ForegroundLatency]
+	_, explicit = opts.Controller.Rules[signals.ForegroundLatency]
 	switch {
 	case explicit && opts.NoForegroundLatency:
-		return nil, fmt.Errorf("throttled: Options.NoForegroundLatency is set and Controller.Rules has a rule on %s: one or the other", signals.ForegroundLatency)
+		return scfg, explicit, fmt.Errorf("throttled: Options.NoForegroundLatency is set and Controller.Rules has a rule on %s: one or the other", signals.ForegroundLatency)
 	case explicit:
 		scfg.ForegroundLatency = true
 	case !opts.NoForegroundLatency:
 		scfg.ForegroundLatency, scfg.ForegroundLatencyAuto = true, true
 	}
 	scfg.Logger = cmp.Or[hclog.Logger](scfg.Logger, log.Named("signals"))
+	return scfg, explicit, nil
+}
+
+// newClient is a Client with its sampler and its in-process holds, not
+// yet connected to anything.
+func newClient(opts Options, scfg signals.Config, log hclog.Logger) (*Client, error) {
 	poller, err := signals.New(scfg)
 	if err != nil {
 		return nil, err
@@ -166,77 +201,89 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{poller: poller, ls: throttle.NewLimiters(nil), holds: local, log: log.Named("controller"), audits: make(chan holds.Entry, 64),
-		onEnforce: opts.OnEnforce, onPrimary: opts.OnPrimaryChange}
-	var durable unionHolds
+	return &Client{poller: poller, ls: pacing.NewLimiters(nil), holds: local, log: log.Named("controller"), audits: make(chan holds.Entry, 64),
+		onEnforce: opts.OnEnforce, onPrimary: opts.OnPrimaryChange, prom: scfg.Prometheus.Signals}, nil
+}
+
+// openDurable opens the durable holds when Options.CoordinationDSN names
+// their database; coordinated mode needs them.
+func (c *Client) openDurable(ctx context.Context, opts Options, log hclog.Logger) error {
 	if opts.CoordinationDSN != "" {
 		if err := c.openCoordination(ctx, opts, log); err != nil {
-			return nil, err
+			return err
 		}
-		durable = append(durable, c.watcher)
 	}
 	if opts.Coordinate && c.store == nil {
-		c.closeCoordination()
-		return nil, fmt.Errorf("throttled: Coordinate needs CoordinationDSN")
+		return fmt.Errorf("throttled: Coordinate needs CoordinationDSN")
 	}
-	// Check the sampler's role and servers now, for a clear error at
-	// start, and whether the canary can run.
-	if err := poller.Connect(ctx); err != nil {
-		poller.Close()
-		c.closeCoordination()
-		return nil, err
+	return nil
+}
+
+// connect checks the sampler's role and servers now, for a clear error at
+// start, and whether the canary can run: where it does without an
+// explicit rule, the jobs are paced on it by default.
+func (c *Client) connect(ctx context.Context, explicit bool, log hclog.Logger) error {
+	if err := c.poller.Connect(ctx); err != nil {
+		return err
 	}
-	c.latency, c.latencyOff = poller.ForegroundLatency()
-	auto := c.latency && !explicit
-	if auto {
+	c.latency, c.latencyOff = c.poller.ForegroundLatency()
+	if c.latency && !explicit {
 		log.Info("pacing on foreground latency too: the canary runs", "target", throttle.DefaultForegroundLatencyRule.Target)
 	}
-	// Solo or leading, one session on CPU is a step of 1/cores in
-	// primary_load (on few cores one sample a session up is no
-	// emergency), and a canary that runs on its own paces by default.
-	prepare := func(cfg throttle.Config) throttle.Config {
-		cfg = withResolution(cfg, opts.Cores)
-		cfg = withPrometheus(cfg, scfg.Prometheus)
+	return nil
+}
+
+// preparer returns what a controller of this process runs with, from a
+// configuration it is given: solo or leading, one session on CPU is a
+// step of 1/cores in primary_load (on few cores one sample a session up
+// is no emergency), its rules may name the sampler's Prometheus signals,
+// and with auto (a canary that runs on its own) it paces on the
+// foreground's latency by default.
+func preparer(cores float64, prom signals.PrometheusConfig, auto bool) func(throttle.Config) throttle.Config {
+	return func(cfg throttle.Config) throttle.Config {
+		cfg = withResolution(cfg, cores)
+		cfg = withPrometheus(cfg, prom)
 		if auto {
 			cfg = withForegroundLatency(cfg)
 		}
 		return cfg
 	}
-	ccfg := prepare(opts.Controller)
+}
+
+// newController makes this process's controller from cfg, prepared, with
+// every hold this process knows: its own, the durable ones and cfg's.
+func (c *Client) newController(cfg throttle.Config, prepare func(throttle.Config) throttle.Config) error {
+	ccfg := prepare(cfg)
+	var durable unionHolds
+	if c.watcher != nil {
+		durable = append(durable, c.watcher)
+	}
 	if ccfg.Holds != nil {
 		durable = append(durable, ccfg.Holds)
 	}
-	sources := append(unionHolds{local}, durable...)
-	ccfg.Holds = sources
-	c.sources, c.durable = sources, durable
-	if c.ctl, err = throttle.New(ccfg); err != nil {
-		poller.Close()
-		c.closeCoordination()
-		return nil, err
+	c.sources, c.durable = append(unionHolds{c.holds}, durable...), durable
+	ccfg.Holds = c.sources
+	ctl, err := throttle.New(ccfg)
+	if err != nil {
+		return err
 	}
-	c.tick = c.ctl.Config().Tick
-	c.limited = throttle.NewLimitedTime(limitedTicks * c.tick)
-	c.prom = scfg.Prometheus.Signals
-	c.external = ccfg.External
+	c.ctl, c.tick, c.external = ctl, ctl.Config().Tick, ccfg.External
+	c.limited = pacing.NewLimitedTime(limitedTicks * c.tick)
+	return nil
+}
+
+// start runs the Client's loops until Close: the mode's (solo, sampling
+// and deciding here; or coordinated, an engine whose leader does) and,
+// with the durable holds, their watcher, the audit log, the primary's
+// record and enforcement.
+func (c *Client) start(ctx context.Context, opts Options, prepare func(throttle.Config) throttle.Config) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
 	if opts.Coordinate {
-		// Only the leader samples: this process's poller runs while it
-		// leads.
-		poller.Close()
-		e := coord.New(coord.Deps{Log: c.log, Pool: c.coord, Holds: c.sources, Changed: c.watcher.Changed, Poller: poller,
-			Controller: opts.Controller, Published: c.published, Applied: c.observe, LimitedSeconds: func(j throttle.Job) map[throttle.Why]float64 { return c.limited.Seconds(time.Now(), j) }, Tick: c.tick, DeferLeadership: opts.DeferLeadership,
-			Prepare: func(cfg throttle.Config) throttle.Config {
-				cfg = prepare(cfg)
-				cfg.Holds = c.durable
-				cfg.ScaleAtWorkers = true // each worker scales its own lease by the ratio holds it knows
-				return cfg
-			}})
-		c.mode = coordinated{c: c, e: e}
-		c.wg.Go(func() { e.Run(runCtx) })
+		c.startCoordinated(runCtx, opts, prepare)
 	} else {
 		c.mode = solo{c: c}
-		c.wg.Go(func() { _ = poller.Run(runCtx) })
+		c.wg.Go(func() { _ = c.poller.Run(runCtx) })
 		c.wg.Go(func() { c.decide(runCtx) })
 	}
 	if c.store != nil {
@@ -247,7 +294,29 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 			c.wg.Go(func() { c.enforce(runCtx, *opts.Enforce) })
 		}
 	}
-	return c, nil
+}
+
+// startCoordinated makes this process a worker of the cluster's leader
+// (internal/coord), and a candidate to lead. Only the leader samples: this
+// process's poller runs while it leads.
+func (c *Client) startCoordinated(ctx context.Context, opts Options, prepare func(throttle.Config) throttle.Config) {
+	c.poller.Close()
+	e := coord.New(coord.Deps{Log: c.log, Pool: c.coord, Holds: c.sources, Changed: c.watcher.Changed, Poller: c.poller,
+		Controller: opts.Controller, Published: c.published, Applied: c.observe, LimitedSeconds: func(j status.Job) map[status.Why]float64 { return c.limited.Seconds(time.Now(), j) }, Tick: c.tick, DeferLeadership: opts.DeferLeadership,
+		Prepare: func(cfg throttle.Config) throttle.Config {
+			cfg = prepare(cfg)
+			cfg.Holds = c.durable
+			cfg.ScaleAtWorkers = true // each worker scales its own lease by the ratio holds it knows
+			return cfg
+		}})
+	c.mode = coordinated{c: c, e: e}
+	c.wg.Go(func() { e.Run(ctx) })
+}
+
+// abandon closes what a failed Open opened.
+func (c *Client) abandon() {
+	c.poller.Close()
+	c.closeCoordination()
 }
 
 // openCoordination connects to the durable holds and reads them once: a
@@ -437,7 +506,7 @@ func (c *Client) published(d throttle.Decision) {
 // callers that take tokens themselves (pacer.Wait before each batch, the
 // returned function after it) or hand it to the River middleware. In
 // coordinated mode the job becomes a worker of the cluster's leader.
-func (c *Client) Pacer(cfg jobs.Config) (Pacer, error) {
+func (c *Client) Pacer(cfg jobs.Config) (JobPacer, error) {
 	jc := jobConfig(cfg)
 	if err := jc.Validate(); err != nil {
 		return nil, err
@@ -449,7 +518,7 @@ func (c *Client) Pacer(cfg jobs.Config) (Pacer, error) {
 // its name, share and limits, and the tables and job rules that gate it.
 func jobConfig(cfg jobs.Config) throttle.JobConfig {
 	tables, sigs := throttle.GateUnion([]jobs.Config{cfg}, func(c jobs.Config) ([]string, []string) { return c.Tables, c.Signals })
-	return throttle.JobConfig{Name: throttle.Job(cfg.Name), Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate, Tables: tables, Signals: sigs}
+	return throttle.JobConfig{Name: status.Job(cfg.Name), Weight: cfg.Weight, MinRate: cfg.MinRate, MaxRate: cfg.MaxRate, Tables: tables, Signals: sigs}
 }
 
 // Job registers a job with the controller and returns it, paced. db and
@@ -502,7 +571,7 @@ func (c *Client) UpdateJob(cfg jobs.Config) error {
 
 // RemoveJob stops a job of this process: its pacer grants nothing more.
 func (c *Client) RemoveJob(name string) error {
-	return c.mode.remove(throttle.Job(name))
+	return c.mode.remove(status.Job(name))
 }
 
 // Leader reports whether this process leads (always true without

@@ -344,7 +344,7 @@ func Jobs() Dashboard {
 	for i := range table.Targets {
 		table.Targets[i].Instant, table.Targets[i].Format = true, "table"
 	}
-	table.Description = "One row per job: its state and why (the hold, or the binding signal), its allocated rate, last batch size, rows done in the dashboard's time range and per second, and the time left at that pace (for workers that report what remains). Pause… and Resume… open throttled's confirm page."
+	table.Description = "One row per job: its state and why (the word of Where each job's time went: hold:<source>, the binding signal's name, full_rate, growth, slow_start, critical, stale, gated, unavailable, ...), its allocated rate, last batch size, rows done in the dashboard's time range and per second, and the time left at that pace (for workers that report what remains). Pause… and Resume… open throttled's confirm page."
 	// One row per job: merge the instant queries on their labels, name
 	// the value columns, and give each its unit.
 	names := []string{"state", "Rate", "Batch size", "Rows (time range)", "Rows/s", "ETA"}

@@ -10,14 +10,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/internal/jobname"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Violation is a job's session that kept working under a hold.
 type Violation struct {
 	PID        int32
-	Job        throttle.Job
+	Job        status.Job
 	Holds      []hold.Hold
 	RunningFor time.Duration // how long its transaction has run
 	Query      string
@@ -80,7 +80,7 @@ func (e *Enforcer) Enforce(ctx context.Context) ([]Violation, error) {
 		var app string
 		var secs float64
 		err := r.Scan(&s.v.PID, &app, &secs, &s.v.Query, &s.backend, &s.xactBeg)
-		s.v.Job = throttle.Job(strings.TrimPrefix(app, jobname.AppPrefix))
+		s.v.Job = status.Job(strings.TrimPrefix(app, jobname.AppPrefix))
 		s.v.RunningFor = time.Duration(secs * float64(time.Second))
 		return s, err
 	})

@@ -6,8 +6,10 @@
 // its pacer says a pause applies.
 //
 // jobs declares the small interfaces it consumes ([Pacer], [DB]) and
-// imports neither the throttle nor the signals package: the throttle
-// side's per-job pacer satisfies Pacer, and *pgxpool.Pool satisfies DB.
+// imports neither the controller (package throttle) nor the signals
+// package, only the shared vocabulary of package status: the pacers
+// throttled.Client and the sidecar's remote client hand out satisfy
+// Pacer, and *pgxpool.Pool satisfies DB.
 //
 // Every batch runs in its own transaction with SET LOCAL statement_timeout
 // and application_name "throttled:<job>", so throttled can see the job's

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/throttled/throttled/throttle"
 )
 
-// Pacer hands out permission to start one batch attempt. The throttle
-// side's per-job pacer satisfies it; so does anything with the same
-// method. done must be called once when the attempt ends, with its rows,
+// Pacer hands out permission to start one batch attempt. The pacers
+// throttled.Client (a JobPacer) and the sidecar's remote client (a
+// remote.WorkerPacer) hand out satisfy it; so does anything with the same
+// method, and River's middleware (package jobs/riverpace) paces through
+// it too. done must be called once when the attempt ends, with its rows,
 // duration and error: that feedback is how the controller learns what a
 // batch costs.
 type Pacer interface {
@@ -20,12 +21,6 @@ type Pacer interface {
 // Allower is a Pacer that can also grant without waiting.
 type Allower interface {
 	Allow() (done func(rows int64, took time.Duration, err error), ok bool)
-}
-
-// Explainer is a Pacer that can say why its job is held back: its
-// status, typed (state, code, reason, binding signal, rate and holds).
-type Explainer interface {
-	Status() throttle.JobStatus
 }
 
 // Stretcher is a Pacer that knows how stretched the foreground is: its

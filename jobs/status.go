@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 )
 
 // State is a job's state.
@@ -30,9 +30,9 @@ type Status struct {
 	Reason string
 	// Code is why, for machines, when the pacer says: one of
 	// throttle's closed set.
-	Code throttle.Code
+	Code status.Code
 	// Binding is the signal holding the job back, when the pacer says.
-	Binding throttle.Binding
+	Binding status.Binding
 	// Rate is the job's allocation, batches per second, when the pacer
 	// says.
 	Rate      float64
@@ -50,15 +50,15 @@ type Status struct {
 }
 
 // Status returns the job's progress now. While the job runs, its state,
-// reason, binding signal and rate come from the pacer when it is an
-// [Explainer]: a paused job shows as paused, with the hold's reason.
+// reason, binding signal and rate come from the pacer when it is a
+// status.Explainer: a paused job shows as paused, with the hold's reason.
 func (j *Job) Status() Status {
 	j.mu.Lock()
 	s := j.status
 	rowsPS := j.rowsPS
 	j.mu.Unlock()
 	if s.State == StateRunning {
-		if ex, ok := j.pacer.(Explainer); ok {
+		if ex, ok := j.pacer.(status.Explainer); ok {
 			st := ex.Status()
 			s.State, s.Code, s.Reason, s.Binding, s.Rate = State(st.State), st.Code, st.Reason, st.Binding, st.Rate
 			switch s.State {

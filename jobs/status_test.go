@@ -6,30 +6,30 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 )
 
 // explaining is a pacer that says why its job is held back.
-type explaining struct{ st throttle.JobStatus }
+type explaining struct{ st status.JobStatus }
 
 func (p explaining) Wait(context.Context) (func(int64, time.Duration, error), error) {
 	return func(int64, time.Duration, error) {}, nil
 }
-func (p explaining) Status() throttle.JobStatus { return p.st }
+func (p explaining) Status() status.JobStatus { return p.st }
 
 // A job's status takes its pacer's typed status: state, code, reason,
 // binding and rate; a state the jobs package does not know reads running.
 func TestStatusTakesThePacersTypedStatus(t *testing.T) {
-	held := throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeHeld, Reason: "paused: hold h1", Binding: throttle.Binding{Signal: signals.ReplicaLagSeconds, Labels: map[string]string{signals.LabelReplica: "r1"}}, Rate: 0.5}
+	held := status.JobStatus{State: status.JobPaused, Code: status.CodeHeld, Reason: "paused: hold h1", Binding: status.Binding{Signal: signals.ReplicaLagSeconds, Labels: map[string]string{signals.LabelReplica: "r1"}}, Rate: 0.5}
 	j, err := New(Config{Name: "typed"}, nil, explaining{held}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := j.Status()
-	if st.State != StatePaused || st.Code != throttle.CodeHeld || st.Reason != held.Reason || !st.Binding.Equal(held.Binding) || st.Rate != held.Rate {
+	if st.State != StatePaused || st.Code != status.CodeHeld || st.Reason != held.Reason || !st.Binding.Equal(held.Binding) || st.Rate != held.Rate {
 		t.Fatalf("status %+v; want the pacer's %+v", st, held)
 	}
-	j, err = New(Config{Name: "typed"}, nil, explaining{throttle.JobStatus{State: "unknown"}}, nil)
+	j, err = New(Config{Name: "typed"}, nil, explaining{status.JobStatus{State: "unknown"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

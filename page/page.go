@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 )
 
 // Alert is one page, firing or resolved.
@@ -33,12 +33,12 @@ type Alert struct {
 	Key   string `json:"key"`
 	Cause string `json:"cause"` // critical, latched, stale, pause_not_honoured, exempt_critical or primary_changed
 	// Cluster names the database cluster.
-	Cluster   string             `json:"cluster"`
-	Summary   string             `json:"summary"`
-	Signal    string             `json:"signal,omitempty"`
-	Value     float64            `json:"value,omitempty"`
-	Threshold float64            `json:"threshold,omitempty"`
-	Jobs      []throttle.JobRate `json:"jobs,omitempty"`
+	Cluster   string           `json:"cluster"`
+	Summary   string           `json:"summary"`
+	Signal    string           `json:"signal,omitempty"`
+	Value     float64          `json:"value,omitempty"`
+	Threshold float64          `json:"threshold,omitempty"`
+	Jobs      []status.JobRate `json:"jobs,omitempty"`
 	// Job is the one job a pause_not_honoured page is about: part of
 	// its identity wherever a receiver tells alerts apart by labels.
 	Job       string `json:"job,omitempty"`
@@ -108,34 +108,46 @@ func New(cfg Config) *Pager {
 		sent: map[string]int64{}, failed: map[string]int64{}}
 }
 
+// Decision is what the pager reads of one of the controller's decisions:
+// its time and mode, the signal that made it and its reason (for a stale
+// page), and its events (the running jobs, with their rates, in those
+// that begin a pause).
+type Decision struct {
+	At      time.Time
+	Mode    status.Mode
+	Binding status.Binding
+	Reason  string
+	Events  []status.Event
+}
+
 // Decision pages on a decision's events: critical and latched fire,
 // recovered and resumed resolve; stale fires once it has lasted
 // StaleAfter, and resolves when fresh.
-func (p *Pager) Decision(d throttle.Decision) {
+func (p *Pager) Decision(d Decision) {
 	for _, e := range d.Events {
 		switch e.Kind {
-		case throttle.EventCritical:
+		case status.EventCritical:
 			p.fire(Alert{Key: "critical:" + e.Signal, Cause: "critical", Summary: e.Message, Signal: e.Signal, Value: e.Value,
 				Threshold: e.Threshold, Jobs: e.Jobs, StartsAt: e.At})
-		case throttle.EventLatched:
+		case status.EventLatched:
 			p.fire(Alert{Key: "latched", Cause: "latched", Summary: e.Message, Signal: e.Signal, Value: e.Value, Threshold: e.Threshold,
 				Jobs: e.Jobs, StartsAt: e.At})
-		case throttle.EventExemptCritical:
+		case status.EventExemptCritical:
 			for _, j := range e.Jobs {
 				p.fire(Alert{Key: "exempt_critical:" + string(j.Job), Cause: "exempt_critical", Job: string(j.Job), Summary: e.Message,
 					Signal: e.Signal, Jobs: e.Jobs, StartsAt: e.At})
 			}
-		case throttle.EventRecovered:
+		case status.EventRecovered:
 			p.resolvePrefix("critical:", e.At)
 			p.resolvePrefix("latched", e.At)
 			p.resolvePrefix("exempt_critical:", e.At)
-		case throttle.EventResumed:
+		case status.EventResumed:
 			p.resolvePrefix("latched", e.At)
 		}
 	}
 	p.expirePrimaryChanged(d.At)
 	p.mu.Lock()
-	stale := d.Mode == throttle.ModeStale
+	stale := d.Mode == status.ModeStale
 	switch {
 	case stale && p.staleSince.IsZero():
 		p.staleSince, p.staleDone = d.At, false

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 )
 
 var t0 = time.Date(2026, 9, 13, 8, 43, 0, 0, time.UTC)
@@ -81,9 +81,9 @@ func waitFor(t *testing.T, r *receiver, n int) {
 	}
 }
 
-func critical(at time.Time) throttle.Decision {
-	return throttle.Decision{At: at, Mode: throttle.ModeCritical, Events: []throttle.Event{{Kind: throttle.EventCritical, At: at,
-		Signal: "primary_load", Value: 1.2, Threshold: 1, Jobs: []throttle.JobRate{{Job: "purge", Rate: 4}}, Message: "critical: primary_load at 1.2"}}}
+func critical(at time.Time) Decision {
+	return Decision{At: at, Mode: status.ModeCritical, Events: []status.Event{{Kind: status.EventCritical, At: at,
+		Signal: "primary_load", Value: 1.2, Threshold: 1, Jobs: []status.JobRate{{Job: "purge", Rate: 4}}, Message: "critical: primary_load at 1.2"}}}
 }
 
 func TestWebhookIsSignedDeduplicatedAndResolved(t *testing.T) {
@@ -93,8 +93,8 @@ func TestWebhookIsSignedDeduplicatedAndResolved(t *testing.T) {
 	run(t, p)
 	p.Decision(critical(t0))
 	p.Decision(critical(t0.Add(time.Second))) // the same cause again: no second page
-	p.Decision(throttle.Decision{At: t0.Add(time.Minute), Mode: throttle.ModeRunning,
-		Events: []throttle.Event{{Kind: throttle.EventRecovered, At: t0.Add(time.Minute)}}})
+	p.Decision(Decision{At: t0.Add(time.Minute), Mode: status.ModeRunning,
+		Events: []status.Event{{Kind: status.EventRecovered, At: t0.Add(time.Minute)}}})
 	waitFor(t, &r, 2)
 	if r.count() != 2 {
 		t.Fatalf("%d deliveries; want fire and resolve", r.count())
@@ -122,7 +122,7 @@ func TestPagerDutyContract(t *testing.T) {
 	p := New(Config{Notifiers: []Notifier{PagerDuty{URL: srv.URL, RoutingKey: "rk"}}, Cluster: "db1"})
 	run(t, p)
 	p.Decision(critical(t0))
-	p.Decision(throttle.Decision{At: t0.Add(time.Minute), Events: []throttle.Event{{Kind: throttle.EventRecovered, At: t0.Add(time.Minute)}}})
+	p.Decision(Decision{At: t0.Add(time.Minute), Events: []status.Event{{Kind: status.EventRecovered, At: t0.Add(time.Minute)}}})
 	waitFor(t, &r, 2)
 	trigger, resolve := r.bodies[0], r.bodies[1]
 	if trigger["event_action"] != "trigger" || resolve["event_action"] != "resolve" || trigger["routing_key"] != "rk" ||
@@ -140,8 +140,8 @@ func TestStalePagesOnlyAfterItsThresholdAndRetriesAreCapped(t *testing.T) {
 	srv := r.server(t)
 	p := New(Config{Notifiers: []Notifier{Webhook{URL: srv.URL, Secret: "s"}}, StaleAfter: 30 * time.Second})
 	run(t, p)
-	stale := func(at time.Time) throttle.Decision {
-		return throttle.Decision{At: at, Mode: throttle.ModeStale, Binding: throttle.Binding{Signal: signals.PrimaryLoad}, Reason: "stale: primary_load (age 4s)"}
+	stale := func(at time.Time) Decision {
+		return Decision{At: at, Mode: status.ModeStale, Binding: status.Binding{Signal: signals.PrimaryLoad}, Reason: "stale: primary_load (age 4s)"}
 	}
 	p.Decision(stale(t0))
 	p.Decision(stale(t0.Add(29 * time.Second)))
@@ -153,7 +153,7 @@ func TestStalePagesOnlyAfterItsThresholdAndRetriesAreCapped(t *testing.T) {
 	if r.bodies[0]["cause"] != "stale" {
 		t.Fatalf("%v", r.bodies[0])
 	}
-	p.Decision(throttle.Decision{At: t0.Add(40 * time.Second), Mode: throttle.ModeRunning})
+	p.Decision(Decision{At: t0.Add(40 * time.Second), Mode: status.ModeRunning})
 	waitFor(t, &r, 2)
 	if r.bodies[1]["firing"] != false {
 		t.Fatal("stale not resolved when fresh")
@@ -234,11 +234,11 @@ func TestPrimaryChangedPagesOnceAndResolvesItself(t *testing.T) {
 		!strings.HasSuffix(got[0].Runbook, "#throttledprimarychanged") {
 		t.Fatalf("active pages %+v; want one primary_changed page, naming the new timeline, with its runbook section", got)
 	}
-	p.Decision(throttle.Decision{At: t0.Add(PrimaryChangedFor - time.Second), Mode: throttle.ModeRunning})
+	p.Decision(Decision{At: t0.Add(PrimaryChangedFor - time.Second), Mode: status.ModeRunning})
 	if len(p.Active()) != 1 {
 		t.Fatal("the page resolved before PrimaryChangedFor")
 	}
-	p.Decision(throttle.Decision{At: t0.Add(PrimaryChangedFor), Mode: throttle.ModeRunning})
+	p.Decision(Decision{At: t0.Add(PrimaryChangedFor), Mode: status.ModeRunning})
 	if got := p.Active(); len(got) != 0 {
 		t.Fatalf("active pages %+v after PrimaryChangedFor; want none", got)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/sidecar/api"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 )
 
 // Admission. A request is authenticated from its headers first, before it
@@ -284,16 +284,16 @@ func (s *Server) openCheck(w http.ResponseWriter, r *http.Request) {
 	if ok {
 		out.Code = string(js.status.Code)
 		if out.Code == "" {
-			out.Code = string(throttle.CodeOf(js.status.State))
+			out.Code = string(status.CodeOf(js.status.State))
 		}
 		switch st := js.status; {
-		case st.Code == throttle.CodeUnavailable, st.Code == throttle.CodeStale:
+		case st.Code == status.CodeUnavailable, st.Code == status.CodeStale:
 			out.State, out.StatusCode = "unavailable", http.StatusInternalServerError
-		case st.Code == throttle.CodeWarmingUp:
+		case st.Code == status.CodeWarmingUp:
 			out.State, out.StatusCode = "throttled", http.StatusTooManyRequests
-		case st.State == throttle.JobPaused:
+		case st.State == status.JobPaused:
 			out.State, out.StatusCode = "paused", http.StatusExpectationFailed
-		case st.Code == throttle.CodeCut, st.Code == throttle.CodeTooSlow, js.Rate <= 0:
+		case st.Code == status.CodeCut, st.Code == status.CodeTooSlow, js.Rate <= 0:
 			out.State, out.StatusCode = "throttled", http.StatusTooManyRequests
 		default:
 			out.State, out.StatusCode = "go", http.StatusOK

@@ -24,7 +24,7 @@ func (s *Server) Apply(cfg *config.Config) error {
 		}
 	}
 	s.mu.RUnlock()
-	next := map[string]throttled.Pacer{}
+	next := map[string]throttled.JobPacer{}
 	var added, updated []string
 	// A refused configuration changes nothing: the jobs it added go, the
 	// ones it changed get their limits back.

@@ -18,6 +18,7 @@ import (
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -57,7 +58,7 @@ func TestAPIGivesTheBindingsSignalAndLabels(t *testing.T) {
 	}
 	// The text is the key of the signal and labels given apart.
 	agrees := func(text, signal string, labels map[string]string) error {
-		want := throttle.Binding{Signal: signals.Name(signal), Labels: ghost}.String()
+		want := status.Binding{Signal: signals.Name(signal), Labels: ghost}.String()
 		if signal == "" || !maps.Equal(labels, ghost) || text != want {
 			return fmt.Errorf("binding %q, binding_signal %q, binding_labels %v; want a replica signal with labels %v, and %q", text, signal, labels, ghost, want)
 		}

@@ -309,7 +309,7 @@ func checkLoop(ctx context.Context, rec *loadRecorder, hc *http.Client, base str
 
 // workLoop is a remote worker: it takes a token through sidecar/remote and
 // reports a batch of 100 rows in 20 ms for it, until ctx ends.
-func workLoop(ctx context.Context, rec *loadRecorder, p *remote.Pacer) {
+func workLoop(ctx context.Context, rec *loadRecorder, p *remote.WorkerPacer) {
 	for ctx.Err() == nil {
 		done, err := p.Wait(ctx)
 		if err != nil {

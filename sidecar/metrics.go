@@ -8,12 +8,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/throttled/throttled"
 	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/internal/metrics"
 )
 
 // The sidecar's own metrics; the client's (signals, controller, holds,
-// jobs, build) are throttled.DescribeMetrics, under the same naming rules.
+// jobs, build) are those of throttled.Client.Collector, under the same
+// naming rules.
 var (
 	descViolations  = prometheus.NewDesc("throttled_enforce_violations", "Job sessions working under a hold at the last enforcement check.", nil, nil)
 	descViolByJob   = prometheus.NewDesc("throttled_enforce_violations_by_job", "Each job's sessions working under a hold at the last enforcement check (only jobs that had one).", []string{"throttled_job"}, nil)
@@ -26,13 +27,15 @@ var (
 )
 
 // collector reads the server's state at scrape time: no database query,
-// so a scrape never waits on a hung primary.
+// so a scrape never waits on a hung primary. client is the Client's
+// collector, extended with the configured jobs (jobMetrics).
 type collector struct {
-	s *Server
+	s      *Server
+	client prometheus.Collector
 }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	throttled.DescribeMetrics(ch)
+	metrics.Describe(ch)
 	for _, d := range []*prometheus.Desc{descViolations, descViolByJob, descReloads, descGrants, descShed, descPagesSent, descPagesFailed, descAnnotations} {
 		ch <- d
 	}
@@ -40,20 +43,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
-	// The configured jobs: their state from the controller, their counts
-	// from the remote workers' reports.
-	var js []throttled.JobMetrics
-	for _, j := range s.config().Jobs {
-		r := s.reported(j.Name)
-		m := throttled.JobMetrics{Name: j.Name, Batches: r.batches, Rows: r.rows, Errors: r.errors, Retries: r.retries,
-			BatchSize: r.batchSize, Remaining: r.remaining}
-		if st, ok := s.jobState(j.Name); ok {
-			m.State, m.Rate = st.State, st.Rate
-			m.Why = throttled.Why(st.status)
-		}
-		js = append(js, m)
-	}
-	s.client.CollectMetrics(ch, js)
+	c.client.Collect(ch)
 	ch <- prometheus.MustNewConstMetric(descViolations, prometheus.GaugeValue, float64(s.violations.Load()))
 	s.vmu.Lock()
 	for job, n := range s.violByJob {
@@ -81,11 +71,28 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// jobMetrics are the configured jobs' numbers: their state from the
+// controller, their counts from the remote workers' reports.
+func (s *Server) jobMetrics() []metrics.Job {
+	var js []metrics.Job
+	for _, j := range s.config().Jobs {
+		r := s.reported(j.Name)
+		m := metrics.Job{Name: j.Name, Batches: r.batches, Rows: r.rows, Errors: r.errors, Retries: r.retries,
+			BatchSize: r.batchSize, Remaining: r.remaining}
+		if st, ok := s.jobState(j.Name); ok {
+			m.State, m.Status, m.Rate = st.State, st.status, st.Rate
+		}
+		js = append(js, m)
+	}
+	return js
+}
+
 // Registry returns a registry holding the server's metrics and the Go
 // runtime's, never the global one.
 func (s *Server) Registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{s: s}, s.wait, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	client := s.client.Collector().(metrics.Extensible).WithJobs(s.jobMetrics)
+	reg.MustRegister(collector{s: s, client: client}, s.wait, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return reg
 }
 

@@ -5,19 +5,23 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/sidecar/api"
+	"github.com/throttled/throttled/status"
 )
 
 // A held job's throttled_jobs_state names the hold's source in its why
 // label, never the hold's ID: every hold would otherwise start a series of
 // its own, without bound over a cluster's life. The ID stays in
 // throttled_holds_info, one series per active hold. On the old code the
-// label read why="hold h1".
+// label read why="hold h1". Every why the metrics and the API give is a
+// word of status.Whys: on the old code throttled_jobs_state had words of
+// its own ("no valid allocation", "binding primary_load").
 func TestJobStateWhyNamesTheHoldsSourceNotItsID(t *testing.T) {
 	hs := admitServer(t, false)
 	waitReady(t, hs.URL)
@@ -59,4 +63,29 @@ func TestJobStateWhyNamesTheHoldsSourceNotItsID(t *testing.T) {
 		}
 		return nil
 	})
+	// Every why the metrics and the API give, for every job, is a word of
+	// the one set (status.Whys): the state's, the seconds counted, the
+	// API's limited_seconds.
+	_, metrics := probe(t, "GET", hs.URL+"/metrics", admitRead, "")
+	whys := regexp.MustCompile(`\bwhy="([^"]*)"`).FindAllStringSubmatch(metrics, -1)
+	if len(whys) == 0 {
+		t.Fatal("no why label in /metrics")
+	}
+	for _, m := range whys {
+		if !slices.Contains(status.Whys(), status.Why(m[1])) {
+			t.Errorf("/metrics: why=%q is not a word of status.Whys", m[1])
+		}
+	}
+	code, body := probe(t, "GET", hs.URL+"/v1/jobs", admitRead, "")
+	var list []api.Job
+	if err := json.Unmarshal([]byte(body), &list); err != nil || code != http.StatusOK || len(list) == 0 {
+		t.Fatalf("jobs: %d %s", code, body)
+	}
+	for _, j := range list {
+		for w := range j.LimitedSeconds {
+			if !slices.Contains(status.Whys(), status.Why(w)) {
+				t.Errorf("/v1/jobs: job %s limited_seconds has %q, not a word of status.Whys", j.Job, w)
+			}
+		}
+	}
 }

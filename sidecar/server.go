@@ -43,7 +43,7 @@ type Server struct {
 
 	mu     sync.RWMutex
 	cfg    *config.Config
-	pacers map[string]throttled.Pacer
+	pacers map[string]throttled.JobPacer
 
 	// book holds the tokens handed to remote workers, until reported or
 	// expired; grantDB keeps them in throttled.grants under owner, this
@@ -84,7 +84,7 @@ func New(client *throttled.Client, cfg *config.Config, reload func(context.Conte
 		log = hclog.NewNullLogger()
 	}
 	s := &Server{client: client, db: client.DurableHolds(), log: log, reload: reload, budgets: newBudgets(cfg.MaxConcurrent), csrfKey: make([]byte, 32),
-		pacers: map[string]throttled.Pacer{}, adopted: map[string]bool{}, starved: map[string]bool{}, wait: newWaitHistogram(), reports: map[string]*reportTotals{}}
+		pacers: map[string]throttled.JobPacer{}, adopted: map[string]bool{}, starved: map[string]bool{}, wait: newWaitHistogram(), reports: map[string]*reportTotals{}}
 	s.grantDB, s.owner, s.grantSem = store.New(s.db.Pool()), grantOwner(cfg.Listen), make(chan struct{}, grantConns)
 	s.book = newGrantBook(GrantTTL, func(id string, g *grant) {
 		s.log.Warn("token expired unreported: counted as a failed batch", "job", g.job, "worker", g.worker)

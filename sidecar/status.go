@@ -12,7 +12,7 @@ import (
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/signals"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 )
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ config.Token) {
@@ -207,7 +207,7 @@ func holdsFloats(t reflect.Type, depth int) bool {
 // jobJSON is a job's wire status with the typed status it came from.
 type jobJSON struct {
 	api.Job
-	status throttle.JobStatus
+	status status.JobStatus
 }
 
 func (s *Server) jobState(name string) (jobJSON, bool) {
@@ -220,12 +220,12 @@ func (s *Server) jobState(name string) (jobJSON, bool) {
 	st := p.Status()
 	js := jobJSON{Job: api.Job{Job: name, State: string(st.State), Code: string(st.Code), Reason: st.Reason, Rate: st.Rate,
 		Binding: st.Binding.String(), BindingSignal: string(st.Binding.Signal), BindingLabels: st.Binding.Labels,
-		Holds: []string{}, Unavailable: st.Code == throttle.CodeUnavailable, LimitedSeconds: map[string]float64{}}, status: st}
+		Holds: []string{}, Unavailable: st.Code == status.CodeUnavailable, LimitedSeconds: map[string]float64{}}, status: st}
 	limited := s.client.LimitedSeconds(name)
 	for w, secs := range limited {
 		js.LimitedSeconds[string(w)] = math.Round(secs*1000) / 1000
 	}
-	js.WhySlow = throttle.WhySlow(limited)
+	js.WhySlow = status.WhySlow(limited)
 	for _, h := range st.Holds {
 		js.Holds = append(js.Holds, h.ID)
 	}
@@ -267,14 +267,14 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, _ config.Token) {
 	switch {
 	case !ok:
 		code, msg = http.StatusNotFound, "unknown job"
-	case js.status.Code == throttle.CodeUnavailable, js.status.Code == throttle.CodeStale:
+	case js.status.Code == status.CodeUnavailable, js.status.Code == status.CodeStale:
 		code, msg = http.StatusInternalServerError, js.Reason
-	case js.status.Code == throttle.CodeWarmingUp:
+	case js.status.Code == status.CodeWarmingUp:
 		// Nothing is wrong and nothing holds it: ask again in a moment.
 		code, msg = http.StatusTooManyRequests, js.Reason
-	case js.status.State == throttle.JobPaused:
+	case js.status.State == status.JobPaused:
 		code, msg = http.StatusExpectationFailed, js.Reason
-	case js.status.Code == throttle.CodeCut, js.status.Code == throttle.CodeTooSlow, js.Rate <= 0:
+	case js.status.Code == status.CodeCut, js.status.Code == status.CodeTooSlow, js.Rate <= 0:
 		code, msg = http.StatusTooManyRequests, js.Reason
 	}
 	if code != http.StatusOK {
@@ -293,7 +293,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, _ config.Token) {
 // bindingReading is the binding signal's latest value and its rule's
 // target, as freno's Value and Threshold; 0 and 0 when nothing binds or
 // the signal has no reading.
-func (s *Server) bindingReading(b throttle.Binding) (value, threshold float64) {
+func (s *Server) bindingReading(b status.Binding) (value, threshold float64) {
 	if b.IsZero() {
 		return 0, 0
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/internal/coord/store"
 	"github.com/throttled/throttled/sidecar/api"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 )
 
 // reportTotals sums remote workers' reports for one job.
@@ -242,7 +242,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, tok config.Toke
 	// (grantPacer): they are added once, here.
 	st := p.Status()
 	if gp, ok := p.(grantPacer); ok {
-		st = gp.Pacer.Status()
+		st = gp.JobPacer.Status()
 	}
 	reason, rate := st.Reason, st.Rate
 	// Unreported tokens hold in-flight slots: say whose, so a 429 on a
@@ -388,13 +388,13 @@ func newGrantID() string {
 // names them, so GET /v1/jobs/{job} never says "running" with no why while
 // acquire answers 429.
 type grantPacer struct {
-	throttled.Pacer
+	throttled.JobPacer
 	s   *Server
 	job string
 }
 
-func (p grantPacer) Status() throttle.JobStatus {
-	st := p.Pacer.Status()
+func (p grantPacer) Status() status.JobStatus {
+	st := p.JobPacer.Status()
 	if !st.Code.Go() {
 		return st // paused: its own reason says why
 	}
@@ -422,9 +422,9 @@ func (s *Server) heldGrants(job string, now time.Time) string {
 }
 
 // withGrants wraps a job's pacer so its status names unreported tokens.
-func (s *Server) withGrants(job string, p throttled.Pacer) throttled.Pacer {
+func (s *Server) withGrants(job string, p throttled.JobPacer) throttled.JobPacer {
 	if _, ok := p.(grantPacer); ok {
 		return p
 	}
-	return grantPacer{Pacer: p, s: s, job: job}
+	return grantPacer{JobPacer: p, s: s, job: job}
 }

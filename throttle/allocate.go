@@ -3,9 +3,9 @@ package throttle
 import (
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 	"github.com/throttled/throttled/throttle/limit"
 )
@@ -14,9 +14,9 @@ import (
 // pause it, the ratio hold that scales it (the smallest ratio), the
 // exemptions it has, and whether every job (or, with none registered, all
 // jobs) is paused.
-func (c *Controller) holds(now time.Time) (map[Job][]hold.Hold, map[Job]hold.Hold, map[Job][]hold.Hold, bool) {
-	out, scaled := map[Job][]hold.Hold{}, map[Job]hold.Hold{}
-	var exempt map[Job][]hold.Hold // nil without exemptions: the common step allocates nothing for them
+func (c *Controller) holds(now time.Time) (map[status.Job][]hold.Hold, map[status.Job]hold.Hold, map[status.Job][]hold.Hold, bool) {
+	out, scaled := map[status.Job][]hold.Hold{}, map[status.Job]hold.Hold{}
+	var exempt map[status.Job][]hold.Hold // nil without exemptions: the common step allocates nothing for them
 	if c.cfg.Holds == nil {
 		return out, scaled, exempt, false
 	}
@@ -34,7 +34,7 @@ func (c *Controller) holds(now time.Time) (map[Job][]hold.Hold, map[Job]hold.Hol
 		for _, h := range hs {
 			if h.Exempt != "" {
 				if exempt == nil {
-					exempt = map[Job][]hold.Hold{}
+					exempt = map[status.Job][]hold.Hold{}
 				}
 				exempt[j] = append(exempt[j], h)
 			}
@@ -52,13 +52,13 @@ func (c *Controller) holds(now time.Time) (map[Job][]hold.Hold, map[Job]hold.Hol
 // critical or stale pause they may let a job run through (none while no
 // such pause is in force).
 type exemptions struct {
-	holds map[Job][]hold.Hold
+	holds map[status.Job][]hold.Hold
 	from  []string
 }
 
 // covers returns the hold that exempts j from the pause: one of j's
 // exemptions names each signal behind it.
-func (e exemptions) covers(j Job) (hold.Hold, bool) {
+func (e exemptions) covers(j status.Job) (hold.Hold, bool) {
 	hs := e.holds[j]
 	if len(e.from) == 0 || len(hs) == 0 {
 		return hold.Hold{}, false
@@ -76,51 +76,28 @@ func (e exemptions) covers(j Job) (hold.Hold, bool) {
 	return hold.Hold{}, false
 }
 
-func (c *Controller) anyJob() Job {
+func (c *Controller) anyJob() status.Job {
 	if len(c.order) == 0 {
 		return ""
 	}
 	return c.order[0]
 }
 
-func describeHolds(hs []hold.Hold) string {
-	var parts []string
-	for _, h := range hs {
-		parts = append(parts, fmt.Sprintf("hold %s on %s by %s (%s): %s, until %s", h.ID, h.Scope, h.Actor, h.Source, h.Reason, h.Expires.UTC().Format(time.RFC3339)))
-	}
-	return strings.Join(parts, "; ")
-}
-
 // runningJobs lists the jobs that had a positive rate at the last step.
-func (c *Controller) runningJobs() []JobRate {
-	var out []JobRate
+func (c *Controller) runningJobs() []status.JobRate {
+	var out []status.JobRate
 	for _, j := range c.order {
 		if r := c.jobs[j].rate; r > 0 {
-			out = append(out, JobRate{Job: j, Rate: r})
+			out = append(out, status.JobRate{Job: j, Rate: r})
 		}
 	}
 	return out
 }
 
-// SlowRate is the rate, in batches per second, under which a job (or one
-// worker's share of it) waits more than a few seconds for each batch: it
-// is shown as throttled, with [SlowReason], never as running.
-const SlowRate = 0.2
-
-// SlowReason is the reason of a job or worker held to rate, under
-// SlowRate, by a decision whose reason is why.
-func SlowReason(rate float64, why string) string {
-	every := "never"
-	if rate > 0 {
-		every = "every " + time.Duration(float64(time.Second)/rate).Round(time.Second).String()
-	}
-	return fmt.Sprintf("throttled: %.2g batches/s, one batch %s (the budget: %s)", rate, every, why)
-}
-
 // allocate shares budget between the jobs that no hold applies to.
-func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Code, reason string, holds map[Job][]hold.Hold, scaled map[Job]hold.Hold, gated map[Job][]gate, ex exemptions) map[Job]JobDecision {
-	out := make(map[Job]JobDecision, len(c.order))
-	var free []Job
+func (c *Controller) allocate(now time.Time, budget float64, mode status.Mode, code status.Code, reason string, holds map[status.Job][]hold.Hold, scaled map[status.Job]hold.Hold, gated map[status.Job][]gate, ex exemptions) map[status.Job]JobDecision {
+	out := make(map[status.Job]JobDecision, len(c.order))
+	var free []status.Job
 	var claims []claim
 	for _, j := range c.order {
 		s := c.jobs[j]
@@ -128,7 +105,7 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 			if !s.held {
 				s.held, s.heldRate = true, s.rate
 			}
-			st := Held(j, hs)
+			st := status.Held(j, hs)
 			out[j] = JobDecision{State: st.State, Code: st.Code, Reason: st.Reason, Holds: st.Holds}
 			s.rate = 0
 			continue
@@ -138,7 +115,7 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 			// never growing (the budget that would grow it is paused).
 			r := min(s.cfg.MaxRate, max(s.goRate, s.cfg.MinRate, c.cfg.MinBudget))
 			s.rate = r
-			out[j] = JobDecision{Allocation: allocation(r, s.avgDur, c.cfg.Tick), State: JobThrottled, Code: CodeExempt,
+			out[j] = JobDecision{Allocation: allocation(r, s.avgDur, c.cfg.Tick), State: status.JobThrottled, Code: status.CodeExempt,
 				Reason: hold.ExemptReason(h, reason), Holds: []hold.Hold{h}}
 			continue
 		}
@@ -148,7 +125,7 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 			if !s.held {
 				s.held, s.heldRate = true, s.rate
 			}
-			out[j] = JobDecision{State: JobPaused, Code: CodeGated, Reason: gatedReason(gs)}
+			out[j] = JobDecision{State: status.JobPaused, Code: status.CodeGated, Reason: gatedReason(gs)}
 			s.rate = 0
 			continue
 		}
@@ -184,29 +161,29 @@ func (c *Controller) allocate(now time.Time, budget float64, mode Mode, code Cod
 			r *= h.Ratio // a live override: the share is the job's, the rest unused
 		}
 		s.rate = r
-		if r > 0 && (mode == ModeRunning || mode == ModeThrottled) {
+		if r > 0 && (mode == status.ModeRunning || mode == status.ModeThrottled) {
 			s.goRate = r
 		}
-		jd := JobDecision{Allocation: allocation(r, s.avgDur, c.cfg.Tick), State: JobRunning, Code: code}
+		jd := JobDecision{Allocation: allocation(r, s.avgDur, c.cfg.Tick), State: status.JobRunning, Code: code}
 		switch {
 		case r == 0:
-			jd.State, jd.Reason = JobPaused, reason
+			jd.State, jd.Reason = status.JobPaused, reason
 			if code.Go() {
-				jd.Code = CodeTooSlow // no share of the budget, though nothing pauses it
+				jd.Code = status.CodeTooSlow // no share of the budget, though nothing pauses it
 			}
-		case r < SlowRate:
-			jd.State, jd.Code, jd.Reason = JobThrottled, CodeTooSlow, SlowReason(r, reason)
-		case mode == ModeThrottled:
-			jd.State, jd.Reason = JobThrottled, reason
+		case r < status.SlowRate:
+			jd.State, jd.Code, jd.Reason = status.JobThrottled, status.CodeTooSlow, status.SlowReason(r, reason)
+		case mode == status.ModeThrottled:
+			jd.State, jd.Reason = status.JobThrottled, reason
 		case r >= s.cfg.MaxRate:
-			jd.Code, jd.Reason = CodeMaxRate, fmt.Sprintf("running: at the job's max_rate %.3g/s", s.cfg.MaxRate)
+			jd.Code, jd.Reason = status.CodeMaxRate, fmt.Sprintf("running: at the job's max_rate %.3g/s", s.cfg.MaxRate)
 		}
 		if scale && r > 0 {
 			before := jd.Reason
 			if before == "" {
 				before = reason
 			}
-			jd.State, jd.Code, jd.Reason, jd.Holds = JobThrottled, CodeScaled, hold.ScaledReason(h, before), []hold.Hold{h}
+			jd.State, jd.Code, jd.Reason, jd.Holds = status.JobThrottled, status.CodeScaled, hold.ScaledReason(h, before), []hold.Hold{h}
 		}
 		out[j] = jd
 	}

@@ -3,6 +3,8 @@ package throttle
 import (
 	"testing"
 	"time"
+
+	"github.com/throttled/throttled/status"
 )
 
 // BenchmarkStep measures one controller tick with ten jobs reporting.
@@ -11,7 +13,7 @@ func BenchmarkStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	jobs := []Job{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}
+	jobs := []status.Job{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}
 	for _, j := range jobs {
 		if err := c.Register(JobConfig{Name: j}); err != nil {
 			b.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/throttled/throttled/status"
 )
 
 // readings are what one step saw, for control.
@@ -26,11 +28,11 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 	errorsBind := errPressure > 1 && errPressure > pSig
 	p := pSig
 	if errorsBind {
-		p, binding = min(errPressure, c.cfg.EmergencyPressure*0.99), Binding{Signal: BindingErrors}
+		p, binding = min(errPressure, c.cfg.EmergencyPressure*0.99), status.Binding{Signal: status.BindingErrors}
 	}
 	d.Binding, d.Pressure = binding, p
 	if binding.IsZero() {
-		d.Mode, d.Code, d.Reason = ModeThrottled, CodeNotGrowing, "throttled: no rule has a usable signal; not growing"
+		d.Mode, d.Code, d.Reason = status.ModeThrottled, status.CodeNotGrowing, "throttled: no rule has a usable signal; not growing"
 		return
 	}
 	c.countReadings(r)
@@ -69,7 +71,7 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 		c.emergencyAt = evidence
 		// The next emergency needs readings taken after this cut.
 		c.trail = c.trail[:0]
-		d.Mode, d.Code, d.Reason = ModeThrottled, CodeCut, fmt.Sprintf("throttled: emergency cut by %.0f%%: %s", 100*c.cfg.EmergencyCut, emergency)
+		d.Mode, d.Code, d.Reason = status.ModeThrottled, status.CodeCut, fmt.Sprintf("throttled: emergency cut by %.0f%%: %s", 100*c.cfg.EmergencyCut, emergency)
 	case over && (now.Sub(c.cutAt) >= 2*tick-tick/2 || p > c.cutPressure):
 		// By the pressure's square, not in proportion: a queue's wait
 		// grows faster than its load, so a cut to 1/p left the signal
@@ -79,13 +81,13 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 		q := max(p, r.maxRawFresh)
 		f := max(1-c.cfg.MaxCut, min(0.95, 1/(q*q)))
 		c.cut(now, f, p, floor)
-		d.Mode, d.Code, d.Reason = ModeThrottled, CodeCut, fmt.Sprintf("throttled: cut by %.0f%%: %s", 100*(1-f), describe)
+		d.Mode, d.Code, d.Reason = status.ModeThrottled, status.CodeCut, fmt.Sprintf("throttled: cut by %.0f%%: %s", 100*(1-f), describe)
 	case over:
-		d.Mode, d.Code, d.Reason = ModeThrottled, CodeCut, "throttled: "+describe+"; letting the last cut take effect"
+		d.Mode, d.Code, d.Reason = status.ModeThrottled, status.CodeCut, "throttled: "+describe+"; letting the last cut take effect"
 	case max(pSig, r.maxRaw) >= c.cfg.GrowBelow:
-		d.Mode, d.Code, d.Reason = ModeThrottled, CodeHolding, "throttled: "+describe+"; holding"
+		d.Mode, d.Code, d.Reason = status.ModeThrottled, status.CodeHolding, "throttled: "+describe+"; holding"
 	case errFrac > c.cfg.MaxErrorFraction:
-		d.Mode, d.Code, d.Reason = ModeThrottled, CodeHolding, fmt.Sprintf("throttled: %s; holding: %d of the last %d batches failed", describe, r.errors, r.batches)
+		d.Mode, d.Code, d.Reason = status.ModeThrottled, status.CodeHolding, fmt.Sprintf("throttled: %s; holding: %d of the last %d batches failed", describe, r.errors, r.batches)
 	default:
 		c.underTarget(now, r, pSig, frozen, d)
 	}
@@ -181,7 +183,7 @@ func (c *Controller) errorCutFloor(errPressure float64, signalOver bool) float64
 // over target even one Resolution step lower: one session fewer on few
 // cores), or the smoothed pressure at the level with as many readings in
 // a row over target.
-func (c *Controller) emergency(now time.Time, r readings, pSig float64) (emergency string, evidence float64, binding Binding) {
+func (c *Controller) emergency(now time.Time, r readings, pSig float64) (emergency string, evidence float64, binding status.Binding) {
 	need := c.cfg.EmergencyReadings
 	switch {
 	case len(c.trail) >= need && r.rawWorst.key != "":
@@ -200,7 +202,7 @@ func (c *Controller) emergency(now time.Time, r readings, pSig float64) (emergen
 	// budget. (Load answers a cut within a tick: its cuts repeat.)
 	tick := c.cfg.Tick
 	if emergency != "" && integrates(binding.Signal) && now.Sub(c.cutAt) < 2*tick-tick/2 && evidence <= c.emergencyAt {
-		return "", 0, Binding{}
+		return "", 0, status.Binding{}
 	}
 	return emergency, evidence, binding
 }
@@ -210,19 +212,19 @@ func (c *Controller) emergency(now time.Time, r readings, pSig float64) (emergen
 // otherwise the reason says what does.
 func (c *Controller) underTarget(now time.Time, r readings, pSig float64, frozen bool, d *Decision) {
 	var limit string
-	var code Code
+	var code status.Code
 	if r.rising.key != "" {
 		// A budget past what the replica applies shows first as lag
 		// rising at every sample, long before the lag reaches its target:
 		// growing further would only make the cut later and deeper.
-		limit, code = fmt.Sprintf("%s rising, at %.2f of target; budget %.3g/s held", r.rising.key, r.rising.rawPress, c.budget), CodeBinding
+		limit, code = fmt.Sprintf("%s rising, at %.2f of target; budget %.3g/s held", r.rising.key, r.rising.rawPress, c.budget), status.CodeBinding
 		d.Binding = r.rising.binding()
 	} else {
 		limit, code = c.grow(now, max(pSig, r.maxRaw), r.worst.key, frozen)
 	}
-	d.Mode, d.Code, d.Reason = ModeRunning, code, "running: "+limit
-	if code != CodeBinding {
-		d.Binding = Binding{}
+	d.Mode, d.Code, d.Reason = status.ModeRunning, code, "running: "+limit
+	if code != status.CodeBinding {
+		d.Binding = status.Binding{}
 	}
 }
 
@@ -277,25 +279,25 @@ const (
 // target it grows by at most MaxGrowth, tapering; near the budget of the
 // last breach it only probes, and only with clear room: twice the
 // deadband below GrowBelow.
-func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (limit string, code Code) {
+func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (limit string, code status.Code) {
 	b := fmt.Sprintf("budget %.3g/s", c.budget)
 	if c.budget >= c.cfg.MaxBudget {
-		return fmt.Sprintf("%s, the most allowed (max_rate)", b), CodeMaxRate
+		return fmt.Sprintf("%s, the most allowed (max_rate)", b), status.CodeMaxRate
 	}
 	if frozen {
-		return b + " held", CodeNotGrowing
+		return b + " held", status.CodeNotGrowing
 	}
 	// Use is measured over about 5 s; a budget of under two batches in
 	// that time cannot show it, and a job that waits that long for its
 	// next token is not idle.
 	if u := c.utilization(p < c.cfg.GrowBelow/2); u < c.cfg.MinUtilization && c.budget*usageTau.Seconds() >= 2 {
-		return fmt.Sprintf("low utilization: %s; not growing: jobs use %.0f%% of the budget", b, 100*u), CodeLowUtilization
+		return fmt.Sprintf("low utilization: %s; not growing: jobs use %.0f%% of the budget", b, 100*u), status.CodeLowUtilization
 	}
 	room := c.cfg.GrowBelow / max(p, 1e-3)
 	f := min(c.cfg.MaxGrowth, room)
-	limit, code = fmt.Sprintf("%s, growing by up to %.0f%% every %s", b, 100*(c.cfg.MaxGrowth-1), time.Duration(c.cfg.GrowEvery)*c.cfg.Tick), CodeRunning
+	limit, code = fmt.Sprintf("%s, growing by up to %.0f%% every %s", b, 100*(c.cfg.MaxGrowth-1), time.Duration(c.cfg.GrowEvery)*c.cfg.Tick), status.CodeRunning
 	if room < c.cfg.MaxGrowth {
-		limit, code = fmt.Sprintf("%s at %.2f of target; %s, growing as it allows", key, p, b), CodeBinding
+		limit, code = fmt.Sprintf("%s at %.2f of target; %s, growing as it allows", key, p, b), status.CodeBinding
 	}
 	roomy := p < c.cfg.GrowBelow/2
 	fast := false // doubling: the step may come sooner than GrowEvery
@@ -305,14 +307,14 @@ func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (li
 		// double each step toward the most allowed. A cleanup on a quiet
 		// primary reaches its max_rate in seconds, not minutes.
 		f, fast = min(2, room), true
-		limit, code = fmt.Sprintf("slow start: %s, doubling toward %.3g/s, the most allowed", b, c.cfg.MaxBudget), CodeSlowStart
+		limit, code = fmt.Sprintf("slow start: %s, doubling toward %.3g/s, the most allowed", b, c.cfg.MaxBudget), status.CodeSlowStart
 	case c.budget < c.ssthresh/2 && roomy:
 		// Slow start, as TCP's: after a pause, far under the budget before
 		// it and with plenty of room, double each step up to half of it.
 		f, fast = min(2, room, c.ssthresh/2/c.budget), true
-		limit, code = fmt.Sprintf("slow start: %s, doubling back toward %.3g/s, the budget before the pause", b, c.ssthresh), CodeSlowStart
+		limit, code = fmt.Sprintf("slow start: %s, doubling back toward %.3g/s, the budget before the pause", b, c.ssthresh), status.CodeSlowStart
 		if c.inherited > 0 {
-			limit, code = fmt.Sprintf("inherited budget: %s, doubling back toward %.3g/s, the last leader's", b, c.inherited), CodeInherited
+			limit, code = fmt.Sprintf("inherited budget: %s, doubling back toward %.3g/s, the last leader's", b, c.inherited), status.CodeInherited
 		}
 	}
 	if now.Sub(c.ceilingAt) < c.cfg.BreachMemory && c.ceiling > 0 {
@@ -334,16 +336,16 @@ func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (li
 				f, fast = max(f, min(2, room)), true
 			}
 			f = min(f, safe/c.budget)
-			if code != CodeBinding {
-				code = CodeBreach
+			if code != status.CodeBinding {
+				code = status.CodeBreach
 				limit = fmt.Sprintf("%s, growing back toward %.3g/s, under the %.3g/s of a breach %s ago", b, safe, c.ceiling, now.Sub(c.ceilingAt).Round(time.Second))
 			}
 		case p < c.cfg.GrowBelow-(1-c.cfg.GrowBelow) && calm >= c.cfg.ProbeAfter:
 			f = min(f, c.cfg.ProbeGrowth)
-			limit, code = fmt.Sprintf("%s, probing by %.0f%% past the %.3g/s of a breach %s ago", b, 100*(c.cfg.ProbeGrowth-1), c.ceiling, now.Sub(c.ceilingAt).Round(time.Second)), CodeBreach
+			limit, code = fmt.Sprintf("%s, probing by %.0f%% past the %.3g/s of a breach %s ago", b, 100*(c.cfg.ProbeGrowth-1), c.ceiling, now.Sub(c.ceilingAt).Round(time.Second)), status.CodeBreach
 		default:
-			if code != CodeBinding {
-				code = CodeBreach
+			if code != status.CodeBinding {
+				code = status.CodeBreach
 				limit = fmt.Sprintf("%s, near the %.3g/s of a breach %s ago; probing past it after %s calm (%s so far)", b, c.ceiling, now.Sub(c.ceilingAt).Round(time.Second), c.cfg.ProbeAfter, calm.Round(time.Second))
 			}
 			return limit, code

@@ -11,6 +11,7 @@ import (
 
 	"github.com/throttled/throttled/internal/jobname"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -75,7 +76,7 @@ const (
 // JobConfig registers a job with the controller.
 type JobConfig struct {
 	// Name identifies the job. Required.
-	Name Job
+	Name status.Job
 	// Weight is the job's share of the budget relative to the others.
 	// Defaults to 1.
 	Weight float64
@@ -214,16 +215,17 @@ type Config struct {
 	// the built-in ones, that Rules may name: the Prometheus signals
 	// (signals.PrometheusConfig). Each is a valid name (signals.ValidName),
 	// no built-in signal and none of the other words of a job's why
-	// (Whys): pass them to WhyOf, and a job such a signal limits counts
-	// under the signal's name. A rule on one that is never sampled reads
-	// "not sampled": unknown, and a required rule stops the work.
+	// (status.Whys): pass them to status.WhyOf, and a job such a signal
+	// limits counts under the signal's name. A rule on one that is never
+	// sampled reads "not sampled": unknown, and a required rule stops the
+	// work.
 	// throttled.Open adds the Prometheus signals of its Options.Signals.
 	External []signals.Name
 
 	// JobRules are rules that bind jobs one at a time, as gates (see
 	// gates.go): a job whose gate signal reads over Target, or cannot be
-	// read or is older than MaxAge, is paused with CodeGated, and the
-	// other jobs share the budget. Target may be 0 (vacuum_running: any
+	// read or is older than MaxAge, is paused with status.CodeGated, and
+	// the other jobs share the budget. Target may be 0 (vacuum_running: any
 	// vacuum on the job's tables); Critical must be 0, and a gate always
 	// fails closed (Required is implied). None by default.
 	JobRules map[signals.Name]Rule
@@ -236,7 +238,7 @@ type Config struct {
 // next one to take over.
 type CriticalState struct {
 	// Signal is the signal that began it, such as primary_load.
-	Signal Binding
+	Signal status.Binding
 	Since  time.Time
 	// Value is the reading that began it and Threshold the critical level
 	// it reached; Threshold 0 means neither is known (a leader that did
@@ -297,14 +299,7 @@ func CheckForegroundTarget(t float64) error {
 func DefaultRules() map[signals.Name]Rule { return maps.Clone(defaultRules) }
 
 // ruleSignals are the signals a rule may name.
-var ruleSignals = []signals.Name{
-	signals.PrimaryLoad, signals.PrimaryIOWait, signals.PrimaryLockWait, signals.ForegroundLatency,
-	signals.ConnectionHeadroom, signals.ReplicaLagBytes, signals.ReplicaLagSeconds,
-	signals.ReplicaReplayBacklogBytes,
-	signals.XminHorizonAgeSeconds, signals.XminHorizonAgeXIDs, signals.SlotRetainedBytesMax, signals.WraparoundFraction,
-	signals.WALBytesPerSecond, signals.ArchivePendingSegments, signals.ArchiveFailing,
-	signals.PgBouncerWaitingClientsMax, signals.PgBouncerMaxWaitSecondsMax, signals.PgBouncerPoolUsedFractionMax,
-}
+var ruleSignals = status.RuleSignals()
 
 // ruleOrder is the order rules are read in: the built-in signals', then
 // the operator's own, by name.
@@ -438,8 +433,8 @@ func (c *Config) checkJobRules(p *problems) {
 		switch {
 		case !signals.ValidName(n):
 			bad("External[%q]: want lower case letters, digits and '_', starting with a letter, and no built-in signal's name", n)
-		case !externalWhy(n):
-			bad("External[%q]: the name is a word of a job's why (%v): it would read as that in throttled_jobs_limited_seconds_total's why label; choose another", n, whyWords)
+		case slices.Contains(status.Whys(), status.Why(n)):
+			bad("External[%q]: the name is a word of a job's why (status.Whys): it would read as that in the why label of throttled_jobs_state and throttled_jobs_limited_seconds_total; choose another", n)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.JobRules)) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -54,8 +55,8 @@ type Controller struct {
 	cfg Config
 
 	mu    sync.Mutex
-	jobs  map[Job]*jobState
-	order []Job
+	jobs  map[status.Job]*jobState
+	order []status.Job
 
 	lastStep time.Time
 	lastAt   map[string]time.Time // last sample time seen, per rule key
@@ -158,7 +159,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c := &Controller{
 		cfg:           cfg,
-		jobs:          map[Job]*jobState{},
+		jobs:          map[status.Job]*jobState{},
 		lastAt:        map[string]time.Time{},
 		trends:        map[string]trend{},
 		growth:        growth{budget: cfg.InitialBudget, starting: true},
@@ -227,15 +228,15 @@ func (c *Controller) Register(j JobConfig) error {
 }
 
 // Unregister removes a job; unknown names are ignored.
-func (c *Controller) Unregister(j Job) {
+func (c *Controller) Unregister(j status.Job) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.jobs, j)
-	c.order = slices.DeleteFunc(c.order, func(x Job) bool { return x == j })
+	c.order = slices.DeleteFunc(c.order, func(x status.Job) bool { return x == j })
 }
 
 // Registered reports whether j is registered.
-func (c *Controller) Registered(j Job) bool {
+func (c *Controller) Registered(j status.Job) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.jobs[j]
@@ -258,7 +259,7 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 	c.trackCritical(now, evals, &d)
 	holds, scaled, exempt, allHeld := c.holds(now)
 	pausedBy := c.decide(now, t, r, healthy && errs == 0, allHeld, holds, &d)
-	if (d.Mode == ModeRunning || d.Mode == ModeThrottled) && d.Code != CodeWarmingUp {
+	if (d.Mode == status.ModeRunning || d.Mode == status.ModeThrottled) && d.Code != status.CodeWarmingUp {
 		d.Budget = c.budget
 	}
 	d.Jobs = c.allocate(now, d.Budget, d.Mode, d.Code, d.Reason, holds, scaled, c.gated(now, snap, exempt), exemptions{holds: exempt, from: pausedBy})
@@ -367,27 +368,27 @@ func foreground(now time.Time, evals []ruleEval, d *Decision) {
 // decide sets the step's mode, code and reason in d: critical, stale,
 // warming up or paused by holds, or else the ordinary step (control). It
 // returns the signals behind a critical or stale pause.
-func (c *Controller) decide(now time.Time, t tickEvals, r readings, healthy, allHeld bool, holds map[Job][]hold.Hold, d *Decision) (pausedBy []string) {
+func (c *Controller) decide(now time.Time, t tickEvals, r readings, healthy, allHeld bool, holds map[status.Job][]hold.Hold, d *Decision) (pausedBy []string) {
 	switch {
 	case c.critical != nil:
-		c.enterPause(ModeCritical)
-		d.Mode, d.Latched = ModeCritical, c.critical.latched
+		c.enterPause(status.ModeCritical)
+		d.Mode, d.Latched = status.ModeCritical, c.critical.latched
 		d.Binding = c.critical.signal
-		d.Code, d.Reason = CodeCritical, c.criticalReason(now)
+		d.Code, d.Reason = status.CodeCritical, c.criticalReason(now)
 		for _, m := range c.critical.members {
 			pausedBy = append(pausedBy, string(m.name))
 		}
 	case len(t.staleReq) > 0:
-		if c.enterPause(ModeStale) {
-			d.Events = append(d.Events, Event{Kind: EventStale, At: now, Signal: t.staleReq[0].key, Jobs: c.runningJobs(),
+		if c.enterPause(status.ModeStale) {
+			d.Events = append(d.Events, status.Event{Kind: status.EventStale, At: now, Signal: t.staleReq[0].key, Jobs: c.runningJobs(),
 				Message: fmt.Sprintf("stale: %s (%s); all work stopped", t.staleReq[0].key, t.staleReq[0].unknown)})
 		}
-		d.Mode, d.Binding = ModeStale, t.staleReq[0].binding()
+		d.Mode, d.Binding = status.ModeStale, t.staleReq[0].binding()
 		var parts []string
 		for _, e := range t.staleReq {
 			parts = append(parts, fmt.Sprintf("%s (%s)", e.key, e.unknown))
 		}
-		d.Code, d.Reason = CodeStale, "stale: "+strings.Join(parts, ", ")
+		d.Code, d.Reason = status.CodeStale, "stale: "+strings.Join(parts, ", ")
 		for _, e := range t.staleReq {
 			pausedBy = append(pausedBy, string(e.name))
 		}
@@ -395,20 +396,20 @@ func (c *Controller) decide(now time.Time, t tickEvals, r readings, healthy, all
 		// A required signal still learning its normal (the canary's
 		// baseline): no work until it knows, but nothing is wrong, so no
 		// event and no page; the budget before it is kept.
-		c.enterPause(ModeThrottled)
-		d.Mode, d.Binding = ModeThrottled, t.warmingReq[0].binding()
+		c.enterPause(status.ModeThrottled)
+		d.Mode, d.Binding = status.ModeThrottled, t.warmingReq[0].binding()
 		var parts []string
 		for _, e := range t.warmingReq {
 			parts = append(parts, fmt.Sprintf("%s (%s)", e.key, e.unknown))
 			pausedBy = append(pausedBy, string(e.name))
 		}
-		d.Code, d.Reason = CodeWarmingUp, "warming up: "+strings.Join(parts, ", ")
+		d.Code, d.Reason = status.CodeWarmingUp, "warming up: "+strings.Join(parts, ", ")
 	case allHeld:
-		if c.enterPause(ModePaused) {
-			d.Events = append(d.Events, Event{Kind: EventPaused, At: now, Jobs: c.runningJobs(), Message: "every job is held"})
+		if c.enterPause(status.ModePaused) {
+			d.Events = append(d.Events, status.Event{Kind: status.EventPaused, At: now, Jobs: c.runningJobs(), Message: "every job is held"})
 		}
-		d.Mode = ModePaused
-		d.Code, d.Reason = CodeHeld, HeldReason(holds[c.anyJob()])
+		d.Mode = status.ModePaused
+		d.Code, d.Reason = status.CodeHeld, status.HeldReason(holds[c.anyJob()])
 	default:
 		if c.pause != nil {
 			c.leavePause(now, d)
@@ -421,8 +422,8 @@ func (c *Controller) decide(now time.Time, t tickEvals, r readings, healthy, all
 		frozen := len(t.unknownOpt) > 0 || t.missed
 		c.control(now, r, frozen, d)
 		c.tookOver, c.worked = false, true
-		if frozen && d.Mode == ModeRunning {
-			d.Code = CodeNotGrowing
+		if frozen && d.Mode == status.ModeRunning {
+			d.Code = status.CodeNotGrowing
 		}
 		if len(t.unknownOpt) > 0 {
 			d.Reason += fmt.Sprintf("; not growing: %s unknown (%s)", t.unknownOpt[0].key, t.unknownOpt[0].unknown)
@@ -435,8 +436,8 @@ func (c *Controller) decide(now time.Time, t tickEvals, r readings, healthy, all
 
 // gated returns each job's gates that shut it now (its job rules over
 // target), less those an exemption lifts.
-func (c *Controller) gated(now time.Time, snap signals.Snapshot, exempt map[Job][]hold.Hold) map[Job][]gate {
-	var gated map[Job][]gate
+func (c *Controller) gated(now time.Time, snap signals.Snapshot, exempt map[status.Job][]hold.Hold) map[status.Job][]gate {
+	var gated map[status.Job][]gate
 	for _, j := range c.order {
 		gs := c.gatesFor(now, snap, j, c.jobs[j])
 		if hs := exempt[j]; len(gs) > 0 && len(hs) > 0 {
@@ -444,7 +445,7 @@ func (c *Controller) gated(now time.Time, snap signals.Snapshot, exempt map[Job]
 		}
 		if len(gs) > 0 {
 			if gated == nil {
-				gated = map[Job][]gate{}
+				gated = map[status.Job][]gate{}
 			}
 			gated[j] = gs
 		}
@@ -458,12 +459,12 @@ func (c *Controller) pageExemptWhileCritical(now time.Time, d *Decision) {
 	for _, j := range c.order {
 		s, jd := c.jobs[j], d.Jobs[j]
 		switch {
-		case jd.Code != CodeExempt:
+		case jd.Code != status.CodeExempt:
 			s.exemptPaged = false
-		case d.Mode == ModeCritical && !s.exemptPaged:
+		case d.Mode == status.ModeCritical && !s.exemptPaged:
 			s.exemptPaged = true
 			h := jd.Holds[0]
-			d.Events = append(d.Events, Event{Kind: EventExemptCritical, At: now, Signal: d.Binding.String(), Jobs: []JobRate{{Job: j, Rate: jd.Rate}},
+			d.Events = append(d.Events, status.Event{Kind: status.EventExemptCritical, At: now, Signal: d.Binding.String(), Jobs: []status.JobRate{{Job: j, Rate: jd.Rate}},
 				Message: fmt.Sprintf("job %s runs while critical, at %.3g batches/s: exempt from %s by hold %s by %s: %s", j, jd.Rate, h.Exempt, h.ID, h.Actor, h.Reason)})
 		}
 	}

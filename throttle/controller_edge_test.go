@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 )
 
 // one NaN reading of an *optional* replica's lag turns the budget into
@@ -32,7 +33,7 @@ func TestEdgeNaNRawResetsCriticalCount(t *testing.T) {
 		}
 		f.step(world{load: 0.9, raw: raw, used: 0.3})
 	}
-	if f.last.Mode != ModeCritical {
+	if f.last.Mode != status.ModeCritical {
 		t.Fatalf("3 critical samples interleaved with unreadable (NaN) ones: mode %s budget %v", f.last.Mode, f.last.Budget)
 	}
 }
@@ -117,7 +118,7 @@ func TestEdgeFutureSampleNeverStale(t *testing.T) {
 	for i := 1; i <= 60; i++ { // the sampler died; its last samples say +1h
 		d = f.c.Step(at(i), s)
 	}
-	if d.Mode != ModeStale || d.Budget != 0 {
+	if d.Mode != status.ModeStale || d.Budget != 0 {
 		t.Fatalf("60 s with no new sample (stamped 1h ahead): mode %s budget %v", d.Mode, d.Budget)
 	}
 }
@@ -138,10 +139,10 @@ func TestEdgeQuietPeriodOverflow(t *testing.T) {
 	f.steps(3, world{load: 0.5, raw: 1.2, used: 0.3})
 	f.c.critical.quiet = 0 // first pause: pretend it ended
 	f.steps(2, world{load: 0.2, used: 0.3})
-	if d := f.steps(3, world{load: 0.5, raw: 1.2, used: 0.3}); d.Mode != ModeCritical { // second pause
+	if d := f.steps(3, world{load: 0.5, raw: 1.2, used: 0.3}); d.Mode != status.ModeCritical { // second pause
 		t.Fatalf("second pause did not start: %s", d.Reason)
 	}
-	if d := f.steps(2, world{load: 0.2, used: 0.3}); d.Mode != ModeCritical {
+	if d := f.steps(2, world{load: 0.2, used: 0.3}); d.Mode != status.ModeCritical {
 		t.Fatalf("second critical pause ended after 2 s (quiet %v)", f.c.critical)
 	}
 }
@@ -152,7 +153,7 @@ func TestEdgeCriticalCountSurvivesStaleGap(t *testing.T) {
 	f.steps(3, world{load: 0.5, used: 0.3})
 	f.steps(2, world{load: 0.9, raw: 1.1, used: 0.3})
 	f.steps(300, world{load: 0.5, used: 0.3, loadErr: errors.New("timeout")})
-	if d := f.step(world{load: 0.9, raw: 1.1, used: 0.3}); d.Mode == ModeCritical {
+	if d := f.step(world{load: 0.9, raw: 1.1, used: 0.3}); d.Mode == status.ModeCritical {
 		t.Fatal("2 critical samples, 5 min unreadable, 1 critical sample: paged as 3 consecutive")
 	}
 }
@@ -165,7 +166,7 @@ func TestEdgeResumeIgnoresOtherCriticalSignal(t *testing.T) {
 	f.steps(3, world{load: 0.9, raw: 1.2, used: 0.3}) // primary_load critical
 	for range 40 {
 		// load quiet, but only 3 % of connection slots free (critical 5 %)
-		if d := f.step(world{load: 0.2, used: 0.97}); d.Mode != ModeCritical {
+		if d := f.step(world{load: 0.2, used: 0.97}); d.Mode != status.ModeCritical {
 			t.Fatalf("resumed (%s, budget %v) with connection_headroom at critical", d.Mode, d.Budget)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 )
 
 // stepSnap reports full use like step, then steps with s.
@@ -81,7 +82,7 @@ func TestGuardCriticalSameSampleOnce(t *testing.T) {
 	s := snap(at(f.tick+1), world{load: 0.9, raw: 1.1, used: 0.3})
 	for range 3 {
 		f.tick++
-		if d := f.c.Step(at(f.tick), s); d.Mode == ModeCritical {
+		if d := f.c.Step(at(f.tick), s); d.Mode == status.ModeCritical {
 			t.Fatal("one critical sample, seen three times, paused everything")
 		}
 	}
@@ -91,7 +92,7 @@ func TestGuardCriticalSameSampleOnce(t *testing.T) {
 func TestGuardQuietNeedsSmoothed(t *testing.T) {
 	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40})
 	f.steps(3, world{load: 0.5, raw: 1.1, used: 0.3})
-	if d := f.steps(60, world{load: 0.6, raw: 0.3, used: 0.3}); d.Mode != ModeCritical {
+	if d := f.steps(60, world{load: 0.6, raw: 0.3, used: 0.3}); d.Mode != status.ModeCritical {
 		t.Fatal("resumed with the smoothed load over the resume level")
 	}
 }
@@ -115,14 +116,14 @@ func TestGuardResumeSkipsQuiet(t *testing.T) {
 	f := setup(t, Config{MaxBudget: 100, InitialBudget: 60, QuietPeriod: 2 * time.Second})
 	for range 3 {
 		f.steps(3, world{load: 0.5, raw: 1.2, used: 0.3})
-		for f.step(world{load: 0.2, used: 0.3}).Mode == ModeCritical && !f.last.Latched {
+		for f.step(world{load: 0.2, used: 0.3}).Mode == status.ModeCritical && !f.last.Latched {
 		}
 	}
 	if !f.last.Latched {
 		t.Fatal("not latched")
 	}
 	f.c.Resume(at(f.tick), "alice")
-	if d := f.step(world{load: 0.2, used: 0.3}); d.Mode == ModeCritical {
+	if d := f.step(world{load: 0.2, used: 0.3}); d.Mode == status.ModeCritical {
 		t.Fatalf("after Resume, under the resume level: %s", d.Reason)
 	}
 }
@@ -132,7 +133,7 @@ func TestGuardLatchWindowPrunes(t *testing.T) {
 	f := setup(t, Config{MaxBudget: 100, InitialBudget: 60, QuietPeriod: time.Second, LatchWindow: time.Minute})
 	for range 3 {
 		f.steps(3, world{load: 0.5, raw: 1.2, used: 0.3})
-		for f.step(world{load: 0.2, used: 0.3}).Mode == ModeCritical && !f.last.Latched {
+		for f.step(world{load: 0.2, used: 0.3}).Mode == status.ModeCritical && !f.last.Latched {
 		}
 		f.steps(120, world{load: 0.2, used: 0.3})
 	}
@@ -246,13 +247,13 @@ func TestGuardCeilingAfterCriticalPause(t *testing.T) {
 	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40, QuietPeriod: 5 * time.Second})
 	before := f.steps(3, world{load: 0.3, used: 0.3}).Budget
 	f.steps(3, world{load: 0.5, raw: 1.1, used: 0.3})
-	if f.last.Mode != ModeCritical {
+	if f.last.Mode != status.ModeCritical {
 		t.Fatalf("mode %s", f.last.Mode)
 	}
 	ended := 0
 	for range 60 {
 		d := f.step(world{load: 0.3, used: 0.3})
-		if ended == 0 && d.Mode != ModeCritical {
+		if ended == 0 && d.Mode != status.ModeCritical {
 			ended = f.tick
 		}
 		if ended > 0 && f.tick-ended < 20 && d.Budget > 0.9*before+1e-9 {
@@ -351,7 +352,7 @@ func TestSlowJobIsNotIdle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range []Job{"slow", "busy"} {
+	for _, j := range []status.Job{"slow", "busy"} {
 		if err := c.Register(JobConfig{Name: j}); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 )
 
 // lagged is a controller pacing on replica1's lag (target 2 s) beside the
@@ -75,7 +76,7 @@ func TestRisingLagHoldsGrowth(t *testing.T) {
 		if i == 0 {
 			held = d.Budget
 		}
-		if i >= 1 && (d.Budget != held || !strings.Contains(d.Reason, "rising") || !d.Binding.Equal(Binding{Signal: signals.ReplicaLagSeconds, Labels: map[string]string{signals.LabelReplica: "replica1"}})) {
+		if i >= 1 && (d.Budget != held || !strings.Contains(d.Reason, "rising") || !d.Binding.Equal(status.Binding{Signal: signals.ReplicaLagSeconds, Labels: map[string]string{signals.LabelReplica: "replica1"}})) {
 			t.Fatalf("lag rising at every sample to %v s: budget %v (held at %v), binding %q (%s)", lag, d.Budget, held, d.Binding, d.Reason)
 		}
 	}

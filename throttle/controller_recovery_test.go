@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 )
 
 // twoCores is the default rules with primary_load read on 2 cores: the
@@ -52,7 +53,7 @@ func TestEmergencyCutNeedsMoreThanOneQuantizedStep(t *testing.T) {
 	before = grow.last.Budget
 	for range 4 {
 		for _, raw := range []float64{1.0, 1.0, 0.5} {
-			if d = grow.step(world{load: 0.3, raw: raw, used: 0.3}); strings.Contains(d.Reason, "emergency") || d.Mode != ModeRunning {
+			if d = grow.step(world{load: 0.3, raw: raw, used: 0.3}); strings.Contains(d.Reason, "emergency") || d.Mode != status.ModeRunning {
 				t.Fatalf("smoothed load at 0.43 of target, samples at 1.0 twice in a row on 2 cores: %s %s", d.Mode, d.Reason)
 			}
 		}
@@ -162,7 +163,7 @@ func TestBindingIsNamedOnlyWhenItLimits(t *testing.T) {
 	idle := world{load: 0.02, used: 0.1} // headroom at 0.11 of target
 	f := setup(t, Config{MaxBudget: 10, InitialBudget: 10})
 	d := f.steps(3, idle)
-	if d.Mode != ModeRunning || !d.Binding.IsZero() || !strings.Contains(d.Reason, "max_rate") {
+	if d.Mode != status.ModeRunning || !d.Binding.IsZero() || !strings.Contains(d.Reason, "max_rate") {
 		t.Fatalf("at MaxBudget on an idle server: mode %s, binding %q, reason %q; want no binding, max_rate named", d.Mode, d.Binding, d.Reason)
 	}
 
@@ -194,10 +195,10 @@ func TestJobTooSlowToStartABatchIsThrottled(t *testing.T) {
 	f := setup(t, Config{MaxBudget: 10, InitialBudget: 0.05, MinBudget: 0.01})
 	d := f.step(world{load: 0.02, used: 0.1})
 	jd := d.Jobs["purge"]
-	if jd.Rate <= 0 || jd.Rate >= SlowRate {
-		t.Fatalf("rate %v; the test needs a positive rate under %v", jd.Rate, SlowRate)
+	if jd.Rate <= 0 || jd.Rate >= status.SlowRate {
+		t.Fatalf("rate %v; the test needs a positive rate under %v", jd.Rate, status.SlowRate)
 	}
-	if jd.State != JobThrottled || !strings.Contains(jd.Reason, "one batch every 20s") {
+	if jd.State != status.JobThrottled || !strings.Contains(jd.Reason, "one batch every 20s") {
 		t.Fatalf("job at %v/s: %s %q; want throttled, saying how often a batch starts", jd.Rate, jd.State, jd.Reason)
 	}
 }
@@ -214,21 +215,21 @@ func TestInheritedCriticalPauseNamesItsReading(t *testing.T) {
 	}
 	next := setup(t, Config{MaxBudget: 100, InitialBudget: 40, Inherited: cs})
 	d := next.step(world{load: 0.3, used: 0.1})
-	if d.Mode != ModeCritical || !strings.Contains(d.Reason, "primary_load reached 1.5 (critical 1)") {
+	if d.Mode != status.ModeCritical || !strings.Contains(d.Reason, "primary_load reached 1.5 (critical 1)") {
 		t.Fatalf("taken over: %s %q; want the reading 1.5 named", d.Mode, d.Reason)
 	}
 	// From a leader that did not publish the reading: say so, never 0.
-	old := setup(t, Config{MaxBudget: 100, InitialBudget: 40, Inherited: &CriticalState{Signal: Binding{Signal: signals.PrimaryLoad}, Since: c0, Budget: 40}})
+	old := setup(t, Config{MaxBudget: 100, InitialBudget: 40, Inherited: &CriticalState{Signal: status.Binding{Signal: signals.PrimaryLoad}, Since: c0, Budget: 40}})
 	if d = old.step(world{load: 0.3, used: 0.1}); strings.Contains(d.Reason, "reached 0") || !strings.Contains(d.Reason, "unknown") {
 		t.Fatalf("unknown reading: %q", d.Reason)
 	}
 	// The quiet the last leader saw counts on.
 	quiet := setup(t, Config{MaxBudget: 100, InitialBudget: 40, QuietPeriod: 30 * time.Second,
-		Inherited: &CriticalState{Signal: Binding{Signal: signals.PrimaryLoad}, Since: c0, Value: 1.5, Threshold: 1, Budget: 40, QuietSince: at(-29)}})
-	if d = quiet.step(world{load: 0.1, used: 0.1}); d.Mode == ModeCritical {
+		Inherited: &CriticalState{Signal: status.Binding{Signal: signals.PrimaryLoad}, Since: c0, Value: 1.5, Threshold: 1, Budget: 40, QuietSince: at(-29)}})
+	if d = quiet.step(world{load: 0.1, used: 0.1}); d.Mode == status.ModeCritical {
 		quiet.step(world{load: 0.1, used: 0.1})
 	}
-	if d = quiet.step(world{load: 0.1, used: 0.1}); d.Mode == ModeCritical {
+	if d = quiet.step(world{load: 0.1, used: 0.1}); d.Mode == status.ModeCritical {
 		t.Fatalf("quiet for 31 s across a takeover, still %s: %s", d.Mode, d.Reason)
 	}
 }
@@ -274,13 +275,13 @@ func TestACriticalBegunAtTheFloorDoesNotCapRecovery(t *testing.T) {
 	for range 5 {
 		d = f.step(world{load: 1.2})
 	}
-	if d.Mode != ModeCritical {
+	if d.Mode != status.ModeCritical {
 		t.Fatalf("mode %s; want critical", d.Mode)
 	}
 	for range 10 {
 		d = f.step(world{load: 0.05})
 	}
-	if d.Mode == ModeCritical {
+	if d.Mode == status.ModeCritical {
 		t.Fatalf("still critical after the quiet period: %s", d.Reason)
 	}
 	// A job that uses every token it gets, a fraction of a batch a tick
@@ -308,10 +309,10 @@ func TestACriticalBegunAtTheFloorDoesNotCapRecovery(t *testing.T) {
 // run still restarts slowly.
 func TestAWarmUpAtStartIsNoPause(t *testing.T) {
 	f := setup(t, Config{MaxBudget: 100, InitialBudget: 10})
-	if d := f.steps(3, world{load: 0.2, used: 0.2, loadErr: errWarming}); d.Mode != ModeStale || d.Budget != 0 {
+	if d := f.steps(3, world{load: 0.2, used: 0.2, loadErr: errWarming}); d.Mode != status.ModeStale || d.Budget != 0 {
 		t.Fatalf("a required signal warming up: %s at %v; want stale at 0", d.Mode, d.Budget)
 	}
-	if d := f.step(world{load: 0.2, used: 0.2}); d.Mode != ModeRunning || d.Budget != 10 {
+	if d := f.step(world{load: 0.2, used: 0.2}); d.Mode != status.ModeRunning || d.Budget != 10 {
 		t.Fatalf("first fresh step after the warm-up: %s at %v (%s); want running at the initial 10", d.Mode, d.Budget, d.Reason)
 	}
 	f.steps(6, world{load: 0.2, used: 0.2})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -140,13 +141,13 @@ func TestCutsWithinTwoTicksAndHoldsInTheDeadband(t *testing.T) {
 	if d.Budget >= before || d.Budget < before*0.5 {
 		t.Fatalf("over target: budget %v -> %v; want a cut of at most half", before, d.Budget)
 	}
-	if d.Mode != ModeThrottled || d.Binding.String() != "primary_load" || !strings.Contains(d.Reason, "cut by") {
+	if d.Mode != status.ModeThrottled || d.Binding.String() != "primary_load" || !strings.Contains(d.Reason, "cut by") {
 		t.Fatalf("decision %+v", d)
 	}
 	// Deadband (0.95-1.0 of target): hold, however long.
 	held := f.step(world{load: 0.68, used: 0.3}).Budget
 	for range 20 {
-		if d := f.step(world{load: 0.68, used: 0.3}); d.Budget != held || d.Mode != ModeThrottled {
+		if d := f.step(world{load: 0.68, used: 0.3}); d.Budget != held || d.Mode != status.ModeThrottled {
 			t.Fatalf("in the deadband the budget moved %v -> %v (%s)", held, d.Budget, d.Reason)
 		}
 	}
@@ -172,7 +173,7 @@ func TestSlowStartFromTheStartReachesMaxBudgetWithinTenSeconds(t *testing.T) {
 	for f.last.Budget < 4 && f.tick < 30 {
 		d := f.step(world{load: 0.2, used: 0.3})
 		// At the first tick nothing has run yet to show use.
-		if f.tick > 1 && d.Code != CodeSlowStart && d.Code != CodeMaxRate {
+		if f.tick > 1 && d.Code != status.CodeSlowStart && d.Code != status.CodeMaxRate {
 			t.Fatalf("tick %d: %s (%s); want slow start", f.tick, d.Code, d.Reason)
 		}
 	}
@@ -182,7 +183,7 @@ func TestSlowStartFromTheStartReachesMaxBudgetWithinTenSeconds(t *testing.T) {
 	// A cut ends it: growth after it is the breach's, not slow start's.
 	f.steps(2, world{load: 0.8, used: 0.3})
 	for range 10 {
-		if d := f.step(world{load: 0.2, used: 0.3}); d.Code == CodeSlowStart {
+		if d := f.step(world{load: 0.2, used: 0.3}); d.Code == status.CodeSlowStart {
 			t.Fatalf("slow start after a cut with no pause: %s", d.Reason)
 		}
 	}
@@ -248,27 +249,27 @@ func TestStaleRequiredSignalStopsWorkAndMissedTickFreezesGrowth(t *testing.T) {
 	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40})
 	before := f.steps(3, world{load: 0.3, used: 0.3}).Budget
 	d := f.step(world{load: 0.3, used: 0.3, age: 4 * time.Second})
-	if d.Mode != ModeStale || d.Budget != 0 || d.Binding.String() != "primary_load" {
+	if d.Mode != status.ModeStale || d.Budget != 0 || d.Binding.String() != "primary_load" {
 		t.Fatalf("stale: %+v", d)
 	}
 	if !strings.HasPrefix(d.Reason, "stale: primary_load (age 4s over max_age 3s)") {
 		t.Fatalf("reason %q", d.Reason)
 	}
-	if len(d.Events) != 1 || d.Events[0].Kind != EventStale {
+	if len(d.Events) != 1 || d.Events[0].Kind != status.EventStale {
 		t.Fatalf("events %+v", d.Events)
 	}
 	for j, jd := range d.Jobs {
-		if jd.Rate != 0 || jd.State != JobPaused {
+		if jd.Rate != 0 || jd.State != status.JobPaused {
 			t.Fatalf("job %s while stale: %+v", j, jd)
 		}
 	}
 	d = f.step(world{load: 0.3, used: 0.3, loadErr: errors.New("signals: timed out")})
-	if d.Mode != ModeStale || !strings.Contains(d.Reason, "error: signals: timed out") {
+	if d.Mode != status.ModeStale || !strings.Contains(d.Reason, "error: signals: timed out") {
 		t.Fatalf("unreadable: %+v", d)
 	}
 	// Fresh again: slow start at a quarter of the budget before.
 	d = f.step(world{load: 0.3, used: 0.3})
-	if d.Mode == ModeStale || math.Abs(d.Budget-before*0.25) > 1e-9 {
+	if d.Mode == status.ModeStale || math.Abs(d.Budget-before*0.25) > 1e-9 {
 		t.Fatalf("after stale: %v (%s); want a quarter of %v", d.Budget, d.Reason, before)
 	}
 	// A tick with no new sample (same At as before) freezes growth.
@@ -295,7 +296,7 @@ func TestStaleRequiredSignalStopsWorkAndMissedTickFreezesGrowth(t *testing.T) {
 		s.Samples[2].Err = errors.New("missing")
 		g.tick++
 		g.last = g.c.Step(at(g.tick), s)
-		if g.last.Budget != 40 || g.last.Mode != ModeRunning || !strings.Contains(g.last.Reason, "not growing") {
+		if g.last.Budget != 40 || g.last.Mode != status.ModeRunning || !strings.Contains(g.last.Reason, "not growing") {
 			t.Fatalf("optional replica unknown: %v %s %q", g.last.Budget, g.last.Mode, g.last.Reason)
 		}
 	}
@@ -304,7 +305,7 @@ func TestStaleRequiredSignalStopsWorkAndMissedTickFreezesGrowth(t *testing.T) {
 	h := setup(t, cfg)
 	s := snap(at(1), world{load: 0.2, used: 0.3})
 	s.Samples = s.Samples[:2] // replica1 not sampled at all
-	if d := h.c.Step(at(1), s); d.Mode != ModeStale || !strings.Contains(d.Reason, `replica_lag_seconds{replica="replica1"} (not sampled)`) {
+	if d := h.c.Step(at(1), s); d.Mode != status.ModeStale || !strings.Contains(d.Reason, `replica_lag_seconds{replica="replica1"} (not sampled)`) {
 		t.Fatalf("required replica absent: %s %q", d.Mode, d.Reason)
 	}
 }
@@ -313,7 +314,7 @@ func TestCriticalPausesPagesAndResumesSlowly(t *testing.T) {
 	f := setup(t, Config{MaxBudget: 100, InitialBudget: 60}, JobConfig{Name: "purge"}, JobConfig{Name: "archive"})
 	f.steps(3, world{load: 0.6, used: 0.3})
 	before := f.last.Budget
-	var page *Event
+	var page *status.Event
 	for i := 1; i <= 3; i++ {
 		d := f.step(world{load: 0.9, raw: 1.05, used: 0.3})
 		for _, e := range d.Events {
@@ -321,12 +322,12 @@ func TestCriticalPausesPagesAndResumesSlowly(t *testing.T) {
 				page = &e
 			}
 		}
-		if (i < 3) != (d.Mode != ModeCritical) {
+		if (i < 3) != (d.Mode != status.ModeCritical) {
 			t.Fatalf("sample %d at critical: mode %s", i, d.Mode)
 		}
 	}
 	d := f.last
-	if page == nil || page.Kind != EventCritical || page.Signal != "primary_load" || page.Value != 1.05 || page.Threshold != 1 {
+	if page == nil || page.Kind != status.EventCritical || page.Signal != "primary_load" || page.Value != 1.05 || page.Threshold != 1 {
 		t.Fatalf("page %+v", page)
 	}
 	if len(page.Jobs) != 2 || page.Jobs[0].Rate <= 0 {
@@ -336,20 +337,20 @@ func TestCriticalPausesPagesAndResumesSlowly(t *testing.T) {
 		t.Fatalf("critical decision %+v", d)
 	}
 	// Under critical but over the resume level (0.5): stays paused.
-	if d := f.steps(60, world{load: 0.6, used: 0.3}); d.Mode != ModeCritical {
+	if d := f.steps(60, world{load: 0.6, used: 0.3}); d.Mode != status.ModeCritical {
 		t.Fatalf("resumed at 0.6, over the resume level: %s", d.Reason)
 	}
 	// Under the resume level: 30 s of quiet, then slow start.
 	for i := 1; i <= 30; i++ {
-		if d := f.step(world{load: 0.3, used: 0.3}); d.Mode != ModeCritical {
+		if d := f.step(world{load: 0.3, used: 0.3}); d.Mode != status.ModeCritical {
 			t.Fatalf("resumed after %d s of quiet; want 30", i)
 		}
 	}
 	d = f.step(world{load: 0.3, used: 0.3})
-	if d.Mode == ModeCritical || d.Budget > before*0.25+1e-9 || d.Budget == 0 {
+	if d.Mode == status.ModeCritical || d.Budget > before*0.25+1e-9 || d.Budget == 0 {
 		t.Fatalf("after the quiet period: %s budget %v; want a quarter of %v", d.Mode, d.Budget, before)
 	}
-	if len(d.Events) != 1 || d.Events[0].Kind != EventRecovered {
+	if len(d.Events) != 1 || d.Events[0].Kind != status.EventRecovered {
 		t.Fatalf("events %+v", d.Events)
 	}
 }
@@ -358,7 +359,7 @@ func TestThirdCriticalInAnHourLatchesUntilAPersonResumes(t *testing.T) {
 	f := setup(t, Config{MaxBudget: 100, InitialBudget: 60})
 	quiet := func() int {
 		n := 0
-		for f.step(world{load: 0.2, used: 0.3}).Mode == ModeCritical {
+		for f.step(world{load: 0.2, used: 0.3}).Mode == status.ModeCritical {
 			n++
 			if n > 1000 {
 				t.Fatal("never resumed")
@@ -376,21 +377,21 @@ func TestThirdCriticalInAnHourLatchesUntilAPersonResumes(t *testing.T) {
 	if !d.Latched || !strings.Contains(d.Reason, "latched after 3 critical pauses") {
 		t.Fatalf("third critical pause: %+v", d)
 	}
-	if d := f.steps(600, world{load: 0.1, used: 0.3}); d.Mode != ModeCritical || !d.Latched {
+	if d := f.steps(600, world{load: 0.1, used: 0.3}); d.Mode != status.ModeCritical || !d.Latched {
 		t.Fatalf("latch ended without a person: %s", d.Reason)
 	}
 	if f.c.Resume(at(f.tick), "") != true {
 		t.Fatal("Resume found no latch")
 	}
 	d = f.step(world{load: 0.1, used: 0.3})
-	if d.Mode == ModeCritical || d.Budget == 0 {
+	if d.Mode == status.ModeCritical || d.Budget == 0 {
 		t.Fatalf("after Resume: %+v", d)
 	}
-	kinds := map[EventKind]bool{}
+	kinds := map[status.EventKind]bool{}
 	for _, e := range d.Events {
 		kinds[e.Kind] = true
 	}
-	if !kinds[EventResumed] || !kinds[EventRecovered] {
+	if !kinds[status.EventResumed] || !kinds[status.EventRecovered] {
 		t.Fatalf("events after Resume: %+v", d.Events)
 	}
 	if f.c.Resume(at(f.tick), "alice") {
@@ -399,10 +400,10 @@ func TestThirdCriticalInAnHourLatchesUntilAPersonResumes(t *testing.T) {
 }
 
 // fakeHolds holds the jobs in the set.
-type fakeHolds map[Job]bool
+type fakeHolds map[status.Job]bool
 
 func (h fakeHolds) Applying(now time.Time, job string) []hold.Hold {
-	if h[Job(job)] || (job == "" && h["*"]) {
+	if h[status.Job(job)] || (job == "" && h["*"]) {
 		return []hold.Hold{{ID: "h1", Scope: hold.OneJob(job), Source: hold.SourceManual, Reason: "investigating", Actor: "alice", Created: c0, Expires: c0.Add(time.Hour)}}
 	}
 	return nil
@@ -415,20 +416,20 @@ func TestHoldsPauseJobsAndReleaseSlowly(t *testing.T) {
 	purgeBefore := f.last.Jobs["purge"].Rate
 	holds["purge"] = true
 	d := f.step(world{load: 0.5, used: 0.3})
-	if jd := d.Jobs["purge"]; jd.Rate != 0 || jd.State != JobPaused || len(jd.Holds) != 1 || !strings.Contains(jd.Reason, "by alice") {
+	if jd := d.Jobs["purge"]; jd.Rate != 0 || jd.State != status.JobPaused || len(jd.Holds) != 1 || !strings.Contains(jd.Reason, "by alice") {
 		t.Fatalf("held job: %+v", jd)
 	}
-	if d.Mode == ModePaused || d.Jobs["archive"].Rate <= purgeBefore {
+	if d.Mode == status.ModePaused || d.Jobs["archive"].Rate <= purgeBefore {
 		t.Fatalf("one job held: mode %s, archive %v; want the budget lent to archive", d.Mode, d.Jobs["archive"].Rate)
 	}
 	holds["archive"] = true
-	if d := f.step(world{load: 0.5, used: 0.3}); d.Mode != ModePaused || d.Budget != 0 || !strings.HasPrefix(d.Reason, "paused: hold h1") {
+	if d := f.step(world{load: 0.5, used: 0.3}); d.Mode != status.ModePaused || d.Budget != 0 || !strings.HasPrefix(d.Reason, "paused: hold h1") {
 		t.Fatalf("every job held: %+v", d)
 	}
 	delete(holds, "purge")
 	delete(holds, "archive")
 	d = f.step(world{load: 0.5, used: 0.3})
-	if d.Mode == ModePaused || d.Jobs["purge"].Rate > purgeBefore*0.25+1e-9 {
+	if d.Mode == status.ModePaused || d.Jobs["purge"].Rate > purgeBefore*0.25+1e-9 {
 		t.Fatalf("after release purge runs at %v; want at most a quarter of %v", d.Jobs["purge"].Rate, purgeBefore)
 	}
 }
@@ -469,7 +470,7 @@ func TestProperties(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg = c.Config()
-		jobs := []Job{"a", "b", "c"}
+		jobs := []status.Job{"a", "b", "c"}
 		for _, j := range jobs {
 			if err := c.Register(JobConfig{Name: j, Weight: 1 + rng.Float64()*3}); err != nil {
 				t.Fatal(err)
@@ -507,14 +508,14 @@ func TestProperties(t *testing.T) {
 			if stale && prev.Budget > 0 && d.Budget > prev.Budget {
 				t.Fatalf("run %d tick %d: grew while stale", run, i)
 			}
-			if (d.Mode != ModeRunning && d.Mode != ModeThrottled) && d.Budget != 0 {
+			if (d.Mode != status.ModeRunning && d.Mode != status.ModeThrottled) && d.Budget != 0 {
 				t.Fatalf("run %d tick %d: mode %s with budget %v", run, i, d.Mode, d.Budget)
 			}
 			var sum float64
 			all := true
 			for _, j := range jobs {
 				jd := d.Jobs[j]
-				if holds[j] && (jd.Rate != 0 || jd.State != JobPaused) {
+				if holds[j] && (jd.Rate != 0 || jd.State != status.JobPaused) {
 					t.Fatalf("run %d tick %d: held job %s at rate %v state %s", run, i, j, jd.Rate, jd.State)
 				}
 				if jd.Rate < 0 || (jd.Rate > 0 && (jd.Burst < 1 || jd.MaxInFlight < 1)) {
@@ -523,7 +524,7 @@ func TestProperties(t *testing.T) {
 				// Every code fits its state, so a worker reading it back
 				// (CodeFor) keeps it; and a code that says go has a rate
 				// unless it is too slow.
-				if jd.Code == "" || CodeFor(jd.State, jd.Code) != jd.Code {
+				if jd.Code == "" || status.CodeFor(jd.State, jd.Code) != jd.Code {
 					t.Fatalf("run %d tick %d: job %s state %s with code %q (%s)", run, i, j, jd.State, jd.Code, jd.Reason)
 				}
 				if !jd.Code.Go() && jd.Rate != 0 {
@@ -532,7 +533,7 @@ func TestProperties(t *testing.T) {
 				all = all && holds[j]
 				sum += jd.Rate
 			}
-			if all && d.Mode == ModeRunning {
+			if all && d.Mode == status.ModeRunning {
 				t.Fatalf("run %d tick %d: running while every job is held", run, i)
 			}
 			if sum > d.Budget*(1+1e-9)+1e-9 {
@@ -549,8 +550,8 @@ func TestProperties(t *testing.T) {
 // rate. Reconfigure keeps the same pause.
 func TestInheritedLatchHoldsUntilAPersonResumes(t *testing.T) {
 	f := setup(t, Config{MaxBudget: 100, InitialBudget: 60, QuietPeriod: 5 * time.Second,
-		Inherited: &CriticalState{Signal: Binding{Signal: signals.PrimaryLoad}, Since: c0, Latched: true, Budget: 80}})
-	if d := f.steps(30, world{load: 0.1, used: 0.3}); d.Mode != ModeCritical || !d.Latched || d.Budget != 0 {
+		Inherited: &CriticalState{Signal: status.Binding{Signal: signals.PrimaryLoad}, Since: c0, Latched: true, Budget: 80}})
+	if d := f.steps(30, world{load: 0.1, used: 0.3}); d.Mode != status.ModeCritical || !d.Latched || d.Budget != 0 {
 		t.Fatalf("inherited latch: %s %v budget %v", d.Mode, d.Latched, d.Budget)
 	}
 	cfg := f.c.Config()
@@ -558,17 +559,17 @@ func TestInheritedLatchHoldsUntilAPersonResumes(t *testing.T) {
 	if err := f.c.Reconfigure(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if d := f.steps(10, world{load: 0.1, used: 0.3}); d.Mode != ModeCritical || !d.Latched {
+	if d := f.steps(10, world{load: 0.1, used: 0.3}); d.Mode != status.ModeCritical || !d.Latched {
 		t.Fatalf("after Reconfigure: %s latched %v", d.Mode, d.Latched)
 	}
-	if st := f.c.Critical(); st == nil || !st.Latched || !st.Signal.Equal(Binding{Signal: signals.PrimaryLoad}) || st.Budget != 80 {
+	if st := f.c.Critical(); st == nil || !st.Latched || !st.Signal.Equal(status.Binding{Signal: signals.PrimaryLoad}) || st.Budget != 80 {
 		t.Fatalf("Critical() = %+v", st)
 	}
 	if !f.c.Resume(at(f.tick), "alice") {
 		t.Fatal("Resume found no latch")
 	}
 	n := 0
-	for f.step(world{load: 0.1, used: 0.3}).Mode == ModeCritical {
+	for f.step(world{load: 0.1, used: 0.3}).Mode == status.ModeCritical {
 		if n++; n > 100 {
 			t.Fatal("never resumed")
 		}

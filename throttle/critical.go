@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 )
 
 type criticalPause struct {
 	since      time.Time
-	signal     Binding // the signal that began it
+	signal     status.Binding // the signal that began it
 	value      float64
 	threshold  float64
 	valueKnown bool    // value and threshold are the reading that began it
@@ -32,7 +33,7 @@ type resumeLevel struct {
 }
 
 type pauseEpisode struct {
-	mode   Mode
+	mode   status.Mode
 	budget float64 // budget before the pause, for slow start
 	// startup: the pause began before any work was allowed (a signal
 	// still warming up at start), so there is no earlier rate to come
@@ -48,7 +49,7 @@ func (c *Controller) inherit(in CriticalState) {
 	rule, ok := c.cfg.Rules[b.Signal]
 	if !ok || rule.Critical == 0 {
 		// A rule since removed or relaxed: hold on primary_load's.
-		b, rule = Binding{Signal: signals.PrimaryLoad}, c.cfg.Rules[signals.PrimaryLoad]
+		b, rule = status.Binding{Signal: signals.PrimaryLoad}, c.cfg.Rules[signals.PrimaryLoad]
 	}
 	e := ruleEval{key: b.String(), name: b.Signal, labels: b.Labels, rule: rule}
 	rl := e.resumeLevel(c.cfg.ResumeLevel)
@@ -57,7 +58,7 @@ func (c *Controller) inherit(in CriticalState) {
 	if b.Equal(in.Signal) && in.Threshold != 0 {
 		c.critical.value, c.critical.threshold, c.critical.valueKnown = in.Value, in.Threshold, true
 	}
-	c.pause = &pauseEpisode{mode: ModeCritical, budget: in.Budget}
+	c.pause = &pauseEpisode{mode: status.ModeCritical, budget: in.Budget}
 }
 
 // Critical returns the critical pause the controller is in, for a leader
@@ -90,7 +91,7 @@ func (c *Controller) Resume(now time.Time, actor string) bool {
 	}
 	c.critical.latched = false
 	c.critical.quiet = 0
-	c.prev.Events = append(c.prev.Events, Event{Kind: EventResumed, At: now, Signal: c.critical.signal.String(),
+	c.prev.Events = append(c.prev.Events, status.Event{Kind: status.EventResumed, At: now, Signal: c.critical.signal.String(),
 		Message: fmt.Sprintf("latched critical pause on %s resumed by %s", c.critical.signal, actor)})
 	return true
 }
@@ -131,7 +132,7 @@ func (c *Controller) trackCritical(now time.Time, evals []ruleEval, d *Decision)
 			c.startCritical(now, e, oc.firstBudget, d)
 		} else if _, ok := c.critical.members[e.key]; !ok {
 			c.critical.members[e.key] = e.resumeLevel(c.cfg.ResumeLevel)
-			d.Events = append(d.Events, Event{Kind: EventCritical, At: now, Signal: e.key, Value: e.raw, Threshold: e.rule.Critical,
+			d.Events = append(d.Events, status.Event{Kind: status.EventCritical, At: now, Signal: e.key, Value: e.raw, Threshold: e.rule.Critical,
 				Message: fmt.Sprintf("critical: %s at %.3g, at or past %.3g for %d samples, during a critical pause on %s",
 					e.key, e.raw, e.rule.Critical, c.cfg.CriticalWindow, c.critical.signal)})
 		}
@@ -192,16 +193,16 @@ func (c *Controller) startCritical(now time.Time, e ruleEval, budgetBefore float
 	}
 	// Slow start restarts from the budget before the breach began, not
 	// from what the cuts on the way left.
-	if c.pause == nil || c.pause.mode != ModeCritical {
-		c.pause = &pauseEpisode{mode: ModeCritical, budget: budgetBefore}
+	if c.pause == nil || c.pause.mode != status.ModeCritical {
+		c.pause = &pauseEpisode{mode: status.ModeCritical, budget: budgetBefore}
 	}
-	kind, msg := EventCritical, fmt.Sprintf("critical: %s at %.3g, at or past %.3g for %d samples; all jobs paused",
+	kind, msg := status.EventCritical, fmt.Sprintf("critical: %s at %.3g, at or past %.3g for %d samples; all jobs paused",
 		e.key, e.raw, e.rule.Critical, c.cfg.CriticalWindow)
 	if c.critical.latched {
-		kind = EventLatched
+		kind = status.EventLatched
 		msg += fmt.Sprintf("; %d critical pauses within %s: latched until a person resumes", len(c.criticals), c.cfg.LatchWindow)
 	}
-	d.Events = append(d.Events, Event{Kind: kind, At: now, Signal: e.key, Value: e.raw, Threshold: e.rule.Critical,
+	d.Events = append(d.Events, status.Event{Kind: kind, At: now, Signal: e.key, Value: e.raw, Threshold: e.rule.Critical,
 		Jobs: c.runningJobs(), Message: msg})
 }
 
@@ -232,7 +233,7 @@ func (c *Controller) checkQuiet(now time.Time, evals []ruleEval, d *Decision) {
 	if cp.latched || now.Sub(cp.quietSince) < cp.quiet {
 		return
 	}
-	d.Events = append(d.Events, Event{Kind: EventRecovered, At: now, Signal: cp.signal.String(), Threshold: cp.resumeAt,
+	d.Events = append(d.Events, status.Event{Kind: status.EventRecovered, At: now, Signal: cp.signal.String(), Threshold: cp.resumeAt,
 		Message: fmt.Sprintf("recovered: %s under %.3g for %s; work resumes at %.0f%% of the rate before the pause",
 			cp.signal, cp.resumeAt, now.Sub(cp.quietSince).Round(time.Second), 100*c.cfg.SlowStart)})
 	for key := range cp.members {
@@ -270,10 +271,10 @@ func (c *Controller) criticalReason(now time.Time) string {
 
 // enterPause records the start of a pause episode and reports whether
 // this mode is new.
-func (c *Controller) enterPause(m Mode) bool {
+func (c *Controller) enterPause(m status.Mode) bool {
 	if c.pause == nil {
 		c.pause = &pauseEpisode{mode: m, budget: c.budget, startup: !c.worked}
-		if m == ModeCritical || m == ModePaused || c.worked && m != ModeThrottled {
+		if m == status.ModeCritical || m == status.ModePaused || c.worked && m != status.ModeThrottled {
 			// The start's slow start ends with any pause but a warm-up
 			// or a stale spell before work began.
 			c.starting = false
@@ -292,24 +293,24 @@ func (c *Controller) enterPause(m Mode) bool {
 func (c *Controller) leavePause(now time.Time, d *Decision) {
 	before := c.pause.budget
 	switch c.pause.mode {
-	case ModeStale:
-		d.Events = append(d.Events, Event{Kind: EventFresh, At: now, Message: "every required signal is fresh again"})
-	case ModePaused:
-		d.Events = append(d.Events, Event{Kind: EventUnpaused, At: now, Message: "holds released"})
+	case status.ModeStale:
+		d.Events = append(d.Events, status.Event{Kind: status.EventFresh, At: now, Message: "every required signal is fresh again"})
+	case status.ModePaused:
+		d.Events = append(d.Events, status.Event{Kind: status.EventUnpaused, At: now, Message: "holds released"})
 	}
 	// A critical pause is a breach at the budget it began at; a stale
 	// signal or a hold says nothing against the budget before it. One that
 	// began with the budget cut to its floor was someone else's load: the
 	// jobs double back toward the budget the breach before it began at, as
 	// after any cut, not from the floor.
-	if c.pause.mode == ModeCritical {
+	if c.pause.mode == status.ModeCritical {
 		if before <= 2*c.cfg.MinBudget && c.ceiling > before && now.Sub(c.ceilingAt) < c.cfg.BreachMemory {
 			before = c.ceiling
 		}
 		c.rememberBreach(before, now)
 		c.lastOverAt = now // the calm before probing past it starts now
 	}
-	if c.pause.mode == ModeThrottled || c.pause.startup && c.pause.mode == ModeStale {
+	if c.pause.mode == status.ModeThrottled || c.pause.startup && c.pause.mode == status.ModeStale {
 		// A warm-up (a required signal still learning its normal) says
 		// nothing against the budget before it, and a stale spell before
 		// any work ran has no rate to come back to slowly: go on where a

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 )
 
 // ruleEval is one rule applied to one sample.
@@ -29,7 +30,7 @@ type ruleEval struct {
 }
 
 // binding is the signal e reads, as a decision names it.
-func (e ruleEval) binding() Binding { return Binding{Signal: e.name, Labels: e.labels} }
+func (e ruleEval) binding() status.Binding { return status.Binding{Signal: e.name, Labels: e.labels} }
 
 // oneStepLower is the raw pressure the sample would have one Resolution
 // step better: what a single sample proves beyond quantization.

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 )
 
-// TestPacerReportsTheForegroundStretch follows the foreground_latency
-// reading from a snapshot to the pacer the jobs package sizes batches by:
-// its worse reading over the target, 1 while unusable (never "fine"), and
+// TestDecisionCarriesTheForegroundStretch follows the foreground_latency
+// reading from a snapshot to the decision the jobs size batches by: its
+// worse reading over the target, 1 while unusable (never "fine"), and
 // nothing without the rule.
-func TestPacerReportsTheForegroundStretch(t *testing.T) {
+func TestDecisionCarriesTheForegroundStretch(t *testing.T) {
 	withFg := func(now time.Time, w world, fg, fgRaw float64, err error) signals.Snapshot {
 		s := snap(now, w)
 		s.Samples = append(s.Samples, signals.Sample{Name: signals.ForegroundLatency, Value: fg, Raw: fgRaw, At: now, Err: err})
@@ -29,12 +30,6 @@ func TestPacerReportsTheForegroundStretch(t *testing.T) {
 	if err := c.Register(JobConfig{Name: "purge"}); err != nil {
 		t.Fatal(err)
 	}
-	ls := NewLimiters(nil)
-	p := ls.Pacer(c, "purge")
-	if _, _, ok := p.ForegroundStretch(); ok {
-		t.Fatal("a stretch before any decision")
-	}
-
 	for i, tc := range []struct {
 		fg, raw float64
 		err     error
@@ -48,10 +43,9 @@ func TestPacerReportsTheForegroundStretch(t *testing.T) {
 		{err: errors.New("canary timed out"), want: 1}, // unreadable: at the target, not below
 	} {
 		now := at(i + 1)
-		ls.Apply(c.Step(now, withFg(now, calm, tc.fg, tc.raw, tc.err)))
-		got, gotAt, ok := p.ForegroundStretch()
-		if !ok || got < tc.want-1e-9 || got > tc.want+1e-9 || !gotAt.Equal(now) {
-			t.Errorf("tick %d: ForegroundStretch = %v at %v, %v; want %v at %v", i+1, got, gotAt, ok, tc.want, now)
+		d := c.Step(now, withFg(now, calm, tc.fg, tc.raw, tc.err))
+		if got := d.Foreground; got < tc.want-1e-9 || got > tc.want+1e-9 || !d.ForegroundAt.Equal(now) {
+			t.Errorf("tick %d: Foreground = %v at %v; want %v at %v", i+1, got, d.ForegroundAt, tc.want, now)
 		}
 	}
 
@@ -63,11 +57,8 @@ func TestPacerReportsTheForegroundStretch(t *testing.T) {
 	if err := plain.Register(JobConfig{Name: "purge"}); err != nil {
 		t.Fatal(err)
 	}
-	ls2 := NewLimiters(nil)
-	p2 := ls2.Pacer(plain, "purge")
-	ls2.Apply(plain.Step(at(1), withFg(at(1), calm, 2, 2, nil)))
-	if v, _, ok := p2.ForegroundStretch(); ok {
-		t.Fatalf("without the rule ForegroundStretch = %v, true; want false", v)
+	if d := plain.Step(at(1), withFg(at(1), calm, 2, 2, nil)); !d.ForegroundAt.IsZero() {
+		t.Fatalf("without the rule Foreground = %v at %v; want no time", d.Foreground, d.ForegroundAt)
 	}
 }
 
@@ -93,19 +84,19 @@ func TestAWarmingUpSignalIsNoStalePause(t *testing.T) {
 	warming := signals.Sample{Name: signals.ForegroundLatency, Err: fmt.Errorf("%w: waiting for a 1s window", signals.ErrBaselineWarmup)}
 	for i := 1; i <= 2; i++ {
 		d := step(i, warming)
-		if d.Mode != ModeThrottled || d.Code != CodeWarmingUp || d.Budget != 0 || len(d.Events) != 0 || !strings.HasPrefix(d.Reason, "warming up: foreground_latency") {
+		if d.Mode != status.ModeThrottled || d.Code != status.CodeWarmingUp || d.Budget != 0 || len(d.Events) != 0 || !strings.HasPrefix(d.Reason, "warming up: foreground_latency") {
 			t.Fatalf("tick %d: %s %s budget %v events %v (%s); want throttled, warming_up, 0, no event", i, d.Mode, d.Code, d.Budget, d.Events, d.Reason)
 		}
-		if jd := d.Jobs["purge"]; jd.State != JobPaused || jd.Code != CodeWarmingUp || jd.Code.Go() {
+		if jd := d.Jobs["purge"]; jd.State != status.JobPaused || jd.Code != status.CodeWarmingUp || jd.Code.Go() {
 			t.Fatalf("tick %d: the job is %s %s; want paused, warming_up, no go", i, jd.State, jd.Code)
 		}
 	}
 	d := step(3, signals.Sample{Name: signals.ForegroundLatency, Value: 1, Raw: 1})
-	if d.Mode != ModeRunning || d.Budget != 10 || len(d.Events) != 0 {
+	if d.Mode != status.ModeRunning || d.Budget != 10 || len(d.Events) != 0 {
 		t.Fatalf("baseline learnt: %s at %v, events %v (%s); want running at the initial 10, no event", d.Mode, d.Budget, d.Events, d.Reason)
 	}
 	// A canary that fails, unlike one learning, is stale.
-	if d := step(4, signals.Sample{Name: signals.ForegroundLatency, Err: signals.ErrCanary}); d.Mode != ModeStale || d.Code != CodeStale || len(d.Events) != 1 {
+	if d := step(4, signals.Sample{Name: signals.ForegroundLatency, Err: signals.ErrCanary}); d.Mode != status.ModeStale || d.Code != status.CodeStale || len(d.Events) != 1 {
 		t.Fatalf("canary failed: %s %s events %v; want stale, with its event", d.Mode, d.Code, d.Events)
 	}
 }

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 )
 
 // A gate is a job rule ([Config.JobRules]) applied to one job: go or
 // no-go, freno's and Vitess's per-app check, beside the shared budget
 // that the cluster rules shape. A job whose gate reads over its Target,
-// or cannot be read, is paused with [CodeGated] while the other jobs take
-// its share. The cluster rules (load, headroom, lag, every critical level)
+// or cannot be read, is paused with [status.CodeGated] while the other
+// jobs take its share. The cluster rules (load, headroom, lag, every critical level)
 // bind every job whatever its gates: they protect the primary all jobs
 // share.
 //
@@ -57,7 +58,7 @@ type gate struct {
 
 // gatesFor reads the job rules that bind job s at now, and reports the
 // shut ones.
-func (c *Controller) gatesFor(now time.Time, snap signals.Snapshot, j Job, s *jobState) []gate {
+func (c *Controller) gatesFor(now time.Time, snap signals.Snapshot, j status.Job, s *jobState) []gate {
 	var shut []gate
 	for _, name := range c.gateNames(s.cfg) {
 		if s.gates == nil {

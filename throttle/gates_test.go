@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 )
 
 // gateWorld is a healthy primary, vacuums per table, and a custom signal.
@@ -66,18 +67,18 @@ func TestVacuumOnItsTableGatesOnlyTheJobThatWritesIt(t *testing.T) {
 	}
 	d = c.Step(at(2), gateSnap(at(2), gateWorld{vacuums: map[string]float64{"public.events": 1}}))
 	ev, or := d.Jobs["purge_events"], d.Jobs["purge_orders"]
-	if ev.Code != CodeGated || ev.State != JobPaused || ev.Rate != 0 {
+	if ev.Code != status.CodeGated || ev.State != status.JobPaused || ev.Rate != 0 {
 		t.Fatalf("vacuum on public.events: purge_events = %+v; want gated, paused, rate 0", ev)
 	}
 	if !strings.Contains(ev.Reason, `vacuum_running{table="public.events"} at 1, over 0`) {
 		t.Errorf("reason %q does not name the table and the reading", ev.Reason)
 	}
-	if or.Code == CodeGated || or.Rate <= both {
+	if or.Code == status.CodeGated || or.Rate <= both {
 		t.Errorf("purge_orders = %+v; want it running with purge_events' share (more than %v)", or, both)
 	}
 	// The vacuum ends: still shut for GateHold, then open.
 	d = c.Step(at(3), gateSnap(at(3), gateWorld{}))
-	if d.Jobs["purge_events"].Code != CodeGated || !strings.Contains(d.Jobs["purge_events"].Reason, "opens at") {
+	if d.Jobs["purge_events"].Code != status.CodeGated || !strings.Contains(d.Jobs["purge_events"].Reason, "opens at") {
 		t.Errorf("just after the vacuum: %+v; want still gated, saying when it opens", d.Jobs["purge_events"])
 	}
 	d = c.Step(at(2).Add(DefaultGateHold+time.Second), gateSnap(at(2).Add(DefaultGateHold+time.Second), gateWorld{}))
@@ -97,7 +98,7 @@ func TestGatesFailClosed(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := gateController(t, JobConfig{Name: "purge", Tables: []string{"public.events"}})
 			d := c.Step(at(1), gateSnap(at(1), w))
-			if jd := d.Jobs["purge"]; jd.Code != CodeGated || jd.Rate != 0 || !strings.Contains(jd.Reason, "unknown") {
+			if jd := d.Jobs["purge"]; jd.Code != status.CodeGated || jd.Rate != 0 || !strings.Contains(jd.Reason, "unknown") {
 				t.Errorf("%s: %+v; want gated as unknown", name, jd)
 			}
 		})
@@ -113,16 +114,16 @@ func TestWhichGatesBindAJob(t *testing.T) {
 		JobConfig{Name: "vacuum_only", Tables: []string{"public.events"}, Signals: []signals.Name{signals.VacuumRunning}},
 		JobConfig{Name: "no_tables"})
 	d := c.Step(at(1), gateSnap(at(1), gateWorld{backlog: 5000}))
-	want := map[Job]bool{"all": true, "vacuum_only": false, "no_tables": true}
+	want := map[status.Job]bool{"all": true, "vacuum_only": false, "no_tables": true}
 	for j, shut := range want {
-		if got := d.Jobs[j].Code == CodeGated; got != shut {
+		if got := d.Jobs[j].Code == status.CodeGated; got != shut {
 			t.Errorf("backlog 5000: %s gated = %v, want %v (%+v)", j, got, shut, d.Jobs[j])
 		}
 	}
 	d = c.Step(at(2).Add(time.Minute), gateSnap(at(2).Add(time.Minute), gateWorld{vacuums: map[string]float64{"public.events": 1}}))
-	want = map[Job]bool{"all": true, "vacuum_only": true, "no_tables": false}
+	want = map[status.Job]bool{"all": true, "vacuum_only": true, "no_tables": false}
 	for j, shut := range want {
-		if got := d.Jobs[j].Code == CodeGated; got != shut {
+		if got := d.Jobs[j].Code == status.CodeGated; got != shut {
 			t.Errorf("vacuum on public.events: %s gated = %v, want %v (%+v)", j, got, shut, d.Jobs[j])
 		}
 	}
@@ -137,7 +138,7 @@ func TestCriticalOutranksAGate(t *testing.T) {
 		s.Samples[0].Value, s.Samples[0].Raw = 1.5, 1.5
 		d = c.Step(at(i), s)
 	}
-	if d.Jobs["purge"].Code != CodeCritical {
+	if d.Jobs["purge"].Code != status.CodeCritical {
 		t.Errorf("critical and gated: %+v; want critical", d.Jobs["purge"])
 	}
 }
@@ -174,12 +175,12 @@ func TestConnectionHeadroomCountsThePool(t *testing.T) {
 	for name, tc := range map[string]struct {
 		pool     float64
 		poolErr  error
-		code     Code
+		code     status.Code
 		critical bool
 	}{
-		"pool roomy":  {pool: 0.2, code: CodeRunning},
+		"pool roomy":  {pool: 0.2, code: status.CodeRunning},
 		"pool full":   {pool: 1, critical: true},
-		"pool failed": {poolErr: errors.New("pgbouncer: connection refused"), code: CodeStale},
+		"pool failed": {poolErr: errors.New("pgbouncer: connection refused"), code: status.CodeStale},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, err := New(Config{})
@@ -196,11 +197,11 @@ func TestConnectionHeadroomCountsThePool(t *testing.T) {
 				d = c.Step(at(i), s)
 			}
 			switch {
-			case tc.critical && d.Mode != ModeCritical:
+			case tc.critical && d.Mode != status.ModeCritical:
 				t.Errorf("mode %s (%s); want critical on connection_headroom", d.Mode, d.Reason)
-			case tc.code == CodeStale && (d.Mode != ModeStale || !strings.Contains(d.Reason, "PgBouncer")):
+			case tc.code == status.CodeStale && (d.Mode != status.ModeStale || !strings.Contains(d.Reason, "PgBouncer")):
 				t.Errorf("mode %s (%s); want stale, naming PgBouncer", d.Mode, d.Reason)
-			case tc.code == CodeRunning && !d.Jobs["purge"].Code.Go():
+			case tc.code == status.CodeRunning && !d.Jobs["purge"].Code.Go():
 				t.Errorf("job %+v; want it running", d.Jobs["purge"])
 			}
 		})

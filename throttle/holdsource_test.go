@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -28,7 +29,7 @@ func TestWindowsHoldThroughTheController(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := c.Step(mon(0, 30), snap(mon(0, 30), world{load: 0.1, used: 0.1}))
-	if jd := d.Jobs["purge"]; jd.Code != CodeHeld || len(jd.Holds) != 1 || jd.Holds[0].Source != hold.SourceWindow {
+	if jd := d.Jobs["purge"]; jd.Code != status.CodeHeld || len(jd.Holds) != 1 || jd.Holds[0].Source != hold.SourceWindow {
 		t.Errorf("controller at 00:30: %+v; want held by the window", jd)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 )
 
 // appSample is a Prometheus signal's sample beside a healthy primary.
@@ -28,29 +29,29 @@ func TestRuleOnAPrometheusSignal(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		app      func(now time.Time) signals.Sample
-		mode     Mode
-		code     Code
+		mode     status.Mode
+		code     status.Code
 		reason   []string
 		bindsApp bool
 	}{
 		{"at its baseline it lets the work grow", func(now time.Time) signals.Sample {
 			return signals.Sample{Value: 1, Raw: 1, At: now}
-		}, ModeRunning, "", nil, false},
+		}, status.ModeRunning, "", nil, false},
 		{"over target it cuts", func(now time.Time) signals.Sample {
 			return signals.Sample{Value: 1.3, Raw: 1.3, At: now}
-		}, ModeThrottled, "", nil, true},
+		}, status.ModeThrottled, "", nil, true},
 		{"no foreground does not bind", func(now time.Time) signals.Sample {
 			return signals.Sample{NoForeground: true, At: now}
-		}, ModeRunning, "", nil, false},
+		}, status.ModeRunning, "", nil, false},
 		{"a failed reading stops the work and says why", func(now time.Time) signals.Sample {
 			return signals.Sample{At: now, Err: errors.New(`prometheus signal "app_p99" (throttled.hcl:7): query: 2 series, want one`)}
-		}, ModeStale, CodeStale, []string{"app_p99", "throttled.hcl:7", "2 series"}, true},
+		}, status.ModeStale, status.CodeStale, []string{"app_p99", "throttled.hcl:7", "2 series"}, true},
 		{"data older than max_age stops the work", func(now time.Time) signals.Sample {
 			return signals.Sample{Value: 1, Raw: 1, At: now.Add(-40 * time.Second)}
-		}, ModeStale, CodeStale, []string{"app_p99", "over max_age 10s"}, true},
+		}, status.ModeStale, status.CodeStale, []string{"app_p99", "over max_age 10s"}, true},
 		{"warming up holds the work without an event", func(now time.Time) signals.Sample {
 			return signals.Sample{At: now, Err: fmt.Errorf("%w: no series yet", signals.ErrWarmingUp)}
-		}, ModeThrottled, CodeWarmingUp, []string{"app_p99", "no series yet"}, true},
+		}, status.ModeThrottled, status.CodeWarmingUp, []string{"app_p99", "no series yet"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := New(cfg)
@@ -78,7 +79,7 @@ func TestRuleOnAPrometheusSignal(t *testing.T) {
 			if got := d.Binding.Signal == "app_p99"; got != tc.bindsApp {
 				t.Errorf("binding %v, want app_p99: %v", d.Binding, tc.bindsApp)
 			}
-			if (tc.mode == ModeStale || tc.code == CodeWarmingUp) && d.Budget != 0 {
+			if (tc.mode == status.ModeStale || tc.code == status.CodeWarmingUp) && d.Budget != 0 {
 				t.Errorf("budget %v, want 0: the work holds", d.Budget)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -21,7 +22,7 @@ func TestARatioHoldScalesItsJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range []Job{"purge", "archive"} {
+	for _, j := range []status.Job{"purge", "archive"} {
 		if err := c.Register(JobConfig{Name: j}); err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +34,7 @@ func TestARatioHoldScalesItsJob(t *testing.T) {
 	}
 	d := c.Step(at(2), snap(at(2), world{load: 0.1, used: 0.1}))
 	p, a := d.Jobs["purge"], d.Jobs["archive"]
-	if math.Abs(p.Rate-0.3*a.Rate) > 1e-9 || p.Code != CodeScaled || p.State != JobThrottled || len(p.Holds) != 1 || p.Holds[0].ID != h.ID {
+	if math.Abs(p.Rate-0.3*a.Rate) > 1e-9 || p.Code != status.CodeScaled || p.State != status.JobThrottled || len(p.Holds) != 1 || p.Holds[0].ID != h.ID {
 		t.Errorf("purge under a 0.3 hold: %+v; want 0.3 of archive's %v, code scaled, the hold listed", p, a.Rate)
 	}
 	if !strings.Contains(p.Reason, "scaled to 30% by hold "+h.ID) {
@@ -46,7 +47,7 @@ func TestARatioHoldScalesItsJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	d = c.Step(at(3), snap(at(3), world{load: 0.1, used: 0.1}))
-	if d.Jobs["purge"].Code != CodeHeld || d.Mode != ModePaused {
+	if d.Jobs["purge"].Code != status.CodeHeld || d.Mode != status.ModePaused {
 		t.Errorf("a pause beside the ratio: %+v, mode %s; want held", d.Jobs["purge"], d.Mode)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 )
 
 // Every decision carries a reason code for each job, produced where the
@@ -13,7 +14,7 @@ func TestDecisionsCarryReasonCodes(t *testing.T) {
 	holds := fakeHolds{}
 	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40, Holds: holds}, JobConfig{Name: "purge"}, JobConfig{Name: "archive", MaxRate: 2})
 	calm := world{load: 0.2, used: 0.1}
-	check := func(what string, d Decision, job Job, state JobState, code Code) {
+	check := func(what string, d Decision, job status.Job, state status.JobState, code status.Code) {
 		t.Helper()
 		jd := d.Jobs[job]
 		if jd.State != state || jd.Code != code {
@@ -22,41 +23,33 @@ func TestDecisionsCarryReasonCodes(t *testing.T) {
 	}
 
 	d := f.steps(3, calm)
-	check("calm, starting", d, "purge", JobRunning, CodeSlowStart)
-	check("calm", d, "archive", JobRunning, CodeMaxRate)
+	check("calm, starting", d, "purge", status.JobRunning, status.CodeSlowStart)
+	check("calm", d, "archive", status.JobRunning, status.CodeMaxRate)
 
 	d = f.step(world{load: 1.0, raw: 0.95, used: 0.1}) // over the 0.7 target
-	check("over target", d, "purge", JobThrottled, CodeCut)
-	if d.Code != CodeCut || d.Mode != ModeThrottled {
+	check("over target", d, "purge", status.JobThrottled, status.CodeCut)
+	if d.Code != status.CodeCut || d.Mode != status.ModeThrottled {
 		t.Fatalf("over target: decision %s/%s; want throttled/cut", d.Mode, d.Code)
 	}
 
 	holds["purge"] = true
 	d = f.step(calm)
-	check("held", d, "purge", JobPaused, CodeHeld)
+	check("held", d, "purge", status.JobPaused, status.CodeHeld)
 	if hs := d.Jobs["purge"].Holds; len(hs) != 1 || hs[0].ID != "h1" {
 		t.Fatalf("held: holds %+v; want h1", hs)
 	}
 	holds["purge"] = false
 
 	d = f.step(world{load: 0.2, used: 0.1, age: time.Minute}) // older than MaxAge
-	check("stale", d, "purge", JobPaused, CodeStale)
-	check("stale", d, "archive", JobPaused, CodeStale)
+	check("stale", d, "purge", status.JobPaused, status.CodeStale)
+	check("stale", d, "archive", status.JobPaused, status.CodeStale)
 
 	for range 3 {
 		d = f.step(world{load: 0.9, raw: 1.05, used: 0.1}) // at critical
 	}
-	check("critical", d, "purge", JobPaused, CodeCritical)
-	if d.Code != CodeCritical || d.Mode != ModeCritical {
+	check("critical", d, "purge", status.JobPaused, status.CodeCritical)
+	if d.Code != status.CodeCritical || d.Mode != status.ModeCritical {
 		t.Fatalf("critical: decision %s/%s", d.Mode, d.Code)
-	}
-}
-
-func TestCodeOfAStateAlone(t *testing.T) {
-	for s, want := range map[JobState]Code{JobRunning: CodeRunning, JobThrottled: CodeHolding, JobPaused: CodeUnavailable, "": CodeUnavailable} {
-		if got := CodeOf(s); got != want || (s == JobPaused && got.Go()) {
-			t.Errorf("CodeOf(%q) = %s; want %s", s, got, want)
-		}
 	}
 }
 
@@ -80,30 +73,8 @@ func TestRulesOnHorizonSlotsAndWraparoundBind(t *testing.T) {
 		w.Samples = append(w.Samples, signals.Sample{Name: tc.name, Value: tc.value, Raw: tc.value, At: at(f.tick + 1)})
 		f.tick++
 		d := f.c.Step(at(f.tick), w)
-		if d.Code != CodeCut || !d.Binding.Equal(Binding{Signal: tc.name}) {
+		if d.Code != status.CodeCut || !d.Binding.Equal(status.Binding{Signal: tc.name}) {
 			t.Errorf("%s at %v (target %v): decision %s binding %q; want cut, binding it", tc.name, tc.value, tc.rule.Target, d.Code, d.Binding)
-		}
-	}
-}
-
-// A code that does not fit the state it came with (an older leader wrote
-// the state only) gives way to the state's; one that fits stays.
-func TestCodeForKeepsOnlyACodeThatFitsTheState(t *testing.T) {
-	for _, tc := range []struct {
-		s    JobState
-		c    Code
-		want Code
-	}{
-		{JobRunning, CodeSlowStart, CodeSlowStart},
-		{JobThrottled, CodeCut, CodeCut},
-		{JobPaused, CodeStale, CodeStale},
-		{JobThrottled, CodeRunning, CodeHolding},  // a stale running code under a throttled state
-		{JobPaused, CodeRunning, CodeUnavailable}, // fails closed
-		{JobRunning, CodeCritical, CodeRunning},
-		{JobPaused, "", CodeUnavailable},
-	} {
-		if got := CodeFor(tc.s, tc.c); got != tc.want {
-			t.Errorf("CodeFor(%s, %q) = %s; want %s", tc.s, tc.c, got, tc.want)
 		}
 	}
 }

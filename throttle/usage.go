@@ -3,6 +3,8 @@ package throttle
 import (
 	"math"
 	"time"
+
+	"github.com/throttled/throttled/status"
 )
 
 type errTick struct {
@@ -12,7 +14,7 @@ type errTick struct {
 
 // Report records one batch attempt of job j (a retry is an attempt like
 // any other). Reports for unknown jobs are ignored.
-func (c *Controller) Report(j Job, f Feedback) {
+func (c *Controller) Report(j status.Job, f Feedback) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s, ok := c.jobs[j]
@@ -28,7 +30,7 @@ func (c *Controller) Report(j Job, f Feedback) {
 
 // ReportMany records n batch attempts of job j at once, errs of them
 // failed, taking took in all: what a remote worker's heartbeat carries.
-func (c *Controller) ReportMany(j Job, n, errs int, took time.Duration) {
+func (c *Controller) ReportMany(j status.Job, n, errs int, took time.Duration) {
 	if n <= 0 {
 		return
 	}
@@ -44,7 +46,7 @@ func (c *Controller) ReportMany(j Job, n, errs int, took time.Duration) {
 }
 
 // Wanted records that a caller of job j waited for its limiter since the
-// last step (see [Limiter.Waited]): the job wants more than its rate.
+// last step (see [limit.Limiter.Waited]): the job wants more than its rate.
 // While it has run too little to show use (under two batches in the
 // usage window) such a job is starved, not idle, and its whole rate counts
 // as used, so a budget its jobs cannot start a batch on (a share of a few
@@ -53,7 +55,7 @@ func (c *Controller) ReportMany(j Job, n, errs int, took time.Duration) {
 // is measured as before: it is idle when it uses under half its rate, and
 // growth waits for its use to catch up. Calls for unknown jobs are
 // ignored.
-func (c *Controller) Wanted(j Job) {
+func (c *Controller) Wanted(j status.Job) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s, ok := c.jobs[j]; ok {

@@ -97,7 +97,7 @@ func (d *daemon) page(ctx context.Context) (stop func()) {
 	audit := &windowAudit{audit: d.client.DurableHolds().Audit(), leading: d.client.Leader, log: d.slog}
 	go func() {
 		for dec := range decisions {
-			d.pager.Decision(dec)
+			d.pager.Decision(page.Decision{At: dec.At, Mode: dec.Mode, Binding: dec.Binding, Reason: dec.Reason, Events: dec.Events})
 			audit.decision(pctx, dec)
 		}
 	}()

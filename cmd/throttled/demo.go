@@ -25,6 +25,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 	"github.com/throttled/throttled/throttle/hold"
 )
@@ -303,7 +304,7 @@ type demoRun struct {
 // the reason when it changes, and a gated job's own reason.
 func (r *demoRun) print(ctx context.Context, decisions <-chan throttle.Decision) {
 	out := r.out
-	lastReason, lastJobCode := "", throttle.Code("")
+	lastReason, lastJobCode := "", status.Code("")
 	fmt.Fprintln(out, demoHeader)
 	for {
 		var d throttle.Decision
@@ -326,13 +327,13 @@ func (r *demoRun) print(ctx context.Context, decisions <-chan throttle.Decision)
 			}
 			fmt.Fprintf(out, "         %s %s\n", tag, e.Message)
 		}
-		if d.Reason != lastReason && d.Mode != throttle.ModeRunning {
+		if d.Reason != lastReason && d.Mode != status.ModeRunning {
 			fmt.Fprintf(out, "         why: %s\n", d.Reason)
 		}
 		lastReason = d.Reason
 		// A job held back by what binds it alone (a gate) says so: the
 		// cluster's reason does not.
-		if jd := d.Jobs[demoJob]; jd.Code != lastJobCode && jd.Code == throttle.CodeGated {
+		if jd := d.Jobs[demoJob]; jd.Code != lastJobCode && jd.Code == status.CodeGated {
 			fmt.Fprintf(out, "         job: %s\n", jd.Reason)
 		}
 		lastJobCode = d.Jobs[demoJob].Code
@@ -495,7 +496,7 @@ type sceneStats struct {
 	maxLoad, maxRaw, maxLock float64
 	minFree                  float64
 	maxLag                   float64
-	modes                    map[throttle.Mode]int
+	modes                    map[status.Mode]int
 	rowsFirst, rowsLast      int64
 	errors                   map[string]error // signal key -> first error seen
 }
@@ -504,7 +505,7 @@ func (st *sceneStats) add(snap signals.Snapshot, d throttle.Decision, js jobs.St
 	if st.rows == 0 {
 		st.minFree = -1
 		st.errors = map[string]error{}
-		st.modes = map[throttle.Mode]int{}
+		st.modes = map[status.Mode]int{}
 		st.rowsFirst = js.Rows
 	}
 	st.rowsLast = js.Rows
@@ -551,7 +552,7 @@ func writeSummary(w io.Writer, stats []sceneStats) {
 			unreadable = strings.Join(bad, ", ")
 		}
 		var modes []string
-		for _, m := range []throttle.Mode{throttle.ModeRunning, throttle.ModeThrottled, throttle.ModePaused, throttle.ModeCritical, throttle.ModeStale} {
+		for _, m := range []status.Mode{status.ModeRunning, status.ModeThrottled, status.ModePaused, status.ModeCritical, status.ModeStale} {
 			if n := st.modes[m]; n > 0 {
 				modes = append(modes, fmt.Sprintf("%s %d", m, n))
 			}

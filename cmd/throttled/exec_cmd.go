@@ -22,6 +22,7 @@ import (
 	"github.com/throttled/throttled/internal/schema"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -144,7 +145,7 @@ func (o *execOptions) check(fs *pflag.FlagSet, getenv func(string) string) error
 	}
 	if o.job == "" {
 		errs = append(errs, errors.New("--job is required"))
-	} else if err := throttle.Job(o.job).Validate(); err != nil {
+	} else if err := status.Job(o.job).Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--job: %w", err))
 	}
 	if o.pauseOnVacuum && len(o.tables) == 0 {
@@ -324,8 +325,8 @@ func openExecClient(ctx context.Context, o execOptions, log hclog.Logger) (*thro
 // reportExec prints how the run ended (done, interrupted between batches
 // or failed), its totals and where its time went, and returns the exit
 // code: one JSON summary with --json, else a line.
-func reportExec(o execOptions, st jobs.Status, err error, limited map[throttle.Why]float64, took time.Duration, paused pausedTime, out, errOut io.Writer) int {
-	whySlow := throttle.WhySlow(limited)
+func reportExec(o execOptions, st jobs.Status, err error, limited map[status.Why]float64, took time.Duration, paused pausedTime, out, errOut io.Writer) int {
+	whySlow := status.WhySlow(limited)
 	result, code := "done", exitOK
 	switch {
 	case err == nil:
@@ -395,7 +396,7 @@ type execSummary struct {
 }
 
 // limitedJSON is seconds per why for JSON: to the millisecond, never null.
-func limitedJSON(secs map[throttle.Why]float64) map[string]float64 {
+func limitedJSON(secs map[status.Why]float64) map[string]float64 {
 	out := map[string]float64{}
 	for w, s := range secs {
 		out[string(w)] = math.Round(s*1000) / 1000

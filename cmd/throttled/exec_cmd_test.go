@@ -24,7 +24,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/chaos"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 )
 
 const deleteOld = `DELETE FROM %[1]s WHERE id IN (SELECT id FROM %[1]s WHERE created_at < now() - interval '30 days' ORDER BY id LIMIT $1)`
@@ -85,7 +85,7 @@ func TestParseExecFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--cores", "2"}, "--primary-dsn (or THROTTLED_PRIMARY_DSN, or --config) is required"},
-		{append(base, "--job", "Purge Now"), `--job: throttle: invalid job name "Purge Now"`},
+		{append(base, "--job", "Purge Now"), `--job: status: invalid job name "Purge Now"`},
 		{append(base, "--sql", "DELETE FROM t"), "--sql must use $1 for the batch size"},
 		{append(base, "--max-rate", "0"), "--max-rate must be a positive number"},
 		{append(base, "--initial-rate", "50"), "--initial-rate must be positive and at most --max-rate 10, got 50"},
@@ -417,7 +417,7 @@ func TestExecJSONLinesAndSummary(t *testing.T) {
 	// about the run's duration in all, and the line that sums it up.
 	total := 0.0
 	for w, secs := range s.LimitedS {
-		if !slices.Contains(throttle.Whys(), throttle.Why(w)) || secs < 0 {
+		if !slices.Contains(status.Whys(), status.Why(w)) || secs < 0 {
 			t.Errorf("limited_seconds[%q] = %v: not a why of the set", w, secs)
 		}
 		total += secs

@@ -14,7 +14,7 @@ import (
 	"github.com/throttled/throttled/internal/textsafe"
 	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/signals"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 )
 
 // newStatusCmd shows the cluster's pacing: through a sidecar's API, or
@@ -31,11 +31,11 @@ func newStatusCmd(lf *logFlags) *cobra.Command {
 	return coordCmd(lf, c, &cf, false, "print JSON", func(ctx context.Context, _ *cobra.Command, out, errOut io.Writer) int {
 		ctx, cancel := context.WithTimeout(ctx, cf.timeout)
 		defer cancel()
-		return status(ctx, cf, out, errOut)
+		return printStatus(ctx, cf, out, errOut)
 	})
 }
 
-func status(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
+func printStatus(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
 	if cf.addr != "" {
 		raw, err := apiCall(ctx, cf.addr, cf.token, "GET", "/v1/status", nil)
 		if err != nil {
@@ -65,7 +65,7 @@ func status(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
 	// The JSON keeps the shape it always had: the leader's fields, with
 	// Binding as text, then the workers; BindingSignal and BindingLabels
 	// are the binding for programs, which never parse Binding.
-	binding := throttle.Binding{Signal: signals.Name(leader.Binding.Signal), Labels: leader.Binding.Labels}
+	binding := status.Binding{Signal: signals.Name(leader.Binding.Signal), Labels: leader.Binding.Labels}
 	st := struct {
 		Leader, Mode  string
 		Binding       string
@@ -105,11 +105,11 @@ func status(ctx context.Context, cf coordFlags, out, errOut io.Writer) int {
 		if len(w.LimitedSeconds) == 0 {
 			continue
 		}
-		secs := map[throttle.Why]float64{}
+		secs := map[status.Why]float64{}
 		for why, s := range w.LimitedSeconds {
-			secs[throttle.Why(why)] = s
+			secs[status.Why(why)] = s
 		}
-		fmt.Fprintf(out, "%s (%s): %s\n", textsafe.Line(w.ID), textsafe.Line(w.Job), textsafe.Line(throttle.WhySlow(secs)))
+		fmt.Fprintf(out, "%s (%s): %s\n", textsafe.Line(w.ID), textsafe.Line(w.Job), textsafe.Line(status.WhySlow(secs)))
 	}
 	return exitOK
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 	"github.com/throttled/throttled/throttle/hold"
 )
@@ -33,8 +34,8 @@ func TestWindowHoldsAreAuditedAtTheirEdges(t *testing.T) {
 	leading := true
 	a := &windowAudit{audit: db.Audit(), leading: func() bool { return leading }, log: hclog.NewNullLogger()}
 	window := hold.Hold{ID: "window:purge", Scope: hold.OneJob("purge"), Source: hold.SourceWindow, Reason: "outside its run window (01:00-06:00 UTC)"}
-	held := throttle.Decision{Jobs: map[throttle.Job]throttle.JobDecision{"purge": {State: throttle.JobPaused, Code: throttle.CodeHeld, Holds: []hold.Hold{window}}}}
-	free := throttle.Decision{Jobs: map[throttle.Job]throttle.JobDecision{"purge": {State: throttle.JobRunning, Code: throttle.CodeRunning}}}
+	held := throttle.Decision{Jobs: map[status.Job]throttle.JobDecision{"purge": {State: status.JobPaused, Code: status.CodeHeld, Holds: []hold.Hold{window}}}}
+	free := throttle.Decision{Jobs: map[status.Job]throttle.JobDecision{"purge": {State: status.JobRunning, Code: status.CodeRunning}}}
 	for _, d := range []throttle.Decision{free, held, held, free, free} {
 		a.decision(ctx, d)
 	}

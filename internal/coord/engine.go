@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/internal/coord/store"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -53,11 +54,11 @@ type Deps struct {
 	// leaves it (its lease, a hold, or none to be had), with the time:
 	// the Client counts from it the time each job spends at each why.
 	// It must not block.
-	Applied func(now time.Time, st throttle.JobStatus)
+	Applied func(now time.Time, st status.JobStatus)
 	// LimitedSeconds, when set, is the seconds a job spent at each why in
 	// this process; each heartbeat writes its worker's to the database,
 	// for `throttled status`.
-	LimitedSeconds func(throttle.Job) map[throttle.Why]float64
+	LimitedSeconds func(status.Job) map[status.Why]float64
 	// Tick is how often the leader decides.
 	Tick time.Duration
 	// DeferLeadership, when above 0, makes this process a reluctant
@@ -80,9 +81,9 @@ type Engine struct {
 	poller    Poller
 	prepare   func(throttle.Config) throttle.Config
 	published func(throttle.Decision)
-	applied   func(time.Time, throttle.JobStatus)
+	applied   func(time.Time, status.JobStatus)
 	// limitedSeconds is Deps.LimitedSeconds.
-	limitedSeconds func(throttle.Job) map[throttle.Why]float64
+	limitedSeconds func(status.Job) map[status.Why]float64
 	tick           time.Duration
 	procID         string
 	lease          time.Duration
@@ -96,14 +97,14 @@ type Engine struct {
 	term int64
 
 	mu      sync.Mutex
-	workers map[throttle.Job]*worker
+	workers map[status.Job]*worker
 
 	leader     bool
 	stopPoller context.CancelFunc
 	pollerDone chan struct{}
 	ctl        *throttle.Controller
 	seen       map[string][3]float64 // per worker row: last batches, errors, duration_ms
-	known      map[throttle.Job]bool // jobs registered with ctl
+	known      map[status.Job]bool   // jobs registered with ctl
 	lastLead   time.Time
 	isLeader   atomic.Bool
 	controller throttle.Config  // the configuration a new leader starts from
@@ -141,7 +142,7 @@ func New(d Deps) *Engine {
 	return &Engine{log: d.Log, pool: d.Pool, store: store.New(d.Pool), holds: d.Holds, changed: changed, poller: d.Poller, prepare: d.Prepare,
 		published: d.Published, applied: d.Applied, limitedSeconds: d.LimitedSeconds, tick: d.Tick, controller: d.Controller, deferLead: d.DeferLeadership,
 		procID: fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b)),
-		lease:  leaseFor(d.Tick), workers: map[throttle.Job]*worker{}, seen: map[string][3]float64{}}
+		lease:  leaseFor(d.Tick), workers: map[status.Job]*worker{}, seen: map[string][3]float64{}}
 }
 
 // leaseFor is the lease for a leader deciding every tick: DefaultLease,

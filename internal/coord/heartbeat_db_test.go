@@ -16,7 +16,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -89,7 +89,7 @@ func TestHeartbeatAppliesThePublishedLease(t *testing.T) {
 	publish(t, s, w, 4, time.Minute)
 	e.heartbeat(ctx)
 	st := w.Status()
-	if st.State != throttle.JobRunning || st.Code != throttle.CodeRunning || st.Rate != 4 || st.Reason != "running: the test's lease" || w.Unavailable() {
+	if st.State != status.JobRunning || st.Code != status.CodeRunning || st.Rate != 4 || st.Reason != "running: the test's lease" || w.Unavailable() {
 		t.Fatalf("leased at 4/s, the worker is %+v", st)
 	}
 	if a := w.l.Allocation(); a.Rate != 4 || a.Burst != 2 || a.MaxInFlight != 1 {
@@ -210,7 +210,7 @@ func TestRefusedHeartbeatNamesTheGrantOnce(t *testing.T) {
 	exec(grant)
 	e.heartbeat(ctx)
 	e.heartbeat(ctx)
-	if st := w.Status(); st.State != throttle.JobRunning || w.Unavailable() {
+	if st := w.Status(); st.State != status.JobRunning || w.Unavailable() {
 		t.Errorf("granted again, the worker is %+v; want it running on its lease", st)
 	}
 	if n := strings.Count(logs.String(), "heartbeats accepted again"); n != 1 {

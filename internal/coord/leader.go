@@ -9,6 +9,7 @@ import (
 
 	"github.com/throttled/throttled/internal/coord/store"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 	"github.com/throttled/throttled/throttle/limit"
 )
@@ -74,7 +75,7 @@ func (e *Engine) becomeLeader(ctx context.Context) error {
 		defer close(e.pollerDone)
 		_ = e.poller.Run(pctx)
 	}()
-	e.leader, e.seen, e.known, e.lastLead, e.sampled = true, map[string][3]float64{}, map[throttle.Job]bool{}, time.Time{}, false
+	e.leader, e.seen, e.known, e.lastLead, e.sampled = true, map[string][3]float64{}, map[status.Job]bool{}, time.Time{}, false
 	e.tookOver = time.Now()
 	e.isLeader.Store(true)
 	e.log.Info("became leader", "worker", e.procID, "previous_budget", last, "term", e.term)
@@ -121,9 +122,9 @@ func (e *Engine) lead(ctx context.Context) {
 	}
 	// Jobs are the union of the live workers' jobs; their consumption is
 	// the growth of each worker's counters.
-	byJob := map[throttle.Job][]store.Live{}
+	byJob := map[status.Job][]store.Live{}
 	for _, w := range live {
-		j := throttle.Job(w.Job)
+		j := status.Job(w.Job)
 		byJob[j] = append(byJob[j], w)
 		last, seen := e.seen[w.ID]
 		e.seen[w.ID] = [3]float64{w.Batches, w.Errors, w.DurationMs}
@@ -171,10 +172,10 @@ func (e *Engine) lead(ctx context.Context) {
 			if jd.Rate > 0 {
 				a = limit.Allocation{Rate: jd.Rate / n, Burst: int(math.Max(1, math.Ceil(float64(jd.Burst)/n))),
 					MaxInFlight: int(math.Max(1, math.Ceil(float64(jd.MaxInFlight)/n)))}
-				if a.Rate < throttle.SlowRate && jd.Rate >= throttle.SlowRate {
+				if a.Rate < status.SlowRate && jd.Rate >= status.SlowRate {
 					// The job runs, but this worker's share of it is too
 					// small to start a batch within a few seconds.
-					state, code, reason = throttle.JobThrottled, throttle.CodeTooSlow, throttle.SlowReason(a.Rate, fmt.Sprintf("this worker's share of %d; %s", len(ws), d.Reason))
+					state, code, reason = status.JobThrottled, status.CodeTooSlow, status.SlowReason(a.Rate, fmt.Sprintf("this worker's share of %d; %s", len(ws), d.Reason))
 				}
 			}
 			pub.Workers = append(pub.Workers, store.WorkerLease{ID: w.ID, Rate: a.Rate, Burst: int32(a.Burst), InFlight: int32(a.MaxInFlight),
@@ -248,15 +249,15 @@ func (e *Engine) claimResume(ctx context.Context, now time.Time) {
 }
 
 // toStore is b as the store keeps it: its signal's name and labels apart.
-func toStore(b throttle.Binding) store.Binding {
+func toStore(b status.Binding) store.Binding {
 	return store.Binding{Signal: string(b.Signal), Labels: b.Labels}
 }
 
 // fromStore is the binding the store kept; labels stored empty are nil,
 // as the controller makes them for a signal without any.
-func fromStore(b store.Binding) throttle.Binding {
+func fromStore(b store.Binding) status.Binding {
 	if len(b.Labels) == 0 {
 		b.Labels = nil
 	}
-	return throttle.Binding{Signal: signals.Name(b.Signal), Labels: b.Labels}
+	return status.Binding{Signal: signals.Name(b.Signal), Labels: b.Labels}
 }

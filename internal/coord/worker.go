@@ -14,7 +14,7 @@ import (
 	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/coord/store"
 	"github.com/throttled/throttled/jobs"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 	"github.com/throttled/throttled/throttle/limit"
 )
@@ -34,17 +34,17 @@ type worker struct {
 	durUs   atomic.Int64
 
 	mu      sync.Mutex
-	st      throttle.JobStatus // CodeUnavailable: paused because no valid allocation can be had
-	expiry  *time.Timer        // pauses the worker when its lease lapses
-	stopped bool               // removed: no lease applies again
-	granted bool               // a running allocation was applied once
+	st      status.JobStatus // CodeUnavailable: paused because no valid allocation can be had
+	expiry  *time.Timer      // pauses the worker when its lease lapses
+	stopped bool             // removed: no lease applies again
+	granted bool             // a running allocation was applied once
 }
 
 // newWorker returns the worker id of job cfg.Name, paused until its first
 // lease.
 func newWorker(id string, cfg jobs.Config) *worker {
-	j := throttle.Job(cfg.Name)
-	w := &worker{id: id, cfg: cfg, l: limit.New(string(j), nil), st: throttle.JobStatus{Job: j}}
+	j := status.Job(cfg.Name)
+	w := &worker{id: id, cfg: cfg, l: limit.New(string(j), nil), st: status.JobStatus{Job: j}}
 	w.lapse("waiting for the leader's first allocation")
 	return w
 }
@@ -62,21 +62,21 @@ func (w *worker) isStopped() bool {
 func (w *worker) Unavailable() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.st.Code == throttle.CodeUnavailable
+	return w.st.Code == status.CodeUnavailable
 }
 
 // lapse pauses the worker for want of an allocation.
 func (w *worker) lapse(reason string) {
 	w.l.Pause(reason)
 	w.mu.Lock()
-	w.st = throttle.JobStatus{Job: w.st.Job, State: throttle.JobPaused, Code: throttle.CodeUnavailable, Reason: reason}
+	w.st = status.JobStatus{Job: w.st.Job, State: status.JobPaused, Code: status.CodeUnavailable, Reason: reason}
 	w.mu.Unlock()
 }
 
 // lease applies a valid allocation until remaining has passed: a timer
 // pauses the worker then unless a heartbeat renews it first, so a worker
 // never works past its lease, however slow its heartbeats.
-func (w *worker) lease(a limit.Allocation, remaining time.Duration, st throttle.JobStatus) {
+func (w *worker) lease(a limit.Allocation, remaining time.Duration, st status.JobStatus) {
 	// Under w.mu throughout, so a stop cannot land between the check and
 	// the limiter's resume: a removed worker's in-flight heartbeat never
 	// revives it.
@@ -91,7 +91,7 @@ func (w *worker) lease(a limit.Allocation, remaining time.Duration, st throttle.
 	w.expiry = time.AfterFunc(remaining, func() { w.lapse("allocation lease expired: no leader renewed it") })
 	st.Job, st.Rate = w.st.Job, a.Rate
 	w.st = st
-	if !w.granted && a.Rate > 0 && st.State != throttle.JobPaused {
+	if !w.granted && a.Rate > 0 && st.State != status.JobPaused {
 		// A new worker's bucket starts empty, so its first batch would
 		// wait 1/rate: minutes at a small share. Its first allocation
 		// takes effect as of one token ago when it runs, so the first
@@ -102,7 +102,7 @@ func (w *worker) lease(a limit.Allocation, remaining time.Duration, st throttle.
 		// first second, where empty buckets would all wait n/rate before
 		// any batch showed use.
 		ago := 1.0
-		if st.State != throttle.JobRunning && st.Code != throttle.CodeScaled && st.Code != throttle.CodeExempt {
+		if st.State != status.JobRunning && st.Code != status.CodeScaled && st.Code != status.CodeExempt {
 			ago = mrand.Float64()
 		}
 		w.granted = true
@@ -110,7 +110,7 @@ func (w *worker) lease(a limit.Allocation, remaining time.Duration, st throttle.
 	} else {
 		w.l.Apply(a)
 	}
-	if st.State == throttle.JobPaused {
+	if st.State == status.JobPaused {
 		w.l.Pause(st.Reason)
 	} else {
 		w.l.Resume()
@@ -153,7 +153,7 @@ func (w *worker) done(g limit.Grant) func(int64, time.Duration, error) {
 	})
 }
 
-func (w *worker) Status() throttle.JobStatus {
+func (w *worker) Status() status.JobStatus {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st := w.st
@@ -166,7 +166,7 @@ func (w *worker) Status() throttle.JobStatus {
 func (e *Engine) Register(ctx context.Context, cfg jobs.Config) (*worker, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	j := throttle.Job(cfg.Name)
+	j := status.Job(cfg.Name)
 	if w, ok := e.workers[j]; ok {
 		return w, nil
 	}
@@ -181,7 +181,7 @@ func (e *Engine) Register(ctx context.Context, cfg jobs.Config) (*worker, error)
 // Update changes a registered job's weight and rate limits.
 func (e *Engine) Update(ctx context.Context, cfg jobs.Config) error {
 	e.mu.Lock()
-	w, ok := e.workers[throttle.Job(cfg.Name)]
+	w, ok := e.workers[status.Job(cfg.Name)]
 	e.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("throttled: job %q is not registered", cfg.Name)
@@ -193,7 +193,7 @@ func (e *Engine) Update(ctx context.Context, cfg jobs.Config) error {
 }
 
 // Remove stops a job of this process and deletes its worker row.
-func (e *Engine) Remove(ctx context.Context, j throttle.Job) error {
+func (e *Engine) Remove(ctx context.Context, j status.Job) error {
 	e.mu.Lock()
 	w, ok := e.workers[j]
 	delete(e.workers, j)
@@ -223,12 +223,12 @@ func (e *Engine) upsert(ctx context.Context, w *worker) error {
 
 // Status is job j's worker's status: unavailable when this process runs
 // no worker of it.
-func (e *Engine) Status(j throttle.Job) throttle.JobStatus {
+func (e *Engine) Status(j status.Job) status.JobStatus {
 	e.mu.Lock()
 	w, ok := e.workers[j]
 	e.mu.Unlock()
 	if !ok {
-		return throttle.JobStatus{Job: j, State: throttle.JobPaused, Code: throttle.CodeUnavailable, Reason: "no worker of this job in this process"}
+		return status.JobStatus{Job: j, State: status.JobPaused, Code: status.CodeUnavailable, Reason: "no worker of this job in this process"}
 	}
 	return w.Status()
 }
@@ -259,7 +259,7 @@ func (e *Engine) limited(job string) map[string]float64 {
 	if e.limitedSeconds == nil {
 		return nil
 	}
-	secs := e.limitedSeconds(throttle.Job(job))
+	secs := e.limitedSeconds(status.Job(job))
 	out := make(map[string]float64, len(secs))
 	for w, s := range secs {
 		out[string(w)] = s
@@ -298,9 +298,9 @@ func (e *Engine) beat(ctx context.Context, w *worker) {
 		if i := slices.IndexFunc(hs, func(h hold.Hold) bool { return h.ID == holds.UnconfirmedHoldID }); i > 0 {
 			hs[0], hs[i] = hs[i], hs[0]
 		}
-		st := throttle.Held(throttle.Job(w.cfg.Name), hs)
+		st := status.Held(status.Job(w.cfg.Name), hs)
 		if hs[0].ID == holds.UnconfirmedHoldID {
-			st.Code = throttle.CodeUnavailable
+			st.Code = status.CodeUnavailable
 		}
 		w.l.Pause(st.Reason)
 		w.mu.Lock()
@@ -320,15 +320,15 @@ func (e *Engine) beat(ctx context.Context, w *worker) {
 		}
 		w.lapse("allocation lease expired: no leader renewed it")
 	default:
-		st := throttle.JobStatus{State: throttle.JobState(lease.State), Code: throttle.Code(lease.Code), Reason: lease.Reason, Binding: fromStore(lease.Binding)}
-		st.Code = throttle.CodeFor(st.State, st.Code) // a row an older leader wrote has none, or a stale one
+		st := status.JobStatus{State: status.JobState(lease.State), Code: status.Code(lease.Code), Reason: lease.Reason, Binding: fromStore(lease.Binding)}
+		st.Code = status.CodeFor(st.State, st.Code) // a row an older leader wrote has none, or a stale one
 		a := limit.Allocation{Rate: lease.Rate, Burst: lease.Burst, MaxInFlight: lease.MaxInFlight}
 		// Ratio holds scale this worker's lease here, whichever process
 		// placed them: the leader's allocations are unscaled.
 		if _, by := hold.Scale(known); by != nil && a.Rate > 0 {
 			a.Rate *= by.Ratio
 			st.Rate = lease.Rate
-			st = throttle.Scaled(st, *by)
+			st = status.Scaled(st, *by)
 		}
 		w.lease(a, lease.Remaining, st)
 	}

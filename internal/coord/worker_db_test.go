@@ -16,7 +16,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -51,7 +51,7 @@ func TestEveryWorkerStopsWithinTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	var ps []throttled.Pacer
+	var ps []throttled.JobPacer
 	for i := range 8 {
 		p, err := tc.Pacer(jobs.Config{Name: fmt.Sprintf("lease-%d", i)})
 		if err != nil {
@@ -167,7 +167,7 @@ func TestUnconfirmedHoldsOutrankALocalHold(t *testing.T) {
 		}
 		return nil
 	})
-	if st := p.Status(); st.Code != throttle.CodeUnavailable {
+	if st := p.Status(); st.Code != status.CodeUnavailable {
 		t.Fatalf("status %s (%q) while the holds are unconfirmed; want unavailable", st.Code, st.Reason)
 	}
 	if u, ok := p.(interface{ Unavailable() bool }); !ok || !u.Unavailable() {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/jobs"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/limit"
 )
 
@@ -24,9 +24,9 @@ func advance(d time.Duration) {
 }
 
 // running is a leader's allocation of rate batches/s to one worker.
-func running(rate float64) (limit.Allocation, throttle.JobStatus) {
+func running(rate float64) (limit.Allocation, status.JobStatus) {
 	return limit.Allocation{Rate: rate, Burst: 1, MaxInFlight: 1},
-		throttle.JobStatus{State: throttle.JobRunning, Code: throttle.CodeRunning, Reason: "running"}
+		status.JobStatus{State: status.JobRunning, Code: status.CodeRunning, Reason: "running"}
 }
 
 // open reports whether w's limiter lets work start, without taking a
@@ -46,7 +46,7 @@ func TestLeaseLapsesAtItsEnd(t *testing.T) {
 		}
 		a, st := running(10)
 		w.lease(a, 3*time.Second, st)
-		if st := w.Status(); !open(w) || st.State != throttle.JobRunning || st.Rate != 10 || w.Unavailable() {
+		if st := w.Status(); !open(w) || st.State != status.JobRunning || st.Rate != 10 || w.Unavailable() {
 			t.Fatalf("leased: %+v, open %v; want running at 10/s", st, open(w))
 		}
 		advance(3*time.Second - time.Nanosecond)
@@ -55,7 +55,7 @@ func TestLeaseLapsesAtItsEnd(t *testing.T) {
 		}
 		advance(time.Nanosecond)
 		st = w.Status()
-		if open(w) || !w.Unavailable() || st.State != throttle.JobPaused || st.Code != throttle.CodeUnavailable {
+		if open(w) || !w.Unavailable() || st.State != status.JobPaused || st.Code != status.CodeUnavailable {
 			t.Fatalf("at the end of its lease the worker is %+v, open %v; want paused, unavailable", st, open(w))
 		}
 		if want := "allocation lease expired: no leader renewed it"; st.Reason != want {
@@ -93,9 +93,9 @@ func TestRenewedLeaseRunsFromTheRenewal(t *testing.T) {
 func TestPausedLeaseSaysWhy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorker("p/paused", jobs.Config{Name: "paused"})
-		st := throttle.JobStatus{State: throttle.JobPaused, Code: throttle.CodeCritical, Reason: "critical: replica_lag"}
+		st := status.JobStatus{State: status.JobPaused, Code: status.CodeCritical, Reason: "critical: replica_lag"}
 		w.lease(limit.Allocation{}, 3*time.Second, st)
-		if got := w.Status(); open(w) || w.Unavailable() || got.Code != throttle.CodeCritical || got.Reason != st.Reason {
+		if got := w.Status(); open(w) || w.Unavailable() || got.Code != status.CodeCritical || got.Reason != st.Reason {
 			t.Fatalf("under a paused lease the worker is %+v, open %v; want paused for %q, not unavailable", got, open(w), st.Reason)
 		}
 		if _, reason := w.l.State(); reason != st.Reason {
@@ -189,7 +189,7 @@ func TestFirstThrottledLeaseStartsWithinOneInterval(t *testing.T) {
 		for i := range 30 {
 			w := newWorker("p/spread", jobs.Config{Name: "spread"})
 			a, _ := running(0.5)
-			w.lease(a, time.Hour, throttle.JobStatus{State: throttle.JobThrottled, Code: throttle.CodeHolding, Reason: "holding"})
+			w.lease(a, time.Hour, status.JobStatus{State: status.JobThrottled, Code: status.CodeHolding, Reason: "holding"})
 			start := time.Now()
 			done, err := w.Wait(context.Background())
 			if err != nil {

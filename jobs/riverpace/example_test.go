@@ -31,7 +31,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mw, err := riverpace.New(riverpace.Config{PacerFor: func(job *rivertype.JobRow) riverpace.Pacer {
+	mw, err := riverpace.New(riverpace.Config{PacerFor: func(job *rivertype.JobRow) jobs.Pacer {
 		if job.Kind == "email" {
 			return pacer
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river/rivertype"
+	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/jobs/riverpace"
 	"github.com/throttled/throttled/throttle/limit"
 )
@@ -28,7 +29,7 @@ func TestPanickingJobReleasesItsPacerSlot(t *testing.T) {
 	l := limit.New("panic-slot", nil)
 	l.Apply(limit.Allocation{Rate: 1000, Burst: 10, MaxInFlight: 1})
 	mw, err := riverpace.New(riverpace.Config{
-		PacerFor: func(*rivertype.JobRow) riverpace.Pacer { return limiterPacer{l} },
+		PacerFor: func(*rivertype.JobRow) jobs.Pacer { return limiterPacer{l} },
 		MaxWait:  200 * time.Millisecond,
 	})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -22,12 +22,6 @@ type QueueClient interface {
 	QueueUpdate(ctx context.Context, name string, params *river.QueueUpdateParams) (*rivertype.Queue, error)
 }
 
-// StatusPacer is a pacer that reports its job's status, holds included:
-// throttled.Client's pacers and throttle.Pacer are.
-type StatusPacer interface {
-	Status() throttle.JobStatus
-}
-
 // QueueGuardConfig configures a [QueueGuard].
 type QueueGuardConfig struct {
 	// Client is the River client whose queue is paused. Required.
@@ -35,8 +29,9 @@ type QueueGuardConfig struct {
 	// Queue is the queue to pause. It should hold only kinds this pacer
 	// paces: River pauses a whole queue. Required.
 	Queue string
-	// Pacer is the pacer of the queue's jobs. Required.
-	Pacer StatusPacer
+	// Pacer is the pacer of the queue's jobs, which reports their status,
+	// holds included (throttled.Client's pacers do). Required.
+	Pacer status.Explainer
 	// Threshold: a hold that keeps the job paused for longer than this
 	// pauses the queue; a shorter one is left to the middleware, which
 	// snoozes each job. Defaults to 1m.
@@ -116,8 +111,8 @@ func (g *QueueGuard) Run(ctx context.Context) error {
 // Want is what the guard wants of the queue for status st at now: paused,
 // and for which hold (its ID), when a hold keeps the job paused for
 // longer than the threshold.
-func (g *QueueGuard) Want(st throttle.JobStatus, now time.Time) (pause bool, holdID string) {
-	if st.Code != throttle.CodeHeld {
+func (g *QueueGuard) Want(st status.JobStatus, now time.Time) (pause bool, holdID string) {
+	if st.Code != status.CodeHeld {
 		return false, ""
 	}
 	// The job runs again when the last pausing hold ends.

@@ -14,8 +14,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
+	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/jobs/riverpace"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -28,7 +29,7 @@ func TestLongHoldsPauseTheRiverQueue(t *testing.T) {
 	pool, tc, pacer := riverSetup(t, 50, "river_guarded")
 	const queue, control = "guarded", "control"
 	mw, err := riverpace.New(riverpace.Config{
-		PacerFor: func(job *rivertype.JobRow) riverpace.Pacer {
+		PacerFor: func(job *rivertype.JobRow) jobs.Pacer {
 			if job.Queue == control {
 				return nil
 			}
@@ -86,7 +87,7 @@ func TestLongHoldsPauseTheRiverQueue(t *testing.T) {
 	held := func(want bool) {
 		t.Helper()
 		pgtest.Eventually(t, 5*time.Second, func() error {
-			if st := pacer.Status(); (st.Code == throttle.CodeHeld) != want {
+			if st := pacer.Status(); (st.Code == status.CodeHeld) != want {
 				return fmt.Errorf("pacer %s (%s), want held %v", st.Code, st.Reason, want)
 			}
 			return nil
@@ -215,16 +216,16 @@ func TestQueueGuardWant(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		st    throttle.JobStatus
+		st    status.JobStatus
 		pause bool
 		hold  string
 	}{
-		{"running", throttle.JobStatus{Code: throttle.CodeRunning}, false, ""},
-		{"critical", throttle.JobStatus{Code: throttle.CodeCritical}, false, ""},
-		{"short hold", throttle.JobStatus{Code: throttle.CodeHeld, Holds: []hold.Hold{h("h1", 30*time.Minute, 0)}}, false, ""},
-		{"long hold", throttle.JobStatus{Code: throttle.CodeHeld, Holds: []hold.Hold{h("h1", 2*time.Hour, 0)}}, true, "h1"},
-		{"short and long", throttle.JobStatus{Code: throttle.CodeHeld, Holds: []hold.Hold{h("h1", 30*time.Minute, 0), h("h2", 3*time.Hour, 0)}}, true, "h2"},
-		{"long ratio hold", throttle.JobStatus{Code: throttle.CodeHeld, Holds: []hold.Hold{h("h1", 30*time.Minute, 0), h("h2", 3*time.Hour, 0.5)}}, false, ""},
+		{"running", status.JobStatus{Code: status.CodeRunning}, false, ""},
+		{"critical", status.JobStatus{Code: status.CodeCritical}, false, ""},
+		{"short hold", status.JobStatus{Code: status.CodeHeld, Holds: []hold.Hold{h("h1", 30*time.Minute, 0)}}, false, ""},
+		{"long hold", status.JobStatus{Code: status.CodeHeld, Holds: []hold.Hold{h("h1", 2*time.Hour, 0)}}, true, "h1"},
+		{"short and long", status.JobStatus{Code: status.CodeHeld, Holds: []hold.Hold{h("h1", 30*time.Minute, 0), h("h2", 3*time.Hour, 0)}}, true, "h2"},
+		{"long ratio hold", status.JobStatus{Code: status.CodeHeld, Holds: []hold.Hold{h("h1", 30*time.Minute, 0), h("h2", 3*time.Hour, 0.5)}}, false, ""},
 	} {
 		if pause, hold := g.Want(tc.st, now); pause != tc.pause || hold != tc.hold {
 			t.Errorf("%s: Want = %v, %q; want %v, %q", tc.name, pause, hold, tc.pause, tc.hold)
@@ -243,8 +244,8 @@ func TestQueueGuardWant(t *testing.T) {
 	}
 }
 
-type fixedStatus struct{ throttle.JobStatus }
+type fixedStatus struct{ status.JobStatus }
 
-func (f fixedStatus) Status() throttle.JobStatus { return f.JobStatus }
+func (f fixedStatus) Status() status.JobStatus { return f.JobStatus }
 
 type fakeQueues struct{ riverpace.QueueClient }

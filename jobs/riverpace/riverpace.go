@@ -20,26 +20,17 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
-	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/status"
 )
-
-// Pacer is the jobs library's pacer: permission to start one unit of
-// work, and a function to report its outcome.
-type Pacer interface {
-	Wait(ctx context.Context) (done func(rows int64, took time.Duration, err error), err error)
-}
-
-// Explainer is a Pacer that can say whether it is paused: its status,
-// typed.
-type Explainer interface {
-	Status() throttle.JobStatus
-}
 
 // Config configures a [Middleware].
 type Config struct {
 	// PacerFor returns the pacer for a job, or nil to work the job
-	// unpaced (for kinds throttled does not manage). Required.
-	PacerFor func(job *rivertype.JobRow) Pacer
+	// unpaced (for kinds throttled does not manage). A pacer that is also
+	// a status.Explainer (throttled.Client's are) snoozes its job at once
+	// while paused. Required.
+	PacerFor func(job *rivertype.JobRow) jobs.Pacer
 	// MaxWait is how long a job waits for permission before it is
 	// snoozed, so a throttled queue does not hold its worker slots.
 	// Defaults to 5s.
@@ -78,8 +69,8 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 	if p == nil {
 		return doInner(ctx)
 	}
-	if ex, ok := p.(Explainer); ok {
-		if ex.Status().State == throttle.JobPaused {
+	if ex, ok := p.(status.Explainer); ok {
+		if ex.Status().State == status.JobPaused {
 			return river.JobSnooze(m.cfg.Snooze)
 		}
 	}

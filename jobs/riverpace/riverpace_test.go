@@ -41,7 +41,7 @@ func (w *EmailWorker) Work(ctx context.Context, job *river.Job[EmailArgs]) error
 
 // riverSetup migrates River's tables on the pair and opens a throttled
 // client at budget with one job's pacer; both close when the test ends.
-func riverSetup(t *testing.T, budget float64, job string) (*pgxpool.Pool, *throttled.Client, throttled.Pacer) {
+func riverSetup(t *testing.T, budget float64, job string) (*pgxpool.Pool, *throttled.Client, throttled.JobPacer) {
 	t.Helper()
 	c := pgtest.Cluster(t)
 	ctx := context.Background()
@@ -74,7 +74,7 @@ func TestRiverJobsArePacedAndSnoozedWhilePaused(t *testing.T) {
 	ctx := context.Background()
 	pool, tc, pacer := riverSetup(t, 5, "river_email")
 	mw, err := riverpace.New(riverpace.Config{
-		PacerFor: func(job *rivertype.JobRow) riverpace.Pacer {
+		PacerFor: func(job *rivertype.JobRow) jobs.Pacer {
 			if job.Kind == "email" {
 				return pacer
 			}

@@ -1,5 +1,5 @@
 // Package remote is a Go client of the sidecar's token API, for workers
-// that do not embed the controller: its Pacer satisfies the jobs
+// that do not embed the controller: its [WorkerPacer] satisfies the jobs
 // package's Pacer, so a jobs.Job paced through the sidecar behaves like a
 // local one.
 //
@@ -142,10 +142,10 @@ func New(cfg Config) (*Client, error) {
 	return &Client{cfg: cfg}, nil
 }
 
-// Pacer paces one job through the sidecar. It is a jobs.Progresser: a
-// job's batch size, retries and remaining rows go with each batch's own
-// report.
-type Pacer struct {
+// WorkerPacer paces one job of a remote worker through the sidecar. It
+// satisfies jobs.Pacer and is a jobs.Progresser: a job's batch size,
+// retries and remaining rows go with each batch's own report.
+type WorkerPacer struct {
 	c      *Client
 	job    string
 	bounds atomic.Pointer[api.BatchBounds] // the last the sidecar sent; nil before any
@@ -155,7 +155,7 @@ type Pacer struct {
 // the job, from the last token's answer: the job sizes its batches within
 // them (it is a jobs.BatchBounder); a bound the configuration does not
 // set is 0. ok is false before the first token.
-func (p *Pacer) BatchBounds() (minSize, maxSize int, target time.Duration, ok bool) {
+func (p *WorkerPacer) BatchBounds() (minSize, maxSize int, target time.Duration, ok bool) {
 	b := p.bounds.Load()
 	if b == nil {
 		return 0, 0, 0, false
@@ -164,7 +164,7 @@ func (p *Pacer) BatchBounds() (minSize, maxSize int, target time.Duration, ok bo
 }
 
 // WaitProgress is Wait whose report also carries the batch's details.
-func (p *Pacer) WaitProgress(ctx context.Context) (func(int64, time.Duration, error, jobs.Progress), error) {
+func (p *WorkerPacer) WaitProgress(ctx context.Context) (func(int64, time.Duration, error, jobs.Progress), error) {
 	token, err := p.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -175,11 +175,11 @@ func (p *Pacer) WaitProgress(ctx context.Context) (func(int64, time.Duration, er
 }
 
 // Pacer returns job's pacer.
-func (c *Client) Pacer(job string) *Pacer { return &Pacer{c: c, job: job} }
+func (c *Client) Pacer(job string) *WorkerPacer { return &WorkerPacer{c: c, job: job} }
 
 // Wait takes one token for the job, waiting as the sidecar says, and
 // returns the function that reports the batch (and frees its slot).
-func (p *Pacer) Wait(ctx context.Context) (func(rows int64, took time.Duration, err error), error) {
+func (p *WorkerPacer) Wait(ctx context.Context) (func(rows int64, took time.Duration, err error), error) {
 	token, err := p.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -188,7 +188,7 @@ func (p *Pacer) Wait(ctx context.Context) (func(rows int64, took time.Duration, 
 }
 
 // acquire takes one token, waiting as the sidecar says.
-func (p *Pacer) acquire(ctx context.Context) (string, error) {
+func (p *WorkerPacer) acquire(ctx context.Context) (string, error) {
 	failures := 0
 	for {
 		code, retryAfter, body, err := p.c.post(ctx, "/v1/jobs/"+url.PathEscape(p.job)+"/acquire", api.AcquireRequest{N: 1, MaxWait: "2s", Worker: p.c.cfg.Worker})
@@ -242,7 +242,7 @@ func (p *Pacer) acquire(ctx context.Context) (string, error) {
 // known, again while the sidecar cannot take it, for up to ReportFor. A
 // report refused or never taken is logged and counted, never dropped
 // silently; an unreported token expires on the sidecar.
-func (p *Pacer) report(token string, rows int64, took time.Duration, err error, pr *jobs.Progress) {
+func (p *WorkerPacer) report(token string, rows int64, took time.Duration, err error, pr *jobs.Progress) {
 	if rerr := p.send(token, rows, took, err, pr); rerr != nil {
 		p.c.reportFailed.Add(1)
 		p.c.cfg.Log.Error("batch report not taken: its rows and outcome are not counted", "job", p.job, "rows", rows, "error", rerr)
@@ -251,7 +251,7 @@ func (p *Pacer) report(token string, rows int64, took time.Duration, err error, 
 
 // send is report's one delivery, retried on a failure the sidecar may get
 // over; nil once the sidecar took it.
-func (p *Pacer) send(token string, rows int64, took time.Duration, err error, pr *jobs.Progress) error {
+func (p *WorkerPacer) send(token string, rows int64, took time.Duration, err error, pr *jobs.Progress) error {
 	msg := ""
 	if err != nil {
 		msg = err.Error()

@@ -7,7 +7,7 @@
 // the same rule.
 //
 // It names a job as a string, as package throttle/limit does;
-// throttle.Job is the controller's validated name. It knows nothing of
+// status.Job is the controller's validated name. It knows nothing of
 // signals or the controller: package throttle reads holds through its
 // HoldSource interface, which [Local] and [Windows] satisfy.
 //

@@ -105,7 +105,7 @@ type Counters struct {
 	// heartbeat (it wants more than its share).
 	Waiting bool
 	// Limited is the seconds the worker's job spent at each limit in its
-	// process (throttle.Why to seconds); nil writes none.
+	// process (status.Why to seconds); nil writes none.
 	Limited map[string]float64
 }
 

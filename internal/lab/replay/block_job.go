@@ -14,6 +14,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 	"golang.org/x/time/rate"
 )
@@ -96,11 +97,11 @@ func (p gatedPacer) BatchBounds() (int, int, time.Duration, bool) {
 	return 0, 0, 0, false
 }
 
-func (p gatedPacer) Status() throttle.JobStatus {
-	if e, ok := p.inner.(jobs.Explainer); ok {
+func (p gatedPacer) Status() status.JobStatus {
+	if e, ok := p.inner.(status.Explainer); ok {
 		return e.Status()
 	}
-	return throttle.JobStatus{}
+	return status.JobStatus{}
 }
 
 // blockJob is one policy's cleanup job in a block.

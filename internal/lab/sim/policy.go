@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 	"github.com/throttled/throttled/throttle/hold"
 )
@@ -15,9 +16,9 @@ import (
 type Policy interface {
 	// Decide returns each job's rate (batches per second) for the next
 	// tick, and the mode to show.
-	Decide(now time.Time, snap signals.Snapshot) (map[throttle.Job]float64, string)
+	Decide(now time.Time, snap signals.Snapshot) (map[status.Job]float64, string)
 	// Report feeds back one batch attempt.
-	Report(j throttle.Job, f throttle.Feedback)
+	Report(j status.Job, f throttle.Feedback)
 	// HonoursHolds reports whether the policy itself stops held jobs;
 	// the simulator gates the others.
 	HonoursHolds() bool
@@ -81,17 +82,17 @@ type budgetPolicy struct {
 	t      float64
 }
 
-func (p *budgetPolicy) Decide(now time.Time, snap signals.Snapshot) (map[throttle.Job]float64, string) {
+func (p *budgetPolicy) Decide(now time.Time, snap signals.Snapshot) (map[status.Job]float64, string) {
 	var mode string
 	p.budget, mode = p.step(p.budget, snap)
 	return byWeight(p.sc, p.budget, snap.At), mode
 }
 
-func (p *budgetPolicy) Report(throttle.Job, throttle.Feedback) {}
-func (p *budgetPolicy) HonoursHolds() bool                     { return false }
+func (p *budgetPolicy) Report(status.Job, throttle.Feedback) {}
+func (p *budgetPolicy) HonoursHolds() bool                   { return false }
 
 // byWeight splits budget by weight among jobs with demand at now.
-func byWeight(sc Scenario, budget float64, now time.Time) map[throttle.Job]float64 {
+func byWeight(sc Scenario, budget float64, now time.Time) map[status.Job]float64 {
 	t := now.Sub(epoch).Seconds()
 	var total float64
 	for _, j := range sc.Jobs {
@@ -99,7 +100,7 @@ func byWeight(sc Scenario, budget float64, now time.Time) map[throttle.Job]float
 			total += j.Weight
 		}
 	}
-	out := map[throttle.Job]float64{}
+	out := map[status.Job]float64{}
 	for _, j := range sc.Jobs {
 		if j.Demand(t) > 0 {
 			out[j.Name] = budget * j.Weight / total
@@ -155,26 +156,26 @@ func newAdaptive(sc Scenario, held func(time.Time) bool, o Options) (*adaptive, 
 	return &adaptive{c: c}, nil
 }
 
-func (a *adaptive) Decide(now time.Time, snap signals.Snapshot) (map[throttle.Job]float64, string) {
+func (a *adaptive) Decide(now time.Time, snap signals.Snapshot) (map[status.Job]float64, string) {
 	d := a.c.Step(now, snap)
-	out := map[throttle.Job]float64{}
+	out := map[status.Job]float64{}
 	for j, jd := range d.Jobs {
 		out[j] = jd.Rate
 	}
 	return out, string(d.Mode)
 }
 
-func (a *adaptive) Report(j throttle.Job, f throttle.Feedback) { a.c.Report(j, f) }
+func (a *adaptive) Report(j status.Job, f throttle.Feedback) { a.c.Report(j, f) }
 
 // wanter is a policy told which jobs want more than their rate, as the
 // product's limiters tell the controller.
-type wanter interface{ Wanted(j throttle.Job) }
+type wanter interface{ Wanted(j status.Job) }
 
-func (a *adaptive) Wanted(j throttle.Job) { a.c.Wanted(j) }
-func (a *adaptive) HonoursHolds() bool    { return true }
+func (a *adaptive) Wanted(j status.Job) { a.c.Wanted(j) }
+func (a *adaptive) HonoursHolds() bool  { return true }
 
-func sortedJobs(m map[throttle.Job]float64) []throttle.Job {
-	var out []throttle.Job
+func sortedJobs(m map[status.Job]float64) []status.Job {
+	var out []status.Job
 	for j := range m {
 		out = append(out, j)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -67,7 +68,7 @@ type Result struct {
 	Work       float64 `json:"work"`
 	OracleWork float64 `json:"oracle_work"`
 	// JobWork is each job's successful batches.
-	JobWork map[throttle.Job]float64 `json:"job_work"`
+	JobWork map[status.Job]float64 `json:"job_work"`
 	// FixedRate is the rate the fixed policy ran at (the best in
 	// hindsight); 0 for other policies.
 	FixedRate float64 `json:"fixed_rate,omitempty"`
@@ -288,7 +289,7 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64, o Optio
 	case o.CanaryNoise > 0:
 		can.m.ResidualSD *= o.CanaryNoise
 	}
-	res := Result{Scenario: sc.Name, Policy: policyName, Seed: seed, JobWork: map[throttle.Job]float64{}}
+	res := Result{Scenario: sc.Name, Policy: policyName, Seed: seed, JobWork: map[status.Job]float64{}}
 	if policyName == "adaptive" {
 		res.CanaryTarget = o.CanaryTarget
 	}
@@ -297,9 +298,9 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64, o Optio
 		lagBytes float64
 		smoothed float64
 		smoothOK bool
-		last     []signals.Sample             // the latest samples
-		lastAt   time.Time                    // when they were taken
-		carry    = map[throttle.Job]float64{} // fractional batches carried to the next tick
+		last     []signals.Sample           // the latest samples
+		lastAt   time.Time                  // when they were taken
+		carry    = map[status.Job]float64{} // fractional batches carried to the next tick
 		rates    []float64
 		cutFound bool
 		arch     archiver
@@ -347,13 +348,13 @@ func run(sc Scenario, policyName string, fixedRate float64, seed uint64, o Optio
 
 		jobRates, mode := p.Decide(now, snap)
 		if !p.HonoursHolds() && held(now) {
-			jobRates, mode = map[throttle.Job]float64{}, "paused"
+			jobRates, mode = map[status.Job]float64{}, "paused"
 		}
 
 		// The plant over [t, t+1): background at min(allowed, wanted).
 		errRate := sc.ErrorRate(t)
 		var total, done float64
-		perJob := map[throttle.Job]float64{}
+		perJob := map[status.Job]float64{}
 		for _, j := range sc.Jobs {
 			r := min(jobRates[j.Name], j.Demand(t))
 			perJob[j.Name] = r

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -70,7 +71,7 @@ func (sc Scenario) walPerBatch() float64 {
 
 // SimJob is one background job of a scenario.
 type SimJob struct {
-	Name   throttle.Job
+	Name   status.Job
 	Weight float64
 	// Demand is the most the job would do at t, batches per second.
 	Demand func(t float64) float64

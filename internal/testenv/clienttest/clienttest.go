@@ -14,6 +14,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
 
@@ -52,7 +53,7 @@ func LeaderAndFollower(t testing.TB, opts throttled.Options) (leader, follower *
 
 // RunningJob opens a client with opts (closed when the test ends) and
 // returns it with job's pacer, once the job runs.
-func RunningJob(t testing.TB, opts throttled.Options, job string) (*throttled.Client, throttled.Pacer) {
+func RunningJob(t testing.TB, opts throttled.Options, job string) (*throttled.Client, throttled.JobPacer) {
 	t.Helper()
 	tc, err := throttled.Open(context.Background(), opts)
 	if err != nil {
@@ -68,8 +69,8 @@ func RunningJob(t testing.TB, opts throttled.Options, job string) (*throttled.Cl
 }
 
 // Running is nil while p's job may run, else its state and reason.
-func Running(p throttled.Pacer) error {
-	if st := p.Status(); st.State == throttle.JobPaused {
+func Running(p throttled.JobPacer) error {
+	if st := p.Status(); st.State == status.JobPaused {
 		return fmt.Errorf("%s: %s", st.State, st.Reason)
 	}
 	return nil

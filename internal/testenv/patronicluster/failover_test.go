@@ -21,6 +21,7 @@ import (
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 	"github.com/throttled/throttled/throttle/hold"
 )
@@ -106,7 +107,7 @@ func batch(ctx context.Context, tx pgx.Tx, _ jobs.Batch) (jobs.Result, error) {
 type state struct {
 	at     time.Time
 	paused bool
-	code   throttle.Code
+	code   status.Code
 }
 
 // monitor reads the job's pacer every 20 ms until ctx ends.
@@ -115,13 +116,13 @@ type monitor struct {
 	states []state
 }
 
-func (m *monitor) run(ctx context.Context, p throttled.Pacer) {
+func (m *monitor) run(ctx context.Context, p throttled.JobPacer) {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
 		st := p.Status()
 		m.mu.Lock()
-		m.states = append(m.states, state{at: time.Now(), paused: st.State == throttle.JobPaused, code: st.Code})
+		m.states = append(m.states, state{at: time.Now(), paused: st.State == status.JobPaused, code: st.Code})
 		m.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -159,7 +160,7 @@ type measurement struct {
 	// lost counts acknowledged batches missing on the new primary.
 	lost int
 	// code is why the job paused.
-	code throttle.Code
+	code status.Code
 }
 
 // The product against a real Patroni cluster, through a switchover and a
@@ -540,10 +541,10 @@ func auditRows(t *testing.T, ctx context.Context, c *patronicluster.Cluster) int
 	return n
 }
 
-func pausedBy(p throttled.Pacer, reason string) error {
+func pausedBy(p throttled.JobPacer, reason string) error {
 	js := p.Status()
 	st, r := js.State, js.Reason
-	if st != throttle.JobPaused || !strings.Contains(r, reason) {
+	if st != status.JobPaused || !strings.Contains(r, reason) {
 		return fmt.Errorf("held job is %s (%s); want paused by the hold %q", st, r, reason)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package throttle
+package status
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ func TestJobValidate(t *testing.T) {
 		{Job(strings.Repeat("a", 53)), ""},
 		{"", "must not be empty"},
 		{Job(strings.Repeat("a", 54)), "54 characters"},
-		{"Bad Name", `throttle: invalid job name "Bad Name": has 'B'`},
+		{"Bad Name", `status: invalid job name "Bad Name": has 'B'`},
 		{"purge sessions", `has ' '`},
 		{"_purge", "must start with a lowercase letter or digit"},
 		{"purge/x", `has '/'`},

@@ -1,9 +1,7 @@
-package throttle
+package status
 
 import (
 	"slices"
-
-	"github.com/throttled/throttled/throttle/hold"
 )
 
 // Code says, as one of a closed set, why a job (or the whole budget) runs
@@ -82,45 +80,6 @@ func (c Code) Go() bool {
 		return false
 	}
 	return true
-}
-
-// JobStatus is one job's status, produced in one place (the controller's
-// decision, or a coordinated worker's lease) and read by everything that
-// shows or acts on it.
-type JobStatus struct {
-	Job   Job
-	State JobState
-	// Code is why, for machines; Reason is why, in words, with numbers.
-	Code   Code
-	Reason string
-	// Binding is the signal that limits the budget; zero when none does.
-	Binding Binding
-	// Rate is the job's allocated rate, batches per second.
-	Rate float64
-	// Holds are the holds that apply to the job, oldest first.
-	Holds []hold.Hold
-}
-
-// HeldReason is the reason of a job that holds apply to: the one format
-// of it, wherever the hold is applied.
-func HeldReason(hs []hold.Hold) string { return "paused: " + describeHolds(hs) }
-
-// Held is the status of job j while holds hs (at least one) apply to it:
-// the one place a hold becomes a job's status, in the controller's
-// decision and in a coordinated worker alike. A hold that could not be
-// confirmed first (holds.UnconfirmedHoldID's source is unknown to this
-// package) is the caller's to mark CodeUnavailable.
-func Held(j Job, hs []hold.Hold) JobStatus {
-	return JobStatus{Job: j, State: JobPaused, Code: CodeHeld, Reason: HeldReason(hs), Holds: hs}
-}
-
-// Scaled is the status st becomes under a ratio hold h: throttled, at
-// h.Ratio of its rate, with h among its holds.
-func Scaled(st JobStatus, h hold.Hold) JobStatus {
-	st.State, st.Code, st.Reason = JobThrottled, CodeScaled, hold.ScaledReason(h, st.Reason)
-	st.Rate *= h.Ratio
-	st.Holds = append(slices.Clone(st.Holds), h)
-	return st
 }
 
 // CodeFor is the code a status read from elsewhere (a coordinated

@@ -1,4 +1,4 @@
-package throttle
+package pacing
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
+	"github.com/throttled/throttled/throttle"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
@@ -23,11 +25,11 @@ func TestDecisionsDriveLimiters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := New(Config{MaxBudget: 20, InitialBudget: 10, Holds: holds})
+		c, err := throttle.New(throttle.Config{MaxBudget: 20, InitialBudget: 10, Holds: holds})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Register(JobConfig{Name: "purge"}); err != nil {
+		if err := c.Register(throttle.JobConfig{Name: "purge"}); err != nil {
 			t.Fatal(err)
 		}
 		ls := NewLimiters(nil)
@@ -48,11 +50,11 @@ func TestDecisionsDriveLimiters(t *testing.T) {
 					return
 				}
 				batches.Add(1)
-				c.Report("purge", Feedback{Rows: 10, Duration: 10 * time.Millisecond})
+				c.Report("purge", throttle.Feedback{Rows: 10, Duration: 10 * time.Millisecond})
 				release.Release()
 			}
 		})
-		var last Decision
+		var last throttle.Decision
 		tick := func(n int) int64 {
 			before := batches.Load()
 			for range n {
@@ -77,7 +79,7 @@ func TestDecisionsDriveLimiters(t *testing.T) {
 		if open, reason := ls.Get("purge").State(); open || !strings.Contains(reason, "incident") {
 			t.Fatalf("held limiter open=%v reason %q", open, reason)
 		}
-		if last.Mode != ModePaused || last.Budget != 0 {
+		if last.Mode != status.ModePaused || last.Budget != 0 {
 			t.Fatalf("while held: %s, budget %v", last.Mode, last.Budget)
 		}
 		if _, err := holds.Release(h.ID); err != nil {
@@ -94,4 +96,36 @@ func TestDecisionsDriveLimiters(t *testing.T) {
 		cancel()
 		wg.Wait()
 	})
+}
+
+// A job's pacer reports the last decision's foreground stretch and its
+// time, and nothing before the first decision, for a decision without
+// the job, or for one that does not measure the foreground.
+func TestLimiterPacerReportsTheForegroundStretch(t *testing.T) {
+	c, err := throttle.New(throttle.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	ls := NewLimiters(func() time.Time { return t0 })
+	p := ls.Pacer(c, "purge")
+	if v, _, ok := p.ForegroundStretch(); ok {
+		t.Fatalf("before any decision: %v, true; want false", v)
+	}
+	running := map[status.Job]throttle.JobDecision{"purge": {State: status.JobRunning, Code: status.CodeRunning}}
+	for _, tc := range []struct {
+		d      throttle.Decision
+		want   float64
+		wantOK bool
+	}{
+		{throttle.Decision{At: t0, Jobs: running, Foreground: 1.5, ForegroundAt: t0.Add(-time.Second)}, 1.5, true},
+		{throttle.Decision{At: t0, Jobs: running}, 0, false},                     // no foreground_latency rule
+		{throttle.Decision{At: t0, Foreground: 0.5, ForegroundAt: t0}, 0, false}, // the job is not in it
+	} {
+		ls.Apply(tc.d)
+		got, at, ok := p.ForegroundStretch()
+		if ok != tc.wantOK || got != tc.want || ok && !at.Equal(tc.d.ForegroundAt) {
+			t.Errorf("after %+v: %v at %v, %v; want %v at %v, %v", tc.d, got, at, ok, tc.want, tc.d.ForegroundAt, tc.wantOK)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package throttle
+package status
 
 import (
 	"cmp"
@@ -7,16 +7,17 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/throttle/hold"
 )
 
-// Why is what limited a job at one tick, as one word of a bounded set,
-// fit for a metric's label: the time a job spends at each is counted
-// ([LimitedTime]) and exported as throttled_jobs_limited_seconds_total.
+// Why is what limits a job, as one word of a bounded set, fit for a
+// metric's label: the one word every edge shows for it, the why label of
+// throttled_jobs_state (now) and of throttled_jobs_limited_seconds_total
+// (the time spent at each), the API's why and limited_seconds, and the
+// CLI's summaries. Derive it with [WhyOf]; list the set with [Whys].
 // The set:
 //
 //   - [WhyFullRate]: the job, or the whole budget, is at its max_rate;
@@ -26,8 +27,9 @@ import (
 //     holds the budget; [WhyBatchErrors] when failing batches do;
 //   - the name of an external signal (a Prometheus signal, such as
 //     "api_p99") when one binds, where the caller passes the signals of
-//     its configuration (Config.External): bounded by that configuration,
-//     and refused there when it is one of this set's other words;
+//     its configuration (throttle.Config.External): bounded by that
+//     configuration, and refused there when it is one of this set's
+//     other words;
 //   - [WhySlowStart] (also a new leader's inherited budget), [WhyBreach];
 //   - the codes that say it themselves: low_utilization, not_growing,
 //     warming_up, unavailable, exempt, gated, critical, stale;
@@ -61,6 +63,22 @@ const (
 var whyWords = []Why{WhyFullRate, WhyGrowth, WhySlowStart, WhyBreach, WhyBatchErrors, WhyLowUtilization, WhyNotGrowing, WhyWarmingUp,
 	WhyUnavailable, WhyExempt, WhyGated, WhyCritical, WhyStale, WhyOther}
 
+// ruleSignals are the built-in signals a controller's rule may name, in
+// the order rules are read: each is a why of its own when it limits a job.
+var ruleSignals = []signals.Name{
+	signals.PrimaryLoad, signals.PrimaryIOWait, signals.PrimaryLockWait, signals.ForegroundLatency,
+	signals.ConnectionHeadroom, signals.ReplicaLagBytes, signals.ReplicaLagSeconds,
+	signals.ReplicaReplayBacklogBytes,
+	signals.XminHorizonAgeSeconds, signals.XminHorizonAgeXIDs, signals.SlotRetainedBytesMax, signals.WraparoundFraction,
+	signals.WALBytesPerSecond, signals.ArchivePendingSegments, signals.ArchiveFailing,
+	signals.PgBouncerWaitingClientsMax, signals.PgBouncerMaxWaitSecondsMax, signals.PgBouncerPoolUsedFractionMax,
+}
+
+// RuleSignals lists the built-in signals a controller's rule may name, in
+// the order rules are read: a rule on any other must be on one of the
+// controller's external signals (throttle.Config.External).
+func RuleSignals() []signals.Name { return slices.Clone(ruleSignals) }
+
 // whyHoldPrefix starts the why of a job a hold pauses or scales.
 const whyHoldPrefix = "hold:"
 
@@ -75,16 +93,10 @@ func WhyHeld(src hold.Source) Why {
 	return Why(whyHoldPrefix + string(src))
 }
 
-// WhyOfDecision is job's why in decision d: its code, d's binding signal
-// and its holds; external as for [WhyOf].
-func WhyOfDecision(d Decision, jd JobDecision, external ...signals.Name) Why {
-	return WhyOf(JobStatus{State: jd.State, Code: jd.Code, Binding: d.Binding, Holds: jd.Holds}, external...)
-}
-
 // WhyOf is the why of a job's status: derived from its code, binding and
 // holds, never from its reason's text. external are the signals beyond
 // the built-in ones that may be the why when they bind (the controller's
-// Config.External); a binding signal not among them is [WhyOther].
+// throttle.Config.External); a binding signal not among them is [WhyOther].
 func WhyOf(st JobStatus, external ...signals.Name) Why {
 	code := st.Code
 	if code == "" {
@@ -192,76 +204,6 @@ func (w Why) Phrase() string {
 		return "limited by " + string(w)
 	}
 	return strings.ReplaceAll(string(w), "_", " ")
-}
-
-// LimitedTime keeps, per job, the seconds spent at each why: each
-// observation of a job's why counts the time since the job's last one
-// against the why observed then, capped at MaxInterval so a stalled loop
-// does not swell one why. It is safe for concurrent use.
-type LimitedTime struct {
-	maxInterval time.Duration
-	mu          sync.Mutex
-	jobs        map[Job]*whyClock
-}
-
-type whyClock struct {
-	last time.Time // the last observation
-	why  Why       // observed then
-	secs map[Why]float64
-}
-
-// NewLimitedTime returns an empty LimitedTime whose intervals count for at
-// most maxInterval each (a few ticks); 0 means 3 s.
-func NewLimitedTime(maxInterval time.Duration) *LimitedTime {
-	return &LimitedTime{maxInterval: cmp.Or(maxInterval, 3*time.Second), jobs: map[Job]*whyClock{}}
-}
-
-// Observe records that job j is limited by w as of now; the time since its
-// previous observation counts against the why observed then.
-func (t *LimitedTime) Observe(now time.Time, j Job, w Why) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	c, ok := t.jobs[j]
-	if !ok {
-		t.jobs[j] = &whyClock{last: now, why: w, secs: map[Why]float64{}}
-		return
-	}
-	if dt := t.interval(c, now); dt > 0 {
-		c.secs[c.why] += dt
-	}
-	if now.After(c.last) {
-		c.last = now
-	}
-	c.why = w
-}
-
-// interval is the seconds since c's last observation that count, capped.
-func (t *LimitedTime) interval(c *whyClock, now time.Time) float64 {
-	return min(now.Sub(c.last), t.maxInterval).Seconds()
-}
-
-// Seconds is job j's seconds at each why until now (the interval since its
-// last observation counted too, against the why observed then), nil for a
-// job never observed. It never decreases from one call to a later one.
-func (t *LimitedTime) Seconds(now time.Time, j Job) map[Why]float64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	c, ok := t.jobs[j]
-	if !ok {
-		return nil
-	}
-	out := maps.Clone(c.secs)
-	if dt := t.interval(c, now); dt > 0 {
-		out[c.why] += dt
-	}
-	return out
-}
-
-// Jobs lists the jobs observed, sorted.
-func (t *LimitedTime) Jobs() []Job {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return slices.Sorted(maps.Keys(t.jobs))
 }
 
 // WhyShare is one why's share of a job's time, in whole percent.
