@@ -2,6 +2,7 @@ package replay
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +195,60 @@ func TestScheduleLayoutGivesEachKindItsLengthAndPairs(t *testing.T) {
 		if count[k] != w[0] || secs[k] != w[1] {
 			t.Errorf("%s: %d windows of %d s, want %d of %d", k, count[k], secs[k], w[0], w[1])
 		}
+	}
+}
+
+// A paused policy (no row cleaned) whose windows read as noisy as the
+// a/a's is not behind the frontier: its standing is guarded by the a/a's
+// excursion, as its p99 verdict is.
+func TestFrontierStandingClearsTheAA(t *testing.T) {
+	var layout []Window
+	layout = append(layout, Window{Policy: PolicyAlone})
+	for range 6 {
+		layout = append(layout, Window{Policy: PolicyAA}, Window{Policy: PolicyAlone})
+	}
+	for range 6 {
+		layout = append(layout, Window{Policy: PolicyAdaptive}, Window{Policy: PolicyAlone})
+	}
+	for _, r := range []float64{1, 2, 4, 8} {
+		for range 3 {
+			layout = append(layout, Window{Policy: PolicyFixed, Rate: r}, Window{Policy: PolicyAlone})
+		}
+	}
+	sp := synth{seed: 41, winSec: 6, dropped: 1, perSec: 400,
+		mult: func(w int, p string, _ int) float64 {
+			switch p {
+			case PolicyFixed:
+				return 1 + layout[w].Rate/20
+			case PolicyAA, PolicyAdaptive:
+				// The instrument's own noise: a window in two reads a
+				// third slower with no job at all.
+				if w%4 == 1 {
+					return 1.35
+				}
+				return 1.15
+			}
+			return 1
+		},
+		rows: func(w int, p string, _ int) int64 {
+			if p == PolicyFixed {
+				return int64(1000 * layout[w].Rate)
+			}
+			return 0
+		},
+	}
+	b := sp.block(layout)
+	own := StandingOf(b, PolicyAdaptive, Goals{})
+	if own.Outcome != OutcomeNotMet {
+		t.Fatalf("unguarded standing %+v: want not met, or the test shows nothing", own)
+	}
+	r := Evaluate(b, Goals{})
+	i := slices.IndexFunc(r.Policies, func(p PolicyResult) bool { return p.Policy == PolicyAdaptive })
+	if i < 0 {
+		t.Fatal("no adaptive row")
+	}
+	got := r.Policies[i].Frontier
+	if got.Outcome != OutcomeUndecided || got.OwnLow != own.Low || !(got.Low < own.Low) {
+		t.Errorf("guarded standing %+v; want undecided, its own interval [%.2f, %.2f] kept and widened", got.Verdict, own.Low, own.High)
 	}
 }

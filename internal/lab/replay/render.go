@@ -154,6 +154,9 @@ func Evaluate(b *Block, g Goals) BlockResult {
 		for i := range r.Policies {
 			if p := &r.Policies[i]; p.Policy != PolicyAA && !openLoop(policyOf(p.Policy)) {
 				p.Frontier = StandingOf(b, p.Policy, g)
+				// As the p99 verdicts: a standing that does not clear the
+				// a/a's own excursion in this block is undecided.
+				p.Frontier.Verdict = Guard(p.Frontier.Verdict, r.AA, g)
 			}
 		}
 	}
@@ -261,8 +264,8 @@ The **frontier** is the fixed rates as a curve of p99 ratio against rows per sec
 an isotonic fit from 0 rows at 1.0, flat past the fastest); the **oracle** is the rows per second at a ratio of
 %.2f on it, and **rows/oracle** a policy's over it (goal at least 0.8). A closed-loop policy's **frontier**
 verdict is its pooled ratio over the curve's at its own rows per second: met where the interval lies at or
-under 1 (on or beyond the frontier), not met where it lies over. Both intervals resample the policy's pairs and
-every fixed rate's at once. **Extra s ≥ critical** is the seconds the independent sampler read primary_load at
+under 1 (on or beyond the frontier), not met where it lies over, its interval widened by the a/a's excursion
+as the p99 verdicts' are. Both intervals resample the policy's pairs and every fixed rate's at once. **Extra s ≥ critical** is the seconds the independent sampler read primary_load at
 or over critical in the policy's windows beyond its alone neighbours' (goal 0). In a scenario without
 foreground, **of ceiling** is the rows per second over unthrottled's.
 `, plural(slices.DeleteFunc(slices.Clone(blocks), func(b *Block) bool { return dropOf(b) < 0 }), func(b *Block) int { return dropOf(b) }, "s"),
