@@ -117,7 +117,7 @@ test: deps-go ## vet, all tests under -race against a real primary and replica, 
 	@# the CPU; the tests start once both are done.
 	@$(MAKE) --no-print-directory -j2 --output-sync=target packages warm-build
 	mkdir -p $(PLOTS)
-	THROTTLED_PLOTS=$(CURDIR)/$(PLOTS) $(GO) test $(LABTAGS) -race -count=1 -timeout 20m ./...
+	THROTTLED_PLOTS=$(CURDIR)/$(PLOTS) GO=$(GO) TEST_TAGS="$(LABTAGS)" scripts/test-race
 	@# The replay's short version measures latency: alone, after the rest.
 	THROTTLED_REPLAY_SHORT=1 $(GO) test $(LABTAGS) -count=1 -timeout 8m -run '^TestReplayShortHasPower$$' -v ./cmd/throttled
 	promtool check rules deploy/alerts.yml
