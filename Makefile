@@ -125,12 +125,8 @@ test: deps-go ## vet, all tests under -race against a real primary and replica, 
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 .PHONY: fuzz
-fuzz: ## run every fuzz target for FUZZTIME executions (default 40000x; a duration such as 1m also works)
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; name=$${t##*:}; \
-		echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
-		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
-	done
+fuzz: ## run every fuzz target for FUZZTIME executions (default 40000x; a duration such as 1m also works), two at a time
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz-all $(FUZZ_TARGETS)
 
 # Runs of each micro-benchmark in `make bench`.
 BENCH_COUNT ?= 5
