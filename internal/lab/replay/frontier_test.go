@@ -252,3 +252,17 @@ func TestFrontierStandingClearsTheAA(t *testing.T) {
 		t.Errorf("guarded standing %+v; want undecided, its own interval [%.2f, %.2f] kept and widened", got.Verdict, own.Low, own.High)
 	}
 }
+
+// idle's jobs run at their ceiling: its block gets a bigger table.
+func TestBlockRowsForIdle(t *testing.T) {
+	if got := BlockRowsFor([]string{"surge", "quiet"}, DefaultBlockRows); got != DefaultBlockRows {
+		t.Errorf("surge and quiet: %d rows; want the default %d", got, DefaultBlockRows)
+	}
+	idle := BlockRowsFor([]string{"surge", "idle"}, DefaultBlockRows)
+	if idle <= DefaultBlockRows {
+		t.Errorf("with idle: %d rows; want more than the default %d", idle, DefaultBlockRows)
+	}
+	if got := BlockRowsFor([]string{"idle"}, 2*idle); got != 2*idle {
+		t.Errorf("asked for %d: %d; want what was asked", 2*idle, got)
+	}
+}
