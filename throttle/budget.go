@@ -40,6 +40,7 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 	over := signalOver || errPressure > 1
 	if over && !c.overTarget {
 		c.breachBegins(now, r, pSig)
+		c.breachAt = now
 	}
 	c.overTarget = over
 	if over {
@@ -63,6 +64,14 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 		d.Binding = eBinding
 	}
 	tick := c.cfg.Tick
+	// The smoothed reading is over target, but every new raw sample reads
+	// under it and this breach was cut already: the smoothing lags the
+	// cut, and a cut now answers a cause that is gone. Hold until a new
+	// sample says otherwise. In the replay's idle scenario the canary's raw
+	// readings were back under target a tick after a 75 % emergency cut,
+	// and its smoothed reading, over target ten seconds more, cut the
+	// budget from 100 to 0.2 batches/s.
+	lagging := !errorsBind && pSig > 1 && r.anyFresh && r.maxRawFresh <= 1 && !c.cutAt.IsZero() && !c.cutAt.Before(c.breachAt)
 	switch {
 	case emergency != "":
 		// Evidence of an emergency is evidence of a breach: the breach
@@ -72,7 +81,7 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 		// The next emergency needs readings taken after this cut.
 		c.trail = c.trail[:0]
 		d.Mode, d.Code, d.Reason = status.ModeThrottled, status.CodeCut, fmt.Sprintf("throttled: emergency cut by %.0f%%: %s", 100*c.cfg.EmergencyCut, emergency)
-	case over && (now.Sub(c.cutAt) >= 2*tick-tick/2 || p > c.cutPressure):
+	case over && !lagging && (now.Sub(c.cutAt) >= 2*tick-tick/2 || p > c.cutPressure):
 		// By the pressure's square, not in proportion: a queue's wait
 		// grows faster than its load, so a cut to 1/p left the signal
 		// over target at the next reading, and one reading is no longer
@@ -82,6 +91,8 @@ func (c *Controller) control(now time.Time, r readings, frozen bool, d *Decision
 		f := max(1-c.cfg.MaxCut, min(0.95, 1/(q*q)))
 		c.cut(now, f, p, floor)
 		d.Mode, d.Code, d.Reason = status.ModeThrottled, status.CodeCut, fmt.Sprintf("throttled: cut by %.0f%%: %s", 100*(1-f), describe)
+	case over && lagging:
+		d.Mode, d.Code, d.Reason = status.ModeThrottled, status.CodeCut, "throttled: "+describe+", smoothed; new samples under target: letting the last cut take effect"
 	case over:
 		d.Mode, d.Code, d.Reason = status.ModeThrottled, status.CodeCut, "throttled: "+describe+"; letting the last cut take effect"
 	case max(pSig, r.maxRaw) >= c.cfg.GrowBelow:

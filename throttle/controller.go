@@ -85,6 +85,7 @@ type growth struct {
 // caps growth for BreachMemory.
 type breach struct {
 	cutAt       time.Time // when the budget was last cut
+	breachAt    time.Time // when the last breach began
 	cutPressure float64   // pressure at the last cut
 	overTarget  bool      // the last tick was over target
 	rawOver     int       // consecutive ticks with a raw sample over target
@@ -361,6 +362,12 @@ func foreground(now time.Time, evals []ruleEval, d *Decision) {
 			d.Foreground, d.ForegroundAt = 1, now
 		} else {
 			d.Foreground, d.ForegroundAt = max(e.pressure, e.rawPress), e.at
+			if e.rawPress <= 1 && e.pressure > 1 {
+				// A new sample under target while the smoothed reading
+				// lags over it: batches answer to the sample, so a cut
+				// that worked does not go on shrinking them.
+				d.Foreground = e.rawPress
+			}
 		}
 	}
 }

@@ -121,3 +121,34 @@ func TestLagBreachGrowsBackToLessThanALoadBreach(t *testing.T) {
 		})
 	}
 }
+
+// After a cut, a smoothed reading still over target while every new raw
+// sample reads under it is the smoothing lagging the cut: the budget
+// holds, and cuts again only when a new sample is over target.
+func TestSmoothingThatLagsACutDoesNotCutAgain(t *testing.T) {
+	f := setup(t, Config{MaxBudget: 100, InitialBudget: 40})
+	f.steps(3, world{load: 0.3, used: 0.1})
+	f.steps(2, world{load: 1.05, raw: 1.05, used: 0.1}) // 1.5x target twice: emergency
+	cut := f.last.Budget
+	if cut >= 40 || !strings.Contains(f.last.Reason, "emergency") {
+		t.Fatalf("primary_load at 1.5x target twice: budget %v (%s); want an emergency cut", cut, f.last.Reason)
+	}
+	for i := range 6 {
+		// Smoothed 1.3x target, raw at a third of it.
+		d := f.step(world{load: 0.9, raw: 0.25, used: 0.1})
+		if d.Budget != cut || !strings.Contains(d.Reason, "new samples under target") {
+			t.Fatalf("tick %d after the cut, smoothed over and raw under target: %v -> %v (%s); want it held", i+1, cut, d.Budget, d.Reason)
+		}
+	}
+	if d := f.step(world{load: 0.9, raw: 0.95, used: 0.1}); d.Budget >= cut {
+		t.Fatalf("a new sample over target again: %v -> %v (%s); want a cut", cut, d.Budget, d.Reason)
+	}
+	// Without a cut in this breach, a smoothed reading over target cuts
+	// whatever the raw one says: it is the first answer to the breach.
+	g := setup(t, Config{MaxBudget: 100, InitialBudget: 40})
+	g.steps(3, world{load: 0.3, used: 0.1})
+	before := g.last.Budget
+	if d := g.step(world{load: 0.9, raw: 0.25, used: 0.1}); d.Budget >= before {
+		t.Fatalf("smoothed over target, no cut yet: %v -> %v (%s); want a cut", before, d.Budget, d.Reason)
+	}
+}

@@ -43,13 +43,14 @@ type Decision struct {
 	// (Controller.Resume).
 	Latched bool
 	// Foreground is how stretched the foreground is: the foreground_latency
-	// rule's worse pressure (smoothed or raw), its latency's excess over
+	// rule's worse pressure (smoothed or raw; the raw one where a new
+	// sample is under target while the smoothed one lags over it), its latency's excess over
 	// the baseline against the excess the target allows, so 0 at the
 	// baseline and above 1 slower than it may be. It is 1 while that rule
 	// is configured but its sample is unusable (not known to be fine).
 	// ForegroundAt is its sample's time (the decision's while unusable),
 	// zero when the rule is not configured. Jobs size their batches by
-	// it: see [Pacer.ForegroundStretch].
+	// it: see the jobs package's Stretcher.
 	Foreground   float64
 	ForegroundAt time.Time
 	// Jobs holds each registered job's allocation.
