@@ -408,16 +408,7 @@ const (
 // critical beyond the foreground alone's (0: none); ok is false where
 // none qualifies. Ties go to the earlier row.
 func Best(rows []SearchRow, maxExtra float64) (int, bool) {
-	best := -1
-	for i, r := range rows {
-		if r.POverGoal > MaxPOverGoal || r.ExtraCritical > maxExtra {
-			continue
-		}
-		if best < 0 || r.Efficiency > rows[best].Efficiency {
-			best = i
-		}
-	}
-	return best, best >= 0
+	return mostWork(rows, func(r SearchRow) bool { return r.POverGoal <= MaxPOverGoal && r.ExtraCritical <= maxExtra })
 }
 
 // BestOnFrontier is the index of the row with the most work among those
@@ -425,12 +416,15 @@ func Best(rows []SearchRow, maxExtra float64) (int, bool) {
 // seconds at or over critical beyond the foreground alone's; ok is false
 // where none qualifies. Ties go to the earlier row.
 func BestOnFrontier(rows []SearchRow, maxExtra float64) (int, bool) {
+	return mostWork(rows, func(r SearchRow) bool { return r.Frontier <= FrontierSlack && r.ExtraCritical <= maxExtra })
+}
+
+// mostWork is the index of the row with the most work among those that
+// qualify; ok is false where none does. Ties go to the earlier row.
+func mostWork(rows []SearchRow, qualifies func(SearchRow) bool) (int, bool) {
 	best := -1
 	for i, r := range rows {
-		if r.Frontier > FrontierSlack || r.ExtraCritical > maxExtra {
-			continue
-		}
-		if best < 0 || r.Efficiency > rows[best].Efficiency {
+		if qualifies(r) && (best < 0 || r.Efficiency > rows[best].Efficiency) {
 			best = i
 		}
 	}
