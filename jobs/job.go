@@ -238,13 +238,35 @@ func (j *Job) waitOutage(ctx context.Context, outage *outageStreak) (func(int64,
 	}
 }
 
-// probe begins and rolls back a transaction, bounded by probeWait: the
-// cheapest question whether the job's database answers. down is true,
-// with the reason, when it cannot be reached or does not answer in time;
-// any other error is an answer.
+// Pinger is a DB that can ask its database whether it answers without a
+// transaction, as *pgxpool.Pool and *pgx.Conn do.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// probe asks the job's database whether it answers, bounded by probeWait:
+// a ping where the DB can (see [Pinger]), else a transaction begun and
+// rolled back. down is true, with the reason, when it cannot be reached or
+// does not answer in time; any other error is an answer.
+//
+// A ping, because the primary's canary tells the users' sessions from
+// throttled's by what they did last (signals.PingQuery): a session that
+// begins and rolls back a transaction looks like a user's for two seconds,
+// and a job paused for long probes every 30 s, on a pooled connection no
+// batch has named as the job's.
 func (j *Job) probe(ctx context.Context) (down bool, err error) {
 	pctx, cancel := context.WithTimeout(ctx, probeWait)
 	defer cancel()
+	if p, ok := j.db.(Pinger); ok {
+		err = p.Ping(pctx)
+		if err == nil {
+			return false, nil
+		}
+		if ctx.Err() == nil && pctx.Err() != nil {
+			return true, fmt.Errorf("no answer within %s: %w", probeWait, err)
+		}
+		return Unreachable(err), err
+	}
 	tx, err := j.db.Begin(pctx)
 	if err == nil {
 		rollback(pctx, tx)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 	"github.com/throttled/throttled/jobs"
+	"github.com/throttled/throttled/signals"
 )
 
 // A failover or restart is an outage, not a failing batch: a job with
@@ -138,5 +141,52 @@ func TestABatchThatLosesItsServerMidwayIsAnAttempt(t *testing.T) {
 	}
 	if !jobs.Unreachable(err) {
 		t.Fatalf("%v: want it classed as unreachable (it is, but midway)", err)
+	}
+}
+
+// A job held by its pacer asks its database whether it answers with a
+// ping, not a transaction: the primary's canary counts a session idle
+// after a transaction as a user's for two seconds, and a paused job's
+// probe every 30 s (here every second) made it protect a foreground that
+// was not there (signals.PingQuery).
+func TestAHeldJobProbesWithAPing(t *testing.T) {
+	c := pgtest.Cluster(t)
+	cfg, err := pgxpool.ParseConfig(c.Primary.DSN(pgcluster.RoleAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "held_job_pool"
+	db, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	j, err := jobs.New(jobs.Config{Name: "held", MaxOutage: 4 * time.Second}, db, &holdAfter{}, noBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	runErr := make(chan error, 1)
+	go func() { runErr <- j.Run(ctx) }()
+	mon := pool(t, c)
+	pgtest.Eventually(t, 10*time.Second, func() error {
+		var queries []string
+		if err := mon.QueryRow(ctx, "SELECT coalesce(array_agg(query), '{}') FROM pg_stat_activity WHERE application_name = 'held_job_pool'").Scan(&queries); err != nil {
+			return err
+		}
+		if len(queries) == 0 || !slices.Contains(queries, signals.PingQuery) {
+			return fmt.Errorf("the held job's sessions last ran %q; want a probe's %q", queries, signals.PingQuery)
+		}
+		for _, q := range queries {
+			if q != signals.PingQuery && q != "" {
+				return fmt.Errorf("a held job's session last ran %q; want only pings", q)
+			}
+		}
+		return nil
+	})
+	stop()
+	if err := <-runErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v; want it held until stopped", err)
 	}
 }

@@ -93,7 +93,10 @@ const CanaryTable = "throttled.canary"
 // candidates it saw as job sessions within jobPIDMemory. A stretch of the
 // canary's own commit on a primary where no other session is committing
 // harms nobody: the canary protects a foreground that exists (see
-// [foreground.addProbe]).
+// [foreground.addProbe]). A session idle after a ping ([PingQuery]) is not
+// a candidate: on an idle primary a paused job's probe, every 30 s, made
+// the canary count a user for two seconds, and its ratio of the working
+// job's own commits to their baseline cut that job by 75 %.
 const canarySQL = `UPDATE ` + CanaryTable + ` SET beats = beats + 1, beat_at = now()
 WHERE slot = (SELECT slot FROM ` + CanaryTable + ` ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING (SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND wait_event_type IS DISTINCT FROM 'Lock'
@@ -101,7 +104,14 @@ RETURNING (SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND wait
   (SELECT array_agg(pid) FROM pg_stat_activity WHERE starts_with(application_name, '` + JobAppPrefix + `')),
   (SELECT array_agg(pid) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
 	AND NOT starts_with(application_name, 'throttled')
-	AND (state <> 'idle' OR state_change > now() - interval '2 seconds'))`
+	AND (state <> 'idle' OR (state_change > now() - interval '2 seconds' AND query <> '` + PingQuery + `')))`
+
+// PingQuery is the statement pgx sends for a ping (pgconn's Ping): a
+// session idle after it did no work a user does. A waiting job asks its
+// database whether it answers with it (jobs: the outage probe), and a
+// pool checks a connection idle for a second with it before handing it
+// out; neither is a foreground to protect.
+const PingQuery = "-- ping"
 
 // DefaultForegroundLatencyWindow is how long, by default, a baseline
 // measured earlier stands in while jobs are at work at nearly every

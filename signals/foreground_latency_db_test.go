@@ -496,6 +496,24 @@ func TestCanaryCountsTheUsersNotTheJobBetweenBatches(t *testing.T) {
 		t.Fatalf("a job's session between batches, never seen in one: %d users; want 1 (not known to be the job's)", n)
 	}
 
+	// A ping is no user's work: a job held for long asks its database
+	// whether it answers with one (jobs' outage probe), on a pooled
+	// connection no batch has named, and a pool checks an idle
+	// connection with one.
+	pinger := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
+	pgtest.Eventually(t, 15*time.Second, func() error {
+		if n := users(s); n != 0 {
+			return fmt.Errorf("%d users; want none once the new session is idle", n)
+		}
+		return nil
+	})
+	if err := pinger.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := users(&canarySampler{}); n != 0 {
+		t.Fatalf("a session idle after a ping: %d users; want 0", n)
+	}
+
 	user := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
 	if _, err := user.Exec(ctx, "SELECT 1"); err != nil {
 		t.Fatal(err)

@@ -253,14 +253,20 @@ func TestFrontierStandingClearsTheAA(t *testing.T) {
 	}
 }
 
-// idle's jobs run at their ceiling: its block gets a bigger table.
+// idle's jobs run at their ceiling, quiet's and write-heavy's faster than
+// under a full foreground: their blocks get bigger tables, the rest the
+// default, whose setup is a part of a scenario's eight minutes.
 func TestBlockRowsForIdle(t *testing.T) {
-	if got := BlockRowsFor([]string{"surge", "quiet"}, DefaultBlockRows); got != DefaultBlockRows {
-		t.Errorf("surge and quiet: %d rows; want the default %d", got, DefaultBlockRows)
+	if got := BlockRowsFor([]string{"surge", "cpu-hog"}, DefaultBlockRows); got != DefaultBlockRows {
+		t.Errorf("surge and cpu-hog: %d rows; want the default %d", got, DefaultBlockRows)
+	}
+	quiet := BlockRowsFor([]string{"surge", "quiet"}, DefaultBlockRows)
+	if quiet <= DefaultBlockRows || BlockRowsFor([]string{"write-heavy"}, DefaultBlockRows) != quiet {
+		t.Errorf("with quiet: %d rows; want more than the default %d, as write-heavy", quiet, DefaultBlockRows)
 	}
 	idle := BlockRowsFor([]string{"surge", "idle"}, DefaultBlockRows)
-	if idle <= DefaultBlockRows {
-		t.Errorf("with idle: %d rows; want more than the default %d", idle, DefaultBlockRows)
+	if idle <= quiet {
+		t.Errorf("with idle: %d rows; want more than quiet's %d", idle, quiet)
 	}
 	if got := BlockRowsFor([]string{"idle"}, 2*idle); got != 2*idle {
 		t.Errorf("asked for %d: %d; want what was asked", 2*idle, got)

@@ -183,17 +183,18 @@ func (c *BlockConfig) fill() {
 }
 
 // DefaultBlockRows is the cleaned table's size for blocks: half of it
-// old, enough for every policy's windows of one block. On this 2-core
-// machine unthrottled cleaned about 206,000 rows a second in write-heavy
-// (2 million in its two 5 s windows), adaptive 27,000 in its 120 s (3.3
-// million), and the four fixed rates together about 1.5 million: with 8
-// million old rows the two slowest fixed rates, which come last, found
-// none left. Its setup, about 2 s a million rows, counts in a scenario's
-// eight minutes.
-const DefaultBlockRows = 20_000_000
+// old, enough for every policy's windows of one block where the
+// foreground runs at the calibrated rate. On this 2-core machine those
+// blocks cleaned 1.0 to 2.7 million rows in all (surge 2.0, replay-paused
+// 2.7); quiet and write-heavy cleaned about 6 million, and ask for more
+// (Scenario.MinRows). Its setup, about 3 s a million rows with the
+// vacuum and the key's index, counts in a scenario's eight minutes: 20
+// million took 58 s of `make replay SCENARIO=surge`.
+const DefaultBlockRows = 10_000_000
 
 // BlockRowsNeeded is the old rows a block is given: fewer left and the
-// table is restored before it.
+// table is restored before it (never more than half the table's rows:
+// see the callers).
 const BlockRowsNeeded = 8_000_000
 
 func (c *BlockConfig) validate() error {
