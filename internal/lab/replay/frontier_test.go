@@ -272,3 +272,24 @@ func TestBlockRowsForIdle(t *testing.T) {
 		t.Errorf("asked for %d: %d; want what was asked", 2*idle, got)
 	}
 }
+
+// The pairs an a/a needs for the goal's width grow as the square of how
+// much too wide it is, at the same spread between pairs.
+func TestAAPairsForGrowsAsTheSquareOfTheWidth(t *testing.T) {
+	for _, c := range []struct {
+		w     float64
+		pairs int
+		want  int
+	}{
+		{0.40, 6, 24}, // twice too wide: four times the pairs
+		{0.21, 6, 7},
+		{0.20, 6, 6}, // narrow enough: as run
+		{0.11, 6, 6},
+		{math.NaN(), 6, 0},
+		{0.40, 0, 0},
+	} {
+		if got := AAPairsFor(c.w, c.pairs, 0.20); got != c.want {
+			t.Errorf("width %.2f at %d pairs: %d pairs; want %d", c.w, c.pairs, got, c.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"math"
@@ -270,6 +271,7 @@ or over critical in the policy's windows beyond its alone neighbours' (goal 0). 
 foreground, **of ceiling** is the rows per second over unthrottled's.
 `, plural(slices.DeleteFunc(slices.Clone(blocks), func(b *Block) bool { return dropOf(b) < 0 }), func(b *Block) int { return dropOf(b) }, "s"),
 		100*g.MaxSteal, MedianPairs, 100*g.Confidence, g.P99Ratio, g.MinPairs, g.P99Ratio)
+	b.WriteString(Overview(blocks, g))
 	for _, blk := range blocks {
 		r := Evaluate(blk, g)
 		sc, _ := scenarioByName(blk.Scenario)
@@ -530,4 +532,68 @@ func PlotBlock(path string, b *Block, g Goals) error {
 		return fmt.Errorf("replay: write %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// AAPairsFor is the pairs an a/a of width w read off pairs pairs would
+// need for an interval width goal wide, at the same spread between pairs
+// (a bootstrap interval narrows as one over the root of the pairs): pairs
+// itself where it is narrow enough already, 0 where w is not a width.
+func AAPairsFor(w float64, pairs int, goal float64) int {
+	if !(w > 0) || pairs < 1 || !(goal > 0) {
+		return 0
+	}
+	if w <= goal {
+		return pairs
+	}
+	return int(math.Ceil(float64(pairs) * (w / goal) * (w / goal)))
+}
+
+// Overview is the table that opens the replay section: every scenario's
+// a/a (its width, and what a width within the goal would cost at that
+// block's spread) beside default adaptive's standing against the frontier.
+func Overview(blocks []*Block, g Goals) string {
+	g.fill()
+	var b strings.Builder
+	margin := 2 * (g.P99Ratio - 1)
+	fmt.Fprintf(&b, "\n### Every scenario\n\nThe instrument's own check (a/a, no job at all, judged as a policy is) and default adaptive's standing, one row per block below. **a/a for ±%.0f %%** is the pairs an a/a interval %.2f wide would need at the spread this block's pairs read (the width narrows as one over the root of the pairs), and the minutes of a/a windows and their alone neighbours that takes; each closed-loop policy needs as many again.\n\n", 100*(g.P99Ratio-1), margin)
+	fmt.Fprintf(&b, "| scenario | a/a p99 ratio | a/a width | a/a check | a/a for ±%.0f %% | adaptive frontier | adaptive rows/s | adaptive extra s ≥ critical |\n|---|---|---:|---|---|---|---:|---:|\n", 100*(g.P99Ratio-1))
+	for _, blk := range blocks {
+		r := Evaluate(blk, g)
+		aa, width, check, need := "-", "-", "-", "-"
+		if slices.Contains(blk.Policies(), PolicyAA) && r.AA.Pairs > 0 {
+			aa = interval(r.AA)
+			w := r.AA.High - r.AA.Low
+			width = fmt.Sprintf("%.2f", w)
+			check = "passed"
+			if r.AAErr != nil {
+				check = "failed"
+			}
+			if n := AAPairsFor(w, r.AA.Pairs, margin); n > 0 {
+				secs := 0
+				if lay := blk.Layout; lay != nil {
+					secs = n * (lay.Window + cmp.Or(lay.Alone, lay.Window))
+				}
+				need = fmt.Sprintf("%d pairs, %.0f min", n, float64(secs)/60)
+				if n == r.AA.Pairs {
+					need = fmt.Sprintf("%d pairs (as run)", n)
+				}
+			}
+		}
+		frontier, rows, extra := "-", "-", "-"
+		for _, p := range r.Policies {
+			if p.Policy != PolicyAdaptive {
+				continue
+			}
+			if p.Frontier.Pairs > 0 {
+				frontier = fmt.Sprintf("**%s** %s", p.Frontier.Outcome, interval(p.Frontier.Verdict))
+			}
+			rows = fmt.Sprintf("%.0f", p.RowsPerSec)
+			if p.OfCeiling > 0 && blk.Rate == 0 {
+				rows += fmt.Sprintf(" (%.2f of ceiling)", p.OfCeiling)
+			}
+			extra = fmt.Sprintf("%.1f", p.ExtraCritical)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", blk.Scenario, aa, width, check, need, frontier, rows, extra)
+	}
+	return b.String()
 }
