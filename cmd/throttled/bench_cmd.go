@@ -140,6 +140,7 @@ func (o *replayOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.block.OpenWindowSeconds, "open-window", replay.DefaultOpenWindowSeconds, "an open-loop policy's window (unthrottled, the fixed rates), seconds; at most --window")
 	fs.IntVar(&o.block.AloneSeconds, "alone-window", replay.DefaultAloneSeconds, "an alone window, seconds; at most --window")
 	fs.Float64SliceVar(&o.block.FixedFractions, "fixed", replay.DefaultFixedFractions, "the fixed rates, as fractions of the batches per second unthrottled did in its windows")
+	fs.DurationVar(&o.block.Warmup, "warmup", 0, fmt.Sprintf("the foreground alone before a block's first window (default %s; %s with adaptive-app)", replay.DefaultWarmup, replay.AppWarmup))
 	fs.IntVar(&o.block.AloneDrop, "alone-drop", 1, "first seconds of each alone window left out (the last window's batch and WAL)")
 	fs.BoolVar(&o.block.Probe, "probe", false, "run the instrument's own canary throughout each block (a one-row commit every 50 ms) and keep its latencies per second beside the foreground's: what a canary reads under every policy, for fitting the simulator's canary")
 	fs.Float64Var(&o.block.ForegroundTarget, "foreground-target", 0, fmt.Sprintf("adaptive's foreground_latency target, a multiple of the canary's job-free baseline above 1 (default: the product's, %g)", throttle.DefaultForegroundLatencyRule.Target))

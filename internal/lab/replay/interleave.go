@@ -71,7 +71,7 @@ type BlockConfig struct {
 	AloneDrop int
 	// Warmup is the foreground alone before the first window, its
 	// connections and plans settling and every policy's sampler reading
-	// it. Default 5s.
+	// it. Default DefaultWarmup.
 	Warmup time.Duration
 	// Rows, MaxBatch, BatchTarget, Scale, ReadOnly, Workers and
 	// ForegroundTarget are as in Config.
@@ -102,10 +102,14 @@ type BlockConfig struct {
 	promURL string
 }
 
-// appWarmup is the foreground alone before the first window of a block
+// DefaultWarmup is the foreground alone before a block's first window,
+// by default.
+const DefaultWarmup = 5 * time.Second
+
+// AppWarmup is the foreground alone before the first window of a block
 // with adaptive-app: the signal's delay, then readings for its job-free
 // baseline.
-const appWarmup = 30 * time.Second
+const AppWarmup = 30 * time.Second
 
 // policies is the policies a block of sc runs.
 func policies(cfg BlockConfig, sc Scenario) []string {
@@ -175,7 +179,7 @@ func (c *BlockConfig) fill() {
 	c.OpenPairs = cmp.Or(c.OpenPairs, min(DefaultUnthrottledPairs, c.Pairs))
 	c.FixedPairs = cmp.Or(c.FixedPairs, min(DefaultOpenPairs, c.Pairs))
 	c.AloneDrop = cmp.Or(c.AloneDrop, 1)
-	c.Warmup = cmp.Or(c.Warmup, 5*time.Second)
+	c.Warmup = cmp.Or(c.Warmup, DefaultWarmup)
 	c.Seed = cmp.Or(c.Seed, 1)
 	if c.Log == nil {
 		c.Log = func(string, ...any) {}
@@ -378,7 +382,7 @@ func RunBlock(ctx context.Context, be *BlockEnv, cfg BlockConfig) (*Block, error
 			return nil, err
 		}
 		defer prom.stop()
-		cfg.promURL, cfg.Warmup = prom.URL, max(cfg.Warmup, appWarmup)
+		cfg.promURL, cfg.Warmup = prom.URL, max(cfg.Warmup, AppWarmup)
 		rec0 = prom.observe
 	}
 	// Every policy's job, sampler and client open before anything runs:
