@@ -555,7 +555,7 @@ func Overview(blocks []*Block, g Goals) string {
 	g.fill()
 	var b strings.Builder
 	margin := 2 * (g.P99Ratio - 1)
-	fmt.Fprintf(&b, "\n### Every scenario\n\nThe instrument's own check (a/a, no job at all, judged as a policy is) and default adaptive's standing, one row per block below. **a/a for ±%.0f %%** is the pairs an a/a interval %.2f wide would need at the spread this block's pairs read (the width narrows as one over the root of the pairs), and the minutes of a/a windows and their alone neighbours that takes; each closed-loop policy needs as many again.\n\n", 100*(g.P99Ratio-1), margin)
+	fmt.Fprintf(&b, "\n### Every scenario\n\nThe instrument's own check (a/a, no job at all, judged as a policy is) and default adaptive's standing, one row per block below. **a/a for ±%.0f %%**, where the check failed on width, is the pairs an a/a interval %.2f wide would need at the spread this block's pairs read (the width narrows as one over the root of the pairs), and the minutes of a/a windows and their alone neighbours that takes; each closed-loop policy needs as many again. Where it failed narrow enough, its interval lies outside ±%.0f %% of 1.\n\n", 100*(g.P99Ratio-1), margin, 100*(g.P99Ratio-1))
 	fmt.Fprintf(&b, "| scenario | a/a p99 ratio | a/a width | a/a check | a/a for ±%.0f %% | adaptive frontier | adaptive rows/s | adaptive extra s ≥ critical |\n|---|---|---:|---|---|---|---:|---:|\n", 100*(g.P99Ratio-1))
 	for _, blk := range blocks {
 		r := Evaluate(blk, g)
@@ -568,15 +568,18 @@ func Overview(blocks []*Block, g Goals) string {
 			if r.AAErr != nil {
 				check = "failed"
 			}
-			if n := AAPairsFor(w, r.AA.Pairs, margin); n > 0 {
+			lo, hi := 1-margin/2, 1+margin/2
+			switch n := AAPairsFor(w, r.AA.Pairs, margin); {
+			case r.AAErr == nil:
+				need = fmt.Sprintf("met at %d pairs", r.AA.Pairs)
+			case n > r.AA.Pairs:
 				secs := 0
 				if lay := blk.Layout; lay != nil {
 					secs = n * (lay.Window + cmp.Or(lay.Alone, lay.Window))
 				}
 				need = fmt.Sprintf("%d pairs, %.0f min", n, float64(secs)/60)
-				if n == r.AA.Pairs {
-					need = fmt.Sprintf("%d pairs (as run)", n)
-				}
+			case n > 0 && (r.AA.Low < lo || r.AA.High > hi):
+				need = fmt.Sprintf("narrow enough; outside [%.2f, %.2f]", lo, hi)
 			}
 		}
 		frontier, rows, extra := "-", "-", "-"
