@@ -480,6 +480,11 @@ func writeBlocksDoc(o replayOptions, command string, out io.Writer) error {
 		rel = o.results
 	}
 	section := replay.Section(blocks, o.goals, mc, command, o.results, rel)
+	long, err := replay.ReadBlocks(replay.LongAADir(o.results))
+	if err != nil {
+		return err
+	}
+	section += replay.LongAASection(long, blocks, o.goals)
 	if err := replay.WriteDoc(o.doc, section); err != nil {
 		return err
 	}

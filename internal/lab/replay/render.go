@@ -600,3 +600,45 @@ func Overview(blocks []*Block, g Goals) string {
 	}
 	return b.String()
 }
+
+// LongAADir is where blocks of a/a alone at more pairs are kept, under
+// the results directory: what the instrument reads when the budget of a
+// scenario's eight minutes does not bind.
+func LongAADir(results string) string { return filepath.Join(results, "aa-long") }
+
+// LongAASection renders the blocks of a/a alone at more pairs beside what
+// the same scenario's block read at its own pairs (in blocks), and the
+// width that block's spread predicts at the longer block's pairs.
+func LongAASection(long, blocks []*Block, g Goals) string {
+	g.fill()
+	var b strings.Builder
+	for _, lb := range long {
+		r := Evaluate(lb, g)
+		if r.AA.Pairs == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\n### a/a at more pairs\n\nThe instrument alone, a/a windows only, for as many pairs as the table above says a width within the goal needs: does the interval narrow as one over the root of the pairs, and around 1.0?\n\n")
+			b.WriteString("| scenario | command | a/a p99 ratio | width | check | the scenario's block: a/a, width, pairs | width predicted from it |\n|---|---|---|---:|---|---|---:|\n")
+		}
+		check := "passed"
+		if r.AAErr != nil {
+			check = "failed: " + strings.TrimPrefix(r.AAErr.Error(), "a/a check: ")
+		}
+		lay := lb.Layout
+		cmdline := fmt.Sprintf("throttled bench replay --scenario %s --policy a/a --pairs %d --results %s", lb.Scenario, r.AA.Pairs, filepath.ToSlash(LongAADir(DefaultResults)))
+		if lay != nil {
+			cmdline = fmt.Sprintf("throttled bench replay --scenario %s --policy a/a --pairs %d --results %s", lb.Scenario, lay.Pairs, filepath.ToSlash(LongAADir(DefaultResults)))
+		}
+		same, predicted := "-", "-"
+		if i := slices.IndexFunc(blocks, func(x *Block) bool { return x.Scenario == lb.Scenario }); i >= 0 {
+			if sr := Evaluate(blocks[i], g); sr.AA.Pairs > 0 {
+				w := sr.AA.High - sr.AA.Low
+				same = fmt.Sprintf("%s, %.2f, %d", interval(sr.AA), w, sr.AA.Pairs)
+				predicted = fmt.Sprintf("%.2f", w*math.Sqrt(float64(sr.AA.Pairs)/float64(r.AA.Pairs)))
+			}
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %.2f | %s | %s | %s |\n", lb.Scenario, cmdline, interval(r.AA), r.AA.High-r.AA.Low, check, same, predicted)
+	}
+	return b.String()
+}
