@@ -112,6 +112,12 @@ type Second struct {
 	// read in this second; 0 elsewhere or while it had none.
 	App   float64 `json:"app,omitempty"`
 	Batch int     `json:"batch,omitempty"`
+	// Why is, in a closed-loop policy's window, its job's last status
+	// code read in this second (status.Code), with the binding signal
+	// after a colon where it names one ("cut:primary_load",
+	// "critical:primary_load"): what held
+	// the job back. Empty elsewhere.
+	Why string `json:"why,omitempty"`
 	// Probe is the latency of the instrument's own canary commits due in
 	// this second (BlockConfig.Probe), under every window alike; nil
 	// without it.

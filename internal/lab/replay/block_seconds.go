@@ -51,7 +51,7 @@ func sampleSeconds(ctx context.Context, mon *monitor, at time.Time, secs []Secon
 			for i < len(secs) && !now.Before(at.Add(time.Duration(i+1)*time.Second)) {
 				r := rows.Load()
 				secs[i] = Second{T: i, Steal: steal.share(), Rows: r - lastRows, Load: load, Lag: lag,
-					Canary: pol.canary, CanaryRaw: pol.raw, CanaryMs: pol.ms, Budget: pol.budget, Batch: pol.batch, App: pol.app}
+					Canary: pol.canary, CanaryRaw: pol.raw, CanaryMs: pol.ms, Budget: pol.budget, Batch: pol.batch, App: pol.app, Why: pol.why}
 				if n > 0 {
 					secs[i].Critical = float64(crit) / float64(n)
 				}
@@ -97,6 +97,7 @@ func probe(ctx context.Context, conn *pgx.Conn, end time.Time, rec *recorder) {
 type policySecond struct {
 	canary, raw, ms, budget, app float64
 	batch                        int
+	why                          string
 }
 
 // read takes one reading of bj, if it is an adaptive policy's.
@@ -117,5 +118,9 @@ func (p *policySecond) read(bj *blockJob) {
 	if bj.job != nil {
 		st := bj.job.Status()
 		p.budget, p.batch = max(p.budget, st.Rate), max(p.batch, st.BatchSize)
+		p.why = string(st.Code)
+		if st.Binding.Signal != "" {
+			p.why += ":" + string(st.Binding.Signal)
+		}
 	}
 }

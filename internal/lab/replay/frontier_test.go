@@ -293,3 +293,18 @@ func TestAAPairsForGrowsAsTheSquareOfTheWidth(t *testing.T) {
 		}
 	}
 }
+
+// What held a closed-loop policy's job is counted over its own windows
+// only, the largest share first.
+func TestWhySharesCountsThePolicysSeconds(t *testing.T) {
+	b := &Block{
+		Windows: []Window{{Policy: PolicyAlone, Start: 0, End: 2}, {Policy: PolicyAdaptive, Start: 2, End: 6}, {Policy: PolicyAlone, Start: 6, End: 8}},
+		Seconds: []Second{{Why: "growth"}, {}, {Why: "critical:primary_load"}, {Why: "critical:primary_load"}, {Why: "critical:primary_load"}, {Why: "cut:foreground_latency"}, {Why: "growth"}, {}},
+	}
+	if got, want := WhyShares(b, PolicyAdaptive), "critical:primary_load 75 %, cut:foreground_latency 25 %"; got != want {
+		t.Errorf("WhyShares: %q; want %q", got, want)
+	}
+	if got := WhyShares(b, PolicyAA); got != "" {
+		t.Errorf("a policy with no windows: %q; want empty", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"image/color"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -291,6 +292,9 @@ foreground, **of ceiling** is the rows per second over unthrottled's.
 			} else {
 				fmt.Fprintf(&b, "Instrument check (a/a): **passed**, %s.\n\n", r.AA)
 			}
+		}
+		if whys := WhyShares(blk, PolicyAdaptive); whys != "" {
+			fmt.Fprintf(&b, "What held adaptive's job, by its seconds (its status code, and the binding signal): %s.\n\n", whys)
 		}
 		if r.Curve.OK && !sc.NoForeground {
 			var pts []string
@@ -641,4 +645,33 @@ func LongAASection(long, blocks []*Block, g Goals) string {
 		fmt.Fprintf(&b, "| %s | `%s` | %s | %.2f | %s | %s | %s |\n", lb.Scenario, cmdline, interval(r.AA), r.AA.High-r.AA.Low, check, same, predicted)
 	}
 	return b.String()
+}
+
+// WhyShares is the share of label's seconds by the job's status (Second.Why),
+// the largest first, as "critical:primary_load 80 %, growth 20 %"; empty
+// for a block that did not record it.
+func WhyShares(b *Block, label string) string {
+	counts := map[string]int{}
+	total := 0
+	for _, w := range b.Windows {
+		if w.Label() != label {
+			continue
+		}
+		for t := max(w.Start, 0); t < min(w.End, len(b.Seconds)); t++ {
+			if why := b.Seconds[t].Why; why != "" {
+				counts[why]++
+				total++
+			}
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	whys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(whys, func(a, c string) int { return cmp.Or(counts[c]-counts[a], strings.Compare(a, c)) })
+	var parts []string
+	for _, w := range whys {
+		parts = append(parts, fmt.Sprintf("%s %.0f %%", w, 100*float64(counts[w])/float64(total)))
+	}
+	return strings.Join(parts, ", ")
 }
