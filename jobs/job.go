@@ -259,17 +259,12 @@ func (j *Job) probe(ctx context.Context) (down bool, err error) {
 	defer cancel()
 	if p, ok := j.db.(Pinger); ok {
 		err = p.Ping(pctx)
-		if err == nil {
-			return false, nil
-		}
-		if ctx.Err() == nil && pctx.Err() != nil {
-			return true, fmt.Errorf("no answer within %s: %w", probeWait, err)
-		}
-		return Unreachable(err), err
-	}
-	tx, err := j.db.Begin(pctx)
-	if err == nil {
+	} else if tx, berr := j.db.Begin(pctx); berr != nil {
+		err = berr
+	} else {
 		rollback(pctx, tx)
+	}
+	if err == nil {
 		return false, nil
 	}
 	if ctx.Err() == nil && pctx.Err() != nil {

@@ -479,12 +479,11 @@ func writeBlocksDoc(o replayOptions, command string, out io.Writer) error {
 	if err != nil {
 		rel = o.results
 	}
-	section := replay.Section(blocks, o.goals, mc, command, o.results, rel)
 	long, err := replay.ReadBlocks(replay.LongAADir(o.results))
 	if err != nil {
 		return err
 	}
-	section += replay.LongAASection(long, blocks, o.goals)
+	section := replay.Section(blocks, long, o.goals, mc, command, o.results, rel)
 	if err := replay.WriteDoc(o.doc, section); err != nil {
 		return err
 	}
