@@ -124,9 +124,24 @@ func TestLongHoldsPauseTheRiverQueue(t *testing.T) {
 	release(h)
 
 	// A long hold pauses the queue: River fetches none of its jobs.
+	// River's producer learns of a pause from a notification, after the
+	// queue's row says paused; until it does, the middleware snoozes what
+	// it fetches. So the jobs go in once the producer has paused (its
+	// queue_paused event).
+	events, unsubscribe := rc.Subscribe(river.EventKindQueuePaused)
+	defer unsubscribe()
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- newGuard(time.Minute).Run(runCtx) }()
+	guardStopped := false
+	defer func() {
+		// A failure before the guard's own stop below: it must not log
+		// once the test has ended.
+		if !guardStopped {
+			stop()
+			<-done
+		}
+	}()
 	h = place(2 * time.Hour)
 	pgtest.Eventually(t, 5*time.Second, func() error {
 		if !paused() {
@@ -134,6 +149,15 @@ func TestLongHoldsPauseTheRiverQueue(t *testing.T) {
 		}
 		return nil
 	})
+	producerPaused := time.After(10 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case ev := <-events:
+			waiting = ev.Queue == nil || ev.Queue.Name != queue
+		case <-producerPaused:
+			t.Fatal("the queue's row says paused, yet River's producer did not pause it within 10s")
+		}
+	}
 	for i := range 10 {
 		if _, err := rc.Insert(ctx, EmailArgs{N: i}, &river.InsertOpts{Queue: queue}); err != nil {
 			t.Fatal(err)
@@ -167,7 +191,9 @@ func TestLongHoldsPauseTheRiverQueue(t *testing.T) {
 	}
 	// The guard stops (its process ends) with the queue paused.
 	stop()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	err = <-done
+	guardStopped = true
+	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run returned %v", err)
 	}
 	if !paused() {
@@ -184,8 +210,12 @@ func TestLongHoldsPauseTheRiverQueue(t *testing.T) {
 		t.Fatal("the queue stays paused after its hold ended")
 	}
 	pgtest.Eventually(t, 20*time.Second, func() error {
-		if n := worked.Load(); n < 10 {
-			return fmt.Errorf("%d of 10 worked", n)
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE queue = $1 AND state = 'completed'`, queue).Scan(&n); err != nil {
+			return err
+		}
+		if n < 10 {
+			return fmt.Errorf("%d of the paused queue's 10 jobs worked", n)
 		}
 		return nil
 	})
