@@ -241,8 +241,9 @@ stretch: the controllers and a/a first, in a seeded random order, before any oth
 controller's sampler runs through the whole block, and would learn its job-free baseline from another policy's
 writes), then unthrottled, whose windows set the fixed rates, then the fixed rates. Every policy's job, client
 and sampler was open from the start, and each job cleaned where the last window left off. A **pair** is one
-policy window against the alone windows on either side of it; the first %s of each alone window are left out
-(the last window's batch commits and its WAL is flushed there), and so is every second in which the hypervisor
+policy window against the alone windows on either side of it; the first %s of each alone window after a job's
+window are left out (the last window's batch commits and its WAL is flushed there; blocks from before
+2026-12-07 left them out after a/a's too), and so is every second in which the hypervisor
 took over %.0f %% of the CPU time wanted (steal, /proc/stat).
 
 Each transaction's latency is split in two: the **client** part is the measuring process's own wait (its
@@ -410,15 +411,17 @@ func joinRates(rs []float64) string {
 	return strings.Join(s, ", ")
 }
 
-// dropOf is the seconds a block's alone windows leave out; -1 for a
-// block without them (no foreground).
+// dropOf is the seconds a block's alone windows leave out after a job's
+// window (the most any of them leaves out); -1 for a block without them
+// (no foreground).
 func dropOf(b *Block) int {
+	drop := -1
 	for _, w := range b.Windows {
 		if w.Policy == PolicyAlone {
-			return w.Dropped
+			drop = max(drop, w.Dropped)
 		}
 	}
-	return -1
+	return drop
 }
 
 // plural names the distinct values of f over blocks, such as "2 s" or

@@ -423,9 +423,12 @@ func bootstrapMedian(xs []float64, g Goals) (float64, float64) {
 	return percentiles(meds, g.Confidence)
 }
 
-// signTestP is the two-sided exact binomial sign test's p-value of xs
-// against goal: under the null half the values fall each side of it.
-// Values equal to goal are left out; 1 when none is left.
+// SignTestP is the two-sided exact binomial sign test's p-value of xs
+// against x0: under the null half the values fall each side of it.
+// Values equal to x0 are left out; 1 when none is left.
+func SignTestP(xs []float64, x0 float64) float64 { return signTestP(xs, x0) }
+
+// signTestP is SignTestP.
 func signTestP(xs []float64, goal float64) float64 {
 	over, under := 0, 0
 	for _, x := range xs {
