@@ -244,7 +244,10 @@ and sampler was open from the start, and each job cleaned where the last window 
 policy window against the alone windows on either side of it; the first %s of each alone window after a job's
 window are left out (the last window's batch commits and its WAL is flushed there; blocks from before
 2026-12-07 left them out after a/a's too), and so is every second in which the hypervisor
-took over %.0f %% of the CPU time wanted (steal, /proc/stat).
+took over %.0f %% of the CPU time wanted (steal, /proc/stat). The pair's autovacuum wakes every `+AutovacuumNaptime+`, not
+every minute: the foreground updates a few branch rows thousands of times a second, and over the default
+minute its own p99 rose tenfold and more with no job at all, falling when autovacuum vacuumed those tables
+(blocks from before 2026-12-07 ran with the minute).
 
 Each transaction's latency is split in two: the **client** part is the measuring process's own wait (its
 lateness behind the schedule, and a free worker's wake-up: both wait for this machine's CPU, which the job's
