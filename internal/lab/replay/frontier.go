@@ -8,22 +8,32 @@ import (
 	"strings"
 )
 
-// frontier.go: the fixed rates as a curve of p99 ratio against rows per
-// second, with intervals. A fixed rate knows nothing of the load; a
-// controller that reads it should clean at least as many rows for the
-// same harm. Each fixed rate's point is its pairs pooled (DecidePooled);
-// the curve is their isotonic fit; the oracle is the rows at the goal's
-// ratio on it; and a policy is on or beyond the frontier where its pooled
-// ratio, at its own rows per second, is not above the curve's there. Every
-// figure carries a bootstrap interval that resamples each policy's pairs
-// and each fixed rate's at once, so the curve's own noise is in it.
+// frontier.go: the open-loop policies as a curve of p99 ratio against
+// rows per second, with intervals: the fixed rates, and unthrottled at
+// its top (the open-loop policy at the most rows a job can clean). An
+// open-loop policy knows nothing of the load; a controller that reads it
+// should clean at least as many rows for the same harm. Each point is its
+// policy's pairs pooled (DecidePooled); the curve is their isotonic fit;
+// the oracle is the rows at the goal's ratio on it; and a policy is on or
+// beyond the frontier where its pooled ratio, at its own rows per second,
+// is not above the curve's there. Every figure carries a bootstrap
+// interval that resamples each policy's pairs and each open-loop policy's
+// at once, so the curve's own noise is in it.
+//
+// Why unthrottled is on the curve: without it the curve ran flat past the
+// fastest fixed rate, so a controller cleaning more rows than any fixed
+// rate was held to that rate's harm. In lock-contention the fixed rates'
+// batches wait out the lock, shrink, and clean at most 606 rows/s at a
+// ratio of 1.04, while unthrottled cleans 45,624 at 2.15: adaptive, at
+// 8,665 rows/s, was judged against 1.04, a point no open-loop policy had
+// measured.
 
-// Frontier is the fixed rates' curve in one block, and where a policy
-// stands against it.
+// Frontier is the open-loop policies' curve in one block, and where a
+// policy stands against it.
 type Frontier struct {
-	// Points are the fixed rates, slowest first: their pooled ratio and
-	// their rows per second (the mean over their pairs), with the pairs'
-	// number.
+	// Points are the fixed rates, slowest first, then unthrottled: their
+	// pooled ratio and their rows per second (the mean over their pairs),
+	// with the pairs' number.
 	Points []FrontierPoint
 	// Oracle is the rows per second at the goal's ratio on the curve,
 	// with its interval; OK false where there is no fixed rate.
@@ -31,7 +41,8 @@ type Frontier struct {
 	OK                            bool
 }
 
-// FrontierPoint is one fixed rate on the curve.
+// FrontierPoint is one open-loop policy on the curve (Rate is +Inf for
+// unthrottled).
 type FrontierPoint struct {
 	Label      string
 	Rate       float64
@@ -52,7 +63,8 @@ type Standing struct {
 }
 
 // curveAt is the fitted ratio at rows w on the curve through pts
-// (isotonic in rows, from 0 rows at ratio 1), flat past the last point.
+// (isotonic in rows, from 0 rows at ratio 1), flat past the last point
+// (unthrottled's, where the block ran it).
 func curveAt(pts []RatePoint, w float64) float64 {
 	kx, kr := curveKnots(pts)
 	if len(kx) == 1 {
@@ -92,7 +104,7 @@ func curveKnots(pts []RatePoint) (kx, kr []float64) {
 	return kx, kr
 }
 
-// fixedSample is one fixed rate's pairs, for resampling.
+// fixedSample is one open-loop policy's pairs, for resampling.
 type fixedSample struct {
 	label string
 	rate  float64
@@ -126,11 +138,15 @@ func resample(rng *rand.Rand, n int, idx []int) []int {
 	return idx
 }
 
-// fixedSamples gathers each fixed rate's usable pairs in b.
+// fixedSamples gathers each open-loop policy's usable pairs in b: the
+// fixed rates, slowest first, then unthrottled (rate +Inf). None where b
+// ran no fixed rate: unthrottled alone is no curve.
 func fixedSamples(b *Block, g Goals) []fixedSample {
 	var out []fixedSample
+	fixed := false
 	for _, label := range b.Policies() {
-		if !strings.HasPrefix(label, PolicyFixed+"-") {
+		isFixed := strings.HasPrefix(label, PolicyFixed+"-")
+		if !isFixed && label != PolicyUnthrottled {
 			continue
 		}
 		pairs, _ := Pairs(b, label, g)
@@ -138,8 +154,16 @@ func fixedSamples(b *Block, g Goals) []fixedSample {
 		if len(pairs) == 0 {
 			continue
 		}
-		i := slices.IndexFunc(b.Windows, func(w Window) bool { return w.Label() == label })
-		out = append(out, fixedSample{label: label, rate: b.Windows[i].Rate, pairs: pairs})
+		rate := math.Inf(1)
+		if isFixed {
+			fixed = true
+			i := slices.IndexFunc(b.Windows, func(w Window) bool { return w.Label() == label })
+			rate = b.Windows[i].Rate
+		}
+		out = append(out, fixedSample{label: label, rate: rate, pairs: pairs})
+	}
+	if !fixed {
+		return nil
 	}
 	slices.SortFunc(out, func(a, b fixedSample) int { return cmp.Compare(a.rate, b.rate) })
 	return out
@@ -151,7 +175,7 @@ func usablePairs(pairs []Pair) []Pair {
 	})
 }
 
-// points is the curve's points from each fixed rate's pairs idx[k] names
+// points is the curve's points from each open-loop policy's pairs idx[k] names
 // (all where idx is nil).
 func points(fs []fixedSample, idx [][]int) []RatePoint {
 	pts := make([]RatePoint, len(fs))
@@ -182,7 +206,7 @@ func oracleOn(pts []RatePoint, goal float64) float64 {
 	return 0
 }
 
-// FrontierOf reads b's fixed rates as a curve.
+// FrontierOf reads b's open-loop policies as a curve.
 func FrontierOf(b *Block, g Goals) Frontier {
 	g.fill()
 	fs := fixedSamples(b, g)
@@ -211,11 +235,11 @@ func FrontierOf(b *Block, g Goals) Frontier {
 	return f
 }
 
-// StandingOf judges label's windows in b against the fixed rates' curve:
+// StandingOf judges label's windows in b against the open-loop curve:
 // met where the interval of its pooled ratio over the curve's ratio at its
 // rows per second lies at or under 1 (on or beyond the frontier), not met
 // where it lies over, else undecided. The resamples draw the policy's
-// pairs and every fixed rate's at once.
+// pairs and every open-loop policy's at once.
 func StandingOf(b *Block, label string, g Goals) Standing {
 	g.fill()
 	s := Standing{Verdict: Verdict{Outcome: OutcomeUndecided, Median: math.NaN(), Low: math.NaN(), High: math.NaN(), Goal: 1},

@@ -308,3 +308,74 @@ func TestWhySharesCountsThePolicysSeconds(t *testing.T) {
 		t.Errorf("a policy with no windows: %q; want empty", got)
 	}
 }
+
+// The curve ends at unthrottled, the open-loop policy at the most rows: a
+// controller cleaning more rows than the fastest fixed rate is judged on
+// the curve between that rate and unthrottled, not held to the fastest
+// fixed rate's harm. Without fixed rates there is no curve.
+func TestFrontierEndsAtUnthrottled(t *testing.T) {
+	var layout []Window
+	layout = append(layout, Window{Policy: PolicyAlone})
+	for range 6 {
+		layout = append(layout, Window{Policy: PolicyAdaptive}, Window{Policy: PolicyAlone})
+	}
+	for range 3 {
+		layout = append(layout, Window{Policy: PolicyUnthrottled}, Window{Policy: PolicyAlone})
+	}
+	for _, r := range []float64{1, 2} {
+		for range 3 {
+			layout = append(layout, Window{Policy: PolicyFixed, Rate: r}, Window{Policy: PolicyAlone})
+		}
+	}
+	// Fixed rates: 1,000 r rows at 1 + r/20 (1.05, 1.10); unthrottled:
+	// 20,000 rows at 2.0; adaptive: 11,000 rows at 1.55, on the straight
+	// line from fixed-2 to unthrottled.
+	sp := synth{seed: 51, winSec: 6, dropped: 1, perSec: 400,
+		mult: func(w int, p string, _ int) float64 {
+			switch p {
+			case PolicyFixed:
+				return 1 + layout[w].Rate/20
+			case PolicyUnthrottled:
+				return 2
+			case PolicyAdaptive:
+				return 1.55
+			}
+			return 1
+		},
+		rows: func(w int, p string, _ int) int64 {
+			switch p {
+			case PolicyFixed:
+				return int64(1000 * layout[w].Rate)
+			case PolicyUnthrottled:
+				return 20000
+			case PolicyAdaptive:
+				return 11000
+			}
+			return 0
+		},
+	}
+	b := sp.block(layout)
+	f := FrontierOf(b, Goals{})
+	if !f.OK || len(f.Points) != 3 || f.Points[2].Label != PolicyUnthrottled || f.Points[2].RowsPerSec != 20000 {
+		t.Fatalf("frontier points %+v: want fixed-1, fixed-2, then unthrottled at 20,000 rows/s", f.Points)
+	}
+	// The curve crosses 1.10 at fixed-2 (2,000 rows), or just past it.
+	if f.Oracle < 1500 || f.Oracle > 4000 {
+		t.Errorf("oracle %.0f rows/s: want about 2,000", f.Oracle)
+	}
+	s := StandingOf(b, PolicyAdaptive, Goals{})
+	// On the line: about 1.0. Held flat at fixed-2's 1.10 it would read
+	// about 1.41, not met.
+	if math.Abs(s.Median-1) > 0.12 || s.Outcome == OutcomeNotMet {
+		t.Errorf("adaptive at 11,000 rows/s and 1.55: standing %v; want about 1.0 (the curve between fixed-2 and unthrottled), not 1.41", s.Verdict)
+	}
+	// Unthrottled alone is no curve.
+	var only []Window
+	only = append(only, Window{Policy: PolicyAlone})
+	for range 3 {
+		only = append(only, Window{Policy: PolicyUnthrottled}, Window{Policy: PolicyAlone})
+	}
+	if f := FrontierOf(sp.block(only), Goals{}); f.OK {
+		t.Errorf("a block with unthrottled and no fixed rate: frontier %+v; want none", f)
+	}
+}

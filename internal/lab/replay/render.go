@@ -62,8 +62,9 @@ type BlockResult struct {
 	Oracle, OracleRate float64
 	OracleOK           bool
 	Fixed              []RatePoint
-	// Curve is the fixed rates as a curve of ratio against rows, with
-	// the oracle's interval (FrontierOf).
+	// Curve is the open-loop policies (the fixed rates, unthrottled at
+	// the top) as a curve of ratio against rows, with the oracle's
+	// interval (FrontierOf).
 	Curve    Frontier
 	Policies []PolicyResult
 	// StealDropped is the seconds over the steal limit, of all.
@@ -267,8 +268,9 @@ narrower than ±10 %%). Every other policy's interval is then widened by the a/a
 (its low end divided by the a/a's high end where that is over 1, its high end by the a/a's low end where that
 is under 1): a verdict must clear the noise the instrument reads with no job at all, or it is undecided.
 
-The **frontier** is the fixed rates as a curve of p99 ratio against rows per second (each rate's pairs pooled,
-an isotonic fit from 0 rows at 1.0, flat past the fastest); the **oracle** is the rows per second at a ratio of
+The **frontier** is the open-loop policies as a curve of p99 ratio against rows per second: the fixed rates,
+and unthrottled at its top (each one's pairs pooled, an isotonic fit from 0 rows at 1.0, flat past
+unthrottled, so no policy is held to a fixed rate's harm at more rows than that rate cleaned); the **oracle** is the rows per second at a ratio of
 %.2f on it, and **rows/oracle** a policy's over it (goal at least 0.8). A closed-loop policy's **frontier**
 verdict is its pooled ratio over the curve's at its own rows per second: met where the interval lies at or
 under 1 (on or beyond the frontier), not met where it lies over, its interval widened by the a/a's excursion
