@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
@@ -109,5 +110,39 @@ func TestBlockKeepsEverySecond(t *testing.T) {
 	}
 	if canaryIn < 3 || canaryOut > 0 {
 		t.Errorf("adaptive's canary read in %d of its 6 seconds and in %d seconds of other windows; want most of its own and none elsewhere", canaryIn, canaryOut)
+	}
+}
+
+// While the benchmark's tables exist, autovacuum wakes every
+// AutovacuumNaptime (the foreground's branch rows would otherwise bloat
+// for a minute at a time); Close puts the server's own setting back.
+func TestBlockEnvWakesAutovacuumOften(t *testing.T) {
+	c := pgtest.Cluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := c.Primary.Connect(ctx, pgcluster.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	naptime := func() string {
+		t.Helper()
+		var s string
+		if err := conn.QueryRow(ctx, "SHOW autovacuum_naptime").Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := naptime()
+	be, err := OpenBlockEnv(ctx, c, 2, 2, 2, 10_000, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := naptime(); got != AutovacuumNaptime {
+		t.Errorf("autovacuum_naptime %s with the tables open, want %s", got, AutovacuumNaptime)
+	}
+	be.Close()
+	if got := naptime(); got != before {
+		t.Errorf("autovacuum_naptime %s after Close, want the server's %s back", got, before)
 	}
 }
