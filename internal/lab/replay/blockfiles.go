@@ -79,7 +79,27 @@ func ReadBlock(path string) (*Block, error) {
 	for i := range b.Windows {
 		b.Windows[i].kind = -1
 	}
+	evenAloneDrops(&b)
 	return &b, nil
+}
+
+// evenAloneDrops has every alone window of b leave out as many first
+// seconds as the most any of them does: the blocks run on 2026-12-07
+// between 01:20 and 02:10 kept every second of an alone window after
+// a/a's, so their a/a was judged on longer alone sides than a policy, and
+// a/a must be judged exactly as a policy is.
+func evenAloneDrops(b *Block) {
+	drop := 0
+	for _, w := range b.Windows {
+		if w.Policy == PolicyAlone {
+			drop = max(drop, w.Dropped)
+		}
+	}
+	for i, w := range b.Windows {
+		if w.Policy == PolicyAlone && w.Dropped < drop && drop < w.End-w.Start {
+			b.Windows[i].Dropped = drop
+		}
+	}
 }
 
 // ReadBlocks reads every block's results file in dir, in the scenarios'

@@ -304,19 +304,13 @@ func ScheduleLayout(policies []Window, lay Layout, alone bool, seed uint64) []Wi
 		t = w.End
 		out = append(out, w)
 	}
-	// An alone window leaves out its first seconds only after a job's
-	// window, whose last batch commits and whose WAL is flushed in them:
-	// after a/a's or the warmup there is nothing to leave out, and a/a's
-	// alone side, the smaller of its pair, keeps every second.
+	// Every alone window leaves out the same first seconds, after a/a's
+	// windows too, where there is no batch to leave out: a/a is judged
+	// exactly as a policy is, on alone sides as long as a policy's.
 	addAlone := func() {
-		if !alone {
-			return
+		if alone {
+			add(Window{Policy: PolicyAlone, Dropped: lay.AloneDrop, kind: -1}, lay.Alone)
 		}
-		drop := lay.AloneDrop
-		if len(out) == 0 || out[len(out)-1].Policy == PolicyAA {
-			drop = 0
-		}
-		add(Window{Policy: PolicyAlone, Dropped: drop, kind: -1}, lay.Alone)
 	}
 	kinds := slices.Clone(policies)
 	nFixed := 0

@@ -242,9 +242,9 @@ stretch: the controllers and a/a first, in a seeded random order, before any oth
 controller's sampler runs through the whole block, and would learn its job-free baseline from another policy's
 writes), then unthrottled, whose windows set the fixed rates, then the fixed rates. Every policy's job, client
 and sampler was open from the start, and each job cleaned where the last window left off. A **pair** is one
-policy window against the alone windows on either side of it; the first %s of each alone window after a job's
-window are left out (the last window's batch commits and its WAL is flushed there; blocks from before
-2026-12-07 left them out after a/a's too), and so is every second in which the hypervisor
+policy window against the alone windows on either side of it; the first %s of each alone window are left out
+(the last window's batch commits and its WAL is flushed there; after a/a's too, so a/a is judged exactly as a
+policy is), and so is every second in which the hypervisor
 took over %.0f %% of the CPU time wanted (steal, /proc/stat). The pair's autovacuum wakes every `+AutovacuumNaptime+`, not
 every minute: the foreground updates a few branch rows thousands of times a second, and over the default
 minute its own p99 rose tenfold and more with no job at all, falling when autovacuum vacuumed those tables
@@ -416,9 +416,9 @@ func joinRates(rs []float64) string {
 	return strings.Join(s, ", ")
 }
 
-// dropOf is the seconds a block's alone windows leave out after a job's
-// window (the most any of them leaves out); -1 for a block without them
-// (no foreground).
+// dropOf is the seconds a block's alone windows leave out (the most any
+// of them does: see evenAloneDrops); -1 for a block without them (no
+// foreground).
 func dropOf(b *Block) int {
 	drop := -1
 	for _, w := range b.Windows {

@@ -7,8 +7,8 @@ import (
 )
 
 // Every policy gets its pairs, the fixed rates share theirs in turns, an
-// alone window sits before, between and after them (leaving out its first
-// second after a job's window only), and a seed gives the
+// alone window sits before, between and after them (each leaving out its
+// first second, after a/a's too), and a seed gives the
 // same order again (a different seed another).
 func TestScheduleGivesEveryPolicyItsPairs(t *testing.T) {
 	kinds := []Window{{Policy: PolicyAA}, {Policy: PolicyFixed, Rate: 2}, {Policy: PolicyFixed, Rate: 8}, {Policy: PolicyAdaptive}}
@@ -21,16 +21,8 @@ func TestScheduleGivesEveryPolicyItsPairs(t *testing.T) {
 		if (i%2 == 0) != (w.Policy == PolicyAlone) {
 			t.Fatalf("window %d is %s: every other window must be the foreground alone", i, w.Label())
 		}
-		// An alone window leaves out a second after a job's window only:
-		// none after a/a's, none at the block's start.
-		if w.Policy == PolicyAlone {
-			want := 1
-			if i == 0 || ws[i-1].Policy == PolicyAA {
-				want = 0
-			}
-			if w.Dropped != want {
-				t.Fatalf("alone window %d, after %v, drops %d seconds, want %d", i, ws[max(i-1, 0)].Label(), w.Dropped, want)
-			}
+		if w.Policy == PolicyAlone && w.Dropped != 1 {
+			t.Fatalf("alone window %d drops %d seconds, want 1", i, w.Dropped)
 		}
 		count[w.Label()]++
 	}
@@ -78,6 +70,35 @@ func TestScheduleGivesEveryPolicyItsPairs(t *testing.T) {
 	for _, w := range Schedule(kinds, 3, 2, 1, false, 7) {
 		if w.Policy == PolicyAlone {
 			t.Fatal("an alone window in a block without foreground")
+		}
+	}
+}
+
+// A block whose alone windows after a/a's kept every second (run on
+// 2026-12-07, 01:20-02:10) is read as if each left out what the others
+// do: a/a is judged on alone sides as long as a policy's.
+func TestReadBlockEvensTheAloneDrops(t *testing.T) {
+	sp := synth{seed: 61, winSec: 4, dropped: 1, perSec: 50}
+	layout := interleaved(Window{Policy: PolicyAA}, 3)
+	layout = append(layout, interleaved(Window{Policy: PolicyAdaptive}, 3)[1:]...)
+	b := sp.block(layout)
+	b.Scenario = "surge"
+	for i, w := range b.Windows {
+		if w.Policy == PolicyAlone && i > 0 && b.Windows[i-1].Policy == PolicyAA {
+			b.Windows[i].Dropped = 0
+		}
+	}
+	dir := t.TempDir()
+	if err := WriteBlock(dir, b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadBlock(BlockFile(dir, "surge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range got.Windows {
+		if w.Policy == PolicyAlone && w.Dropped != 1 {
+			t.Errorf("alone window %d (after %s) leaves out %d seconds, want 1 as every other", i, got.Windows[max(i-1, 0)].Label(), w.Dropped)
 		}
 	}
 }
