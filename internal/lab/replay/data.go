@@ -38,9 +38,9 @@ const Retention = 30 * 24 * time.Hour
 // the foreground updates its few branch rows thousands of times a second,
 // and between two of the default minute's wake-ups its own p99 rose from
 // 2 ms to over 100 ms with no job at all, falling back when autovacuum
-// vacuumed the branches, tellers and history (the server's log). That sawtooth, a minute long, is no
-// policy's doing, and it set a/a's pairs from 0.03 to 3.5 in the short
-// replay's 2 s windows (0.69 to 2.05 with a 5 s naptime, the next block).
+// vacuumed the branches, tellers and history (the server's log). That
+// sawtooth, a minute long, is no policy's doing; in the short replay's
+// 2 s windows it set a/a's pairs from 0.03 to 3.5.
 func setupTables(ctx context.Context, pool *pgxpool.Pool, scale int, rows int64) error {
 	stmts := append([]string{
 		fmt.Sprintf("ALTER SYSTEM SET autovacuum_naptime = '%s'", AutovacuumNaptime),

@@ -40,15 +40,9 @@ func TestDecidePooledIsNarrowerThanTheMedianOfRatios(t *testing.T) {
 // policy "adaptive" of the given rows and slowdown.
 func frontierBlock(seed uint64, adaptiveRows int64, adaptiveMult float64) *Block {
 	rates := []float64{1, 2, 4, 8}
-	var layout []Window
-	layout = append(layout, Window{Policy: PolicyAlone})
-	for range 6 {
-		layout = append(layout, Window{Policy: PolicyAdaptive}, Window{Policy: PolicyAlone})
-	}
+	layout := interleaved(Window{Policy: PolicyAdaptive}, 6)
 	for _, r := range rates {
-		for range 3 {
-			layout = append(layout, Window{Policy: PolicyFixed, Rate: r}, Window{Policy: PolicyAlone})
-		}
+		layout = thenInterleaved(layout, Window{Policy: PolicyFixed, Rate: r}, 3)
 	}
 	rateOf := func(w int) float64 { return layout[w].Rate }
 	sp := synth{seed: seed, winSec: 6, dropped: 1, perSec: 400,
@@ -202,18 +196,9 @@ func TestScheduleLayoutGivesEachKindItsLengthAndPairs(t *testing.T) {
 // a/a's is not behind the frontier: its standing is guarded by the a/a's
 // excursion, as its p99 verdict is.
 func TestFrontierStandingClearsTheAA(t *testing.T) {
-	var layout []Window
-	layout = append(layout, Window{Policy: PolicyAlone})
-	for range 6 {
-		layout = append(layout, Window{Policy: PolicyAA}, Window{Policy: PolicyAlone})
-	}
-	for range 6 {
-		layout = append(layout, Window{Policy: PolicyAdaptive}, Window{Policy: PolicyAlone})
-	}
+	layout := thenInterleaved(interleaved(Window{Policy: PolicyAA}, 6), Window{Policy: PolicyAdaptive}, 6)
 	for _, r := range []float64{1, 2, 4, 8} {
-		for range 3 {
-			layout = append(layout, Window{Policy: PolicyFixed, Rate: r}, Window{Policy: PolicyAlone})
-		}
+		layout = thenInterleaved(layout, Window{Policy: PolicyFixed, Rate: r}, 3)
 	}
 	sp := synth{seed: 41, winSec: 6, dropped: 1, perSec: 400,
 		mult: func(w int, p string, _ int) float64 {
@@ -314,18 +299,9 @@ func TestWhySharesCountsThePolicysSeconds(t *testing.T) {
 // the curve between that rate and unthrottled, not held to the fastest
 // fixed rate's harm. Without fixed rates there is no curve.
 func TestFrontierEndsAtUnthrottled(t *testing.T) {
-	var layout []Window
-	layout = append(layout, Window{Policy: PolicyAlone})
-	for range 6 {
-		layout = append(layout, Window{Policy: PolicyAdaptive}, Window{Policy: PolicyAlone})
-	}
-	for range 3 {
-		layout = append(layout, Window{Policy: PolicyUnthrottled}, Window{Policy: PolicyAlone})
-	}
+	layout := thenInterleaved(interleaved(Window{Policy: PolicyAdaptive}, 6), Window{Policy: PolicyUnthrottled}, 3)
 	for _, r := range []float64{1, 2} {
-		for range 3 {
-			layout = append(layout, Window{Policy: PolicyFixed, Rate: r}, Window{Policy: PolicyAlone})
-		}
+		layout = thenInterleaved(layout, Window{Policy: PolicyFixed, Rate: r}, 3)
 	}
 	// Fixed rates: 1,000 r rows at 1 + r/20 (1.05, 1.10); unthrottled:
 	// 20,000 rows at 2.0; adaptive: 11,000 rows at 1.55, on the straight
@@ -370,12 +346,7 @@ func TestFrontierEndsAtUnthrottled(t *testing.T) {
 		t.Errorf("adaptive at 11,000 rows/s and 1.55: standing %v; want about 1.0 (the curve between fixed-2 and unthrottled), not 1.41", s.Verdict)
 	}
 	// Unthrottled alone is no curve.
-	var only []Window
-	only = append(only, Window{Policy: PolicyAlone})
-	for range 3 {
-		only = append(only, Window{Policy: PolicyUnthrottled}, Window{Policy: PolicyAlone})
-	}
-	if f := FrontierOf(sp.block(only), Goals{}); f.OK {
+	if f := FrontierOf(sp.block(interleaved(Window{Policy: PolicyUnthrottled}, 3)), Goals{}); f.OK {
 		t.Errorf("a block with unthrottled and no fixed rate: frontier %+v; want none", f)
 	}
 }

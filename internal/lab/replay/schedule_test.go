@@ -79,8 +79,7 @@ func TestScheduleGivesEveryPolicyItsPairs(t *testing.T) {
 // do: a/a is judged on alone sides as long as a policy's.
 func TestReadBlockEvensTheAloneDrops(t *testing.T) {
 	sp := synth{seed: 61, winSec: 4, dropped: 1, perSec: 50}
-	layout := interleaved(Window{Policy: PolicyAA}, 3)
-	layout = append(layout, interleaved(Window{Policy: PolicyAdaptive}, 3)[1:]...)
+	layout := thenInterleaved(interleaved(Window{Policy: PolicyAA}, 3), Window{Policy: PolicyAdaptive}, 3)
 	b := sp.block(layout)
 	b.Scenario = "surge"
 	for i, w := range b.Windows {

@@ -26,7 +26,12 @@ type synth struct {
 
 // interleaved lays n windows of policy between n+1 alone windows.
 func interleaved(policy Window, n int) []Window {
-	ws := []Window{{Policy: PolicyAlone}}
+	return thenInterleaved([]Window{{Policy: PolicyAlone}}, policy, n)
+}
+
+// thenInterleaved appends to ws (which ends in an alone window) n windows
+// of policy, each followed by an alone window.
+func thenInterleaved(ws []Window, policy Window, n int) []Window {
 	for range n {
 		ws = append(ws, policy, Window{Policy: PolicyAlone})
 	}
