@@ -235,3 +235,47 @@ func TestReplayShortHasPower(t *testing.T) {
 		t.Errorf("document: %v\n%s", err, doc)
 	}
 }
+
+// The short run runs its block again when steal took more of one
+// policy's pairs than it allows, and only then: stolenBeyond names the
+// policy that lost too many, and nothing where none did.
+func TestShortRunNamesThePolicyStealEmptied(t *testing.T) {
+	// alone, then three a/a and three unthrottled windows, each followed
+	// by an alone window; 3 s each, the first second dropped.
+	b := &replay.Block{Scenario: "synthetic", Rate: 100, WindowSeconds: 3}
+	layout := []string{replay.PolicyAlone}
+	for _, pol := range []string{replay.PolicyAA, replay.PolicyUnthrottled} {
+		for range 3 {
+			layout = append(layout, pol, replay.PolicyAlone)
+		}
+	}
+	aaSeen := 0
+	for _, pol := range layout {
+		w := replay.Window{Policy: pol, Start: len(b.Seconds), End: len(b.Seconds) + 3, Dropped: 1}
+		steal := 0.0
+		if pol == replay.PolicyAA {
+			aaSeen++
+			if aaSeen <= 2 { // the first two a/a windows stolen whole
+				steal = 0.5
+			}
+		}
+		for range 3 {
+			h := replay.NewHistogram()
+			for i := range 100 {
+				h.Record(time.Duration(1+i%7) * time.Millisecond)
+			}
+			b.Seconds = append(b.Seconds, replay.Second{T: len(b.Seconds), Lat: replay.Sparse(h), Steal: steal})
+		}
+		b.Windows = append(b.Windows, w)
+	}
+	g := replay.Goals{MaxSteal: 0.10}
+	if pol, kept, stolen := stolenBeyond(b, g, 1); pol != replay.PolicyAA || kept != 1 || stolen != 2 {
+		t.Errorf("stolenBeyond(at most 1): %q with %d kept, %d stolen; want a/a with 1 kept, 2 stolen", pol, kept, stolen)
+	}
+	if pol, _, _ := stolenBeyond(b, g, 2); pol != "" {
+		t.Errorf("stolenBeyond(at most 2): %q; want none: no policy lost more than 2 pairs", pol)
+	}
+	if pol, _, _ := stolenBeyond(b, replay.Goals{MaxSteal: -1}, 0); pol != "" {
+		t.Errorf("stolenBeyond with every second kept: %q; want none", pol)
+	}
+}
