@@ -116,13 +116,12 @@ test: deps-go ## vet, all tests under -race against a real primary and replica, 
 	@# the CPU; the tests start once both are done.
 	@$(MAKE) --no-print-directory -j2 --output-sync=target packages warm-build
 	mkdir -p $(PLOTS)
-	@# The fuzz targets run beside the parallel tests, at the idle
-	@# scheduling class, in the CPU their waits leave (scripts/test-race).
-	THROTTLED_PLOTS=$(CURDIR)/$(PLOTS) GO=$(GO) TEST_TAGS="$(LABTAGS)" FUZZTIME=$(TEST_FUZZTIME) FUZZ_TARGETS="$(FUZZ_TARGETS)" scripts/test-race
+	THROTTLED_PLOTS=$(CURDIR)/$(PLOTS) GO=$(GO) TEST_TAGS="$(LABTAGS)" scripts/test-race
 	@# The replay's short version measures latency: alone, after the rest.
 	THROTTLED_REPLAY_SHORT=1 $(GO) test $(LABTAGS) -count=1 -timeout 8m -run '^TestReplayShortHasPower$$' -v ./cmd/throttled
 	promtool check rules deploy/alerts.yml
 	promtool test rules deploy/alerts_test.yml
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME executions (default 40000x; a duration such as 1m also works), two at a time
