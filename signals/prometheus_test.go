@@ -6,7 +6,6 @@ import (
 	"math"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -181,11 +180,9 @@ func TestPrometheusSignalRules(t *testing.T) {
 	t.Run("a hung Prometheus times out", func(t *testing.T) {
 		s := r.sampler(t, absolute("app_value", "app_single"))
 		s.cfg.Timeout = 300 * time.Millisecond
-		if err := syscall.Kill(prom.PID(), syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
+		prom.Hang(t)
 		x := read(s)
-		syscall.Kill(prom.PID(), syscall.SIGCONT)
+		prom.Resume(t)
 		mustFail(t, x, "timed out after 300ms")
 		if !errors.Is(x.Err, ErrTimeout) {
 			t.Errorf("error %v is not ErrTimeout", x.Err)

@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -545,13 +544,9 @@ func TestBlindPrometheusSignalInStatusAndPage(t *testing.T) {
 	})
 
 	// A hung Prometheus: each query runs out of its timeout.
-	if err := syscall.Kill(prom.PID(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	prom.Hang(t)
 	status("stale", `api_p99 (error: prometheus signal "api_p99"`, "timed out after 1s")
-	if err := syscall.Kill(prom.PID(), syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	prom.Resume(t)
 	status("running")
 
 	prom.Stop()

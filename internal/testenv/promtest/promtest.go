@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -270,6 +271,53 @@ func (s *Server) RotateBasicAuth(t testing.TB) {
 	write(t, s.web, s.tls+fmt.Sprintf("basic_auth_users:\n  someone-else: %s\n", basicHash))
 }
 
-// PID is the Prometheus process's ID, for a test that stops it with
-// SIGSTOP (a hung Prometheus).
+// PID is the Prometheus process's ID.
 func (s *Server) PID() int { return s.cmd.Process.Pid }
+
+// Hang stops Prometheus with SIGSTOP (a hung Prometheus: the kernel still
+// accepts connections on its port, nothing answers) and returns once
+// every one of its threads is stopped. The kernel stops a process's
+// threads only when the one it chose to take the signal next runs; on a
+// loaded machine the others answered a query in between. Resume undoes
+// it.
+func (s *Server) Hang(t testing.TB) {
+	t.Helper()
+	pid := s.PID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("promtest: SIGSTOP: %v", err)
+	}
+	pgtest.Eventually(t, 10*time.Second, func() error { return allStopped(pid) })
+}
+
+// Resume sends SIGCONT to a hung Prometheus.
+func (s *Server) Resume(t testing.TB) {
+	t.Helper()
+	if err := syscall.Kill(s.PID(), syscall.SIGCONT); err != nil {
+		t.Fatalf("promtest: SIGCONT: %v", err)
+	}
+}
+
+// allStopped is nil once every thread of pid is stopped (state T in its
+// /proc stat), else an error naming one that is not.
+func allStopped(pid int) error {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return err
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return err
+		}
+		// The state follows the command, which is in parentheses and
+		// may hold spaces and parentheses of its own.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) {
+			return fmt.Errorf("thread %s: stat %q", task.Name(), b)
+		}
+		if state := b[i+2]; state != 'T' && state != 't' {
+			return fmt.Errorf("thread %s of Prometheus (%d) is in state %c, not stopped", task.Name(), pid, state)
+		}
+	}
+	return nil
+}
