@@ -263,9 +263,13 @@ func TestBatchSizeConvergesTowardTheTargetDuration(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("batch sizes: %v", sizes)
-	last := sizes[len(sizes)-1]
-	if last < 100 || last > 180 {
-		t.Fatalf("converged to %d rows a batch; want about 150 (150 ms at 1 ms a row)", last)
+	// Where it settled: the median of the last ten batches. One batch
+	// slowed by the machine (a stall on a loaded CI host) rightly cuts the
+	// next, so the last batch alone can sit under the band.
+	last := slices.Clone(sizes[len(sizes)-10:])
+	slices.Sort(last)
+	if settled := last[len(last)/2]; settled < 100 || settled > 180 {
+		t.Fatalf("settled at %d rows a batch (the median of the last ten); want about 150 (150 ms at 1 ms a row)", settled)
 	}
 	for i := 1; i < len(sizes); i++ {
 		if sizes[i] > sizes[i-1] && float64(sizes[i]) > float64(sizes[i-1])*1.2+1 {
