@@ -89,12 +89,7 @@ func ReadBlock(path string) (*Block, error) {
 // a/a's, so their a/a was judged on longer alone sides than a policy, and
 // a/a must be judged exactly as a policy is.
 func evenAloneDrops(b *Block) {
-	drop := 0
-	for _, w := range b.Windows {
-		if w.Policy == PolicyAlone {
-			drop = max(drop, w.Dropped)
-		}
-	}
+	drop := dropOf(b)
 	for i, w := range b.Windows {
 		if w.Policy == PolicyAlone && w.Dropped < drop && drop < w.End-w.Start {
 			b.Windows[i].Dropped = drop

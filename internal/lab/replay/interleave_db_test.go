@@ -121,11 +121,7 @@ func TestBlockEnvWakesAutovacuumOften(t *testing.T) {
 	c := pgtest.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := c.Primary.Connect(ctx, pgcluster.RoleAdmin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := pgtest.Connect(t, c.Primary, pgcluster.RoleAdmin)
 	naptime := func() string {
 		t.Helper()
 		var s string
