@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/internal/testenv/fuzzcrash"
 	"github.com/throttled/throttled/sidecar"
 	"github.com/throttled/throttled/throttle/hold"
 )
@@ -30,6 +31,7 @@ var fuzzAuth = []string{"none", "wrong token", "read", "pause", "work", "grafana
 // hold nor an audit entry. A go test -fuzz worker is a process of its own
 // and starts its own pair (pgtest starts one on first use).
 func FuzzRoutes(f *testing.F) {
+	fuzzcrash.Keep(f)
 	for _, c := range hostileCases() {
 		auth := 0
 		switch c.headers["Authorization"] {
