@@ -41,4 +41,3 @@ func TestKeepWritesAGoroutinesPanic(t *testing.T) {
 		t.Errorf("trace file %s:\n%s\nwant the panic and its goroutine's stack", files[0], b)
 	}
 }
-
