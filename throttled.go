@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -91,6 +92,15 @@ type Options struct {
 	// cannot page (throttled exec sets it), so that one that can (the
 	// sidecar) leads whenever one runs. 0 competes at once.
 	DeferLeadership time.Duration
+	// Work, when set, says when a job was last at work by means only the
+	// caller knows (a sidecar's tokens out to remote workers): the zero
+	// time for never, the current time while one is. The Client adds what
+	// it knows itself (its own jobs' batches, and while it leads in
+	// coordinated mode the batches every worker reports) and hands the
+	// whole to the sampler as signals.Config.Work, so no reading taken
+	// while a job works teaches a Prometheus signal its job-free baseline.
+	// It must be safe for concurrent use and must not block.
+	Work func() time.Time
 	// Logger defaults to a null logger.
 	Logger hclog.Logger
 }
@@ -134,6 +144,10 @@ type Client struct {
 	// prom are the Prometheus signals this process samples, for the
 	// metrics.
 	prom []signals.PrometheusSignal
+	// engine is coordinated mode's engine, once started; work and
+	// signalsWork are Options.Work and Options.Signals.Work (workedAt).
+	engine            atomic.Pointer[coord.Engine]
+	work, signalsWork func() time.Time
 }
 
 // Open connects to the primary (and replicas), checks the sampling role,
@@ -193,16 +207,41 @@ func samplerConfig(opts Options, log hclog.Logger) (scfg signals.Config, explici
 // newClient is a Client with its sampler and its in-process holds, not
 // yet connected to anything.
 func newClient(opts Options, scfg signals.Config, log hclog.Logger) (*Client, error) {
-	poller, err := signals.New(scfg)
-	if err != nil {
-		return nil, err
-	}
 	local, err := hold.NewLocal(hold.LocalConfig{})
 	if err != nil {
 		return nil, err
 	}
-	return &Client{poller: poller, ls: pacing.NewLimiters(nil), holds: local, log: log.Named("controller"), audits: make(chan holds.Entry, 64),
-		onEnforce: opts.OnEnforce, onPrimary: opts.OnPrimaryChange, prom: scfg.Prometheus.Signals}, nil
+	c := &Client{ls: pacing.NewLimiters(nil), holds: local, log: log.Named("controller"), audits: make(chan holds.Entry, 64),
+		onEnforce: opts.OnEnforce, onPrimary: opts.OnPrimaryChange, prom: scfg.Prometheus.Signals,
+		work: opts.Work, signalsWork: scfg.Work}
+	scfg.Work = c.workedAt
+	if c.poller, err = signals.New(scfg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// workedAt is when a job was last at work as this process knows it: its
+// own jobs' batches (solo, or its coordinated workers), the batches the
+// cluster's workers report while it leads, and Options.Work; the current
+// time while one is. The sampler reads it for the job-free baselines.
+func (c *Client) workedAt() time.Time {
+	now := time.Now()
+	last := c.ls.WorkedAt(now)
+	if e := c.engine.Load(); e != nil {
+		if t := e.WorkedAt(now); t.After(last) {
+			last = t
+		}
+	}
+	for _, f := range []func() time.Time{c.work, c.signalsWork} {
+		if f == nil {
+			continue
+		}
+		if t := f(); t.After(last) {
+			last = t
+		}
+	}
+	return last
 }
 
 // openDurable opens the durable holds when Options.CoordinationDSN names
@@ -309,6 +348,7 @@ func (c *Client) startCoordinated(ctx context.Context, opts Options, prepare fun
 			cfg.ScaleAtWorkers = true // each worker scales its own lease by the ratio holds it knows
 			return cfg
 		}})
+	c.engine.Store(e)
 	c.mode = coordinated{c: c, e: e}
 	c.wg.Go(func() { e.Run(ctx) })
 }

@@ -114,6 +114,16 @@ type Config struct {
 	// default: a superuser sampler hides a missing grant in production and
 	// can take the reserved slots meant for a person fixing an outage.
 	AllowSuperuser bool
+	// Work, when set, says when this process last knew a job of the
+	// cluster to be at work by its own means (its own jobs' batches, a
+	// sidecar's tokens out, the batches its workers report): the zero
+	// time for never, and the current time (or later) while one is. A
+	// Prometheus signal's job-free baseline counts it beside the job
+	// sessions primary_job_sessions sees, so a worker whose sessions carry
+	// their own application_name still keeps its readings out of the
+	// baseline. It is called from the sampler's goroutines: it must be
+	// safe for concurrent use and must not block. Optional.
+	Work func() time.Time
 	// Logger receives connection events. Defaults to a null logger.
 	Logger hclog.Logger
 
@@ -386,6 +396,12 @@ func (p *Poller) Tick(ctx context.Context) {
 // goroutine, until ctx ends; then it closes the connections and returns
 // ctx's error.
 func (p *Poller) Run(ctx context.Context) error {
+	// The jobs' watch starts over: the time this Poller did not run (a
+	// leader that stepped down and leads again) was not watched, and is
+	// never job-free.
+	p.mu.Lock()
+	p.jobs = jobWatch{}
+	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, s := range p.samplers() {
 		wg.Go(func() {
@@ -488,7 +504,9 @@ func (p *Poller) samplers() []sampler {
 
 // watchJobs records, from a primary round's samples, whether a job
 // session was at work: one that failed could not tell, which counts as
-// at work (no reading of its time is job-free). Called with p.mu held.
+// at work (no reading of its time is job-free), and so does a gap
+// between two rounds longer than MaxAge (a sampler stalled or stopped: a
+// time nobody watched). Called with p.mu held.
 func (p *Poller) watchJobs(samples []Sample) {
 	for _, x := range samples {
 		if x.Name != PrimaryJobSessions {
@@ -497,15 +515,24 @@ func (p *Poller) watchJobs(samples []Sample) {
 		if p.jobs.from.IsZero() && x.Err == nil {
 			p.jobs.from = x.At
 		}
-		if x.Err != nil || x.Raw > 0 {
+		gap := !p.jobs.last.IsZero() && x.At.Sub(p.jobs.last) > p.cfg.MaxAge
+		if x.Err != nil || x.Raw > 0 || gap {
 			p.jobs.seen = x.At
 		}
+		p.jobs.last = x.At
 	}
 }
 
-// jobWatch is what the primary's samples saw of the jobs' work.
+// jobWatch is what this process knows of the jobs' work: what the
+// primary's samples saw, and Config.Work.
 func (p *Poller) jobWatch() jobWatch {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.jobs
+	w := p.jobs
+	p.mu.Unlock()
+	if p.cfg.Work != nil {
+		if t := p.cfg.Work(); t.After(w.seen) {
+			w.seen = t
+		}
+	}
+	return w
 }

@@ -28,9 +28,10 @@ type promSampler struct {
 
 // jobWatch is what the poller knows of the jobs' work on the primary.
 type jobWatch struct {
-	// from is when the poller began to watch (its first primary sample);
-	// seen is when it last saw a job session at work, or could not tell.
-	from, seen time.Time
+	// from is when the poller began to watch (its first primary sample
+	// since it last started); seen is when it last saw a job at work, or
+	// could not tell; last is its last primary round.
+	from, seen, last time.Time
 }
 
 // idleSince reports whether no job was at work from t-d to t, as far as
@@ -175,7 +176,13 @@ func (s *promSampler) read(ctx context.Context, x *promSignal, now func() time.T
 			return fail(errors.New("traffic: no series: the foreground's rate is unknown"))
 		case math.IsNaN(tv) || math.IsInf(tv, 0):
 			return fail(fmt.Errorf("traffic: read %v; the foreground's rate must be a finite number", tv))
-		case tv < x.MinTraffic || tv == 0:
+		case (tv < x.MinTraffic || tv == 0) && (n == 0 || math.IsNaN(v)):
+			// No foreground only where the reading has no observations
+			// (histogram_quantile over none is NaN) and the traffic says
+			// so. A finite reading at low traffic is the foreground's
+			// own, however few requests made it: a stalled application
+			// completes few requests, each slowly, and that is when its
+			// users suffer most.
 			noForeground, at = true, tat
 		}
 	}

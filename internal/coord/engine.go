@@ -98,6 +98,7 @@ type Engine struct {
 
 	mu      sync.Mutex
 	workers map[status.Job]*worker
+	work    workWatch // the jobs' work as this process knows it
 
 	leader     bool
 	stopPoller context.CancelFunc

@@ -130,6 +130,9 @@ func (e *Engine) lead(ctx context.Context) {
 		e.seen[w.ID] = [3]float64{w.Batches, w.Errors, w.DurationMs}
 		if seen && w.Batches >= last[0] {
 			n := int(w.Batches - last[0])
+			if n > 0 {
+				e.work.report(time.Now())
+			}
 			e.ctl.ReportMany(j, n, int(w.Errors-last[1]), time.Duration((w.DurationMs-last[2])*float64(time.Millisecond)))
 		}
 		if w.Waiting {

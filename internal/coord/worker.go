@@ -175,6 +175,7 @@ func (e *Engine) Register(ctx context.Context, cfg jobs.Config) (*worker, error)
 		return nil, err
 	}
 	e.workers[j] = w
+	e.work.add(w.l)
 	return w, nil
 }
 
@@ -201,6 +202,7 @@ func (e *Engine) Remove(ctx context.Context, j status.Job) error {
 	if !ok {
 		return nil
 	}
+	e.work.remove(w.l)
 	w.stop()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

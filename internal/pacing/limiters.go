@@ -84,6 +84,21 @@ func (ls *Limiters) Waited() []status.Job {
 	return out
 }
 
+// WorkedAt returns when a batch of any job was last at work in this
+// process, as of t: t while one holds a slot, and the zero time if none
+// ever ran (see [limit.Limiter.WorkedAt]).
+func (ls *Limiters) WorkedAt(t time.Time) time.Time {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var last time.Time
+	for _, l := range ls.m {
+		if w := l.WorkedAt(t); w.After(last) {
+			last = w
+		}
+	}
+	return last
+}
+
 // PauseAll pauses every limiter with reason, until the next Apply.
 func (ls *Limiters) PauseAll(reason string) {
 	ls.mu.Lock()

@@ -62,9 +62,12 @@ type Limiter struct {
 	mu       sync.Mutex
 	alloc    Allocation // normalized
 	paused   bool
-	reason   string        // pause reason
-	inFlight int           // batches between a grant and its release
-	changed  chan struct{} // closed and replaced by Apply, Pause and Resume
+	reason   string // pause reason
+	inFlight int    // batches between a grant and its release
+	// freedAt is when a slot was last freed: the end of the job's last
+	// batch, for [Limiter.WorkedAt].
+	freedAt time.Time
+	changed chan struct{} // closed and replaced by Apply, Pause and Resume
 	// freed is made by a waiter that waits for a slot, and closed and
 	// cleared when a slot frees; nil while nobody waits for one, so a
 	// release allocates nothing.
@@ -217,6 +220,18 @@ func (l *Limiter) InFlight() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.inFlight
+}
+
+// WorkedAt returns when a batch of the job was last at work, as of t: t
+// while one holds a slot, else when the last one released it, and the
+// zero time if none ever ran.
+func (l *Limiter) WorkedAt(t time.Time) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inFlight > 0 {
+		return t
+	}
+	return l.freedAt
 }
 
 // Allow is shorthand for AllowAt(now()).
@@ -473,6 +488,7 @@ func (g *slotClaim) release(gen uint64) {
 // l.mu must be held.
 func (l *Limiter) freeSlotLocked() {
 	l.inFlight--
+	l.freedAt = l.now()
 	if l.freed != nil {
 		close(l.freed)
 		l.freed = nil
