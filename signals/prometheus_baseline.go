@@ -27,9 +27,14 @@ import (
 //   - Floor. A reading of 0 or less is no baseline: a ratio over it says
 //     nothing. A signal whose job-free level is 0 (an error rate) wants
 //     Baseline none and an absolute target.
-//   - Sessions. primary_job_sessions is sampled every 250 ms: a job whose
-//     batches are short and rare can fall between two ticks, and its
-//     readings count as job-free. At such a rate it adds little.
+//   - Sessions and more. Beside primary_job_sessions (sampled every
+//     250 ms, where a remote worker's own application_name hides it and
+//     a short batch can fall between two ticks), a reading is at work
+//     when Config.Work says so: this process's batches in flight and
+//     ended, the sidecar's tokens out, the batches workers report to a
+//     leader. A failed round, a gap longer than MaxAge between rounds and
+//     the time before the Poller last started are at work too: a time
+//     nobody watched is never job-free (Poller.watchJobs).
 type appBaseline struct {
 	value  float64 // the mean of recent; 0 before the first
 	at     time.Time

@@ -78,6 +78,7 @@ func (d *daemon) open(ctx context.Context) error {
 		d.pager.Unhonoured(time.Now(), jobs)
 	}
 	opts.OnPrimaryChange = func(e holds.Entry) { d.pager.PrimaryChanged(e.At, e.Reason) }
+	opts.Work = d.work
 	octx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	client, err := throttled.Open(octx, opts)
@@ -86,6 +87,16 @@ func (d *daemon) open(ctx context.Context) error {
 	}
 	d.client = client
 	return nil
+}
+
+// work is when the sidecar's remote workers were last at work: now while
+// a token is out, and now until the API is up (the tokens a restart takes
+// back are out before it can say).
+func (d *daemon) work() time.Time {
+	if !d.srvReady.Load() {
+		return time.Now()
+	}
+	return d.srv.WorkedAt(time.Now())
 }
 
 // page runs the pager and feeds it, and the windows' audit, every
