@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,6 +149,12 @@ type Client struct {
 	// signalsWork are Options.Work and Options.Signals.Work (workedAt).
 	engine            atomic.Pointer[coord.Engine]
 	work, signalsWork func() time.Time
+	// prepare makes a controller configuration the one this process
+	// runs; judged is the last one prepared, for Unfresh.
+	prepare func(throttle.Config) throttle.Config
+	judged  atomic.Pointer[throttle.Config]
+	// sampleMaxAge is the sampler's max age (signals.Config.MaxAge).
+	sampleMaxAge time.Duration
 }
 
 // Open connects to the primary (and replicas), checks the sampling role,
@@ -191,6 +198,13 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 func samplerConfig(opts Options, log hclog.Logger) (scfg signals.Config, explicit bool, err error) {
 	scfg = opts.Signals
 	scfg.PrimaryDSN, scfg.ReplicaDSNs, scfg.Cores = opts.PrimaryDSN, opts.ReplicaDSNs, opts.Cores
+	// A Prometheus signal no required rule reads never fails Open.
+	scfg.Prometheus.Signals = slices.Clone(scfg.Prometheus.Signals)
+	for i, ps := range scfg.Prometheus.Signals {
+		if r, ok := opts.Controller.Rules[ps.Name]; !ok || !r.Required {
+			scfg.Prometheus.Signals[i].Optional = true
+		}
+	}
 	_, explicit = opts.Controller.Rules[signals.ForegroundLatency]
 	switch {
 	case explicit && opts.NoForegroundLatency:
@@ -213,7 +227,7 @@ func newClient(opts Options, scfg signals.Config, log hclog.Logger) (*Client, er
 	}
 	c := &Client{ls: pacing.NewLimiters(nil), holds: local, log: log.Named("controller"), audits: make(chan holds.Entry, 64),
 		onEnforce: opts.OnEnforce, onPrimary: opts.OnPrimaryChange, prom: scfg.Prometheus.Signals,
-		work: opts.Work, signalsWork: scfg.Work}
+		work: opts.Work, signalsWork: scfg.Work, sampleMaxAge: cmp.Or(scfg.MaxAge, signals.DefaultMaxAge)}
 	scfg.Work = c.workedAt
 	if c.poller, err = signals.New(scfg); err != nil {
 		return nil, err
@@ -293,6 +307,8 @@ func preparer(cores float64, prom signals.PrometheusConfig, auto bool) func(thro
 // every hold this process knows: its own, the durable ones and cfg's.
 func (c *Client) newController(cfg throttle.Config, prepare func(throttle.Config) throttle.Config) error {
 	ccfg := prepare(cfg)
+	c.prepare = prepare
+	c.judged.Store(&throttle.Config{Rules: ccfg.Rules})
 	var durable unionHolds
 	if c.watcher != nil {
 		durable = append(durable, c.watcher)
@@ -596,7 +612,24 @@ func (c *Client) Reconfigure(cfg throttle.Config) error {
 	if _, err := throttle.New(probe); err != nil {
 		return err
 	}
-	return c.mode.reconfigure(cfg)
+	if err := c.mode.reconfigure(cfg); err != nil {
+		return err
+	}
+	c.judged.Store(&throttle.Config{Rules: c.prepare(cfg).Rules})
+	return nil
+}
+
+// Unfresh is the controller's judgment of sample x's age at now, as the
+// rules this process runs make it: "" when fresh, else why not (older
+// than its rule's max_age, or taken further than that in the future; see
+// [throttle.Unfresh]). A signal no rule reads is judged by the sampler's
+// max age. Every status surface calls a sample stale by it.
+func (c *Client) Unfresh(now time.Time, x signals.Sample) string {
+	maxAge, ok := c.judged.Load().MaxAgeOf(x.Name)
+	if !ok {
+		maxAge = c.sampleMaxAge
+	}
+	return throttle.Unfresh(now, x, maxAge)
 }
 
 // UpdateJob changes a registered job's weight and rate limits

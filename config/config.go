@@ -36,6 +36,10 @@ import (
 type Config struct {
 	// Path is the file it came from; Version a digest of its text.
 	Path, Version string
+	// LiveWarnings are what [Config.Live] found that does not keep run
+	// from starting: a Prometheus signal no required rule reads that
+	// could not be read, each at its block's file:line.
+	LiveWarnings []string
 
 	// Fields tagged restart take effect only when throttled restarts; a
 	// reload that changes one is refused, naming it (see [RestartOnly]).
@@ -72,6 +76,13 @@ type Config struct {
 	Listen  string         `restart:"listen address"`
 	TLSCert string         `restart:"tls_cert/tls_key"`
 	TLSKey  string         `restart:"tls_cert/tls_key"`
+	// SidecarID names this sidecar (listen { id }): the tokens it grants
+	// remote workers are kept under it in throttled.grants, and a
+	// restart under the same id takes them up again. "" for none: they
+	// are kept under the host name and the socket Listen binds. Give it
+	// where the host name changes across restarts (a pod rescheduled
+	// under a new name, a replaced VM) and the sidecar is the same one.
+	SidecarID string `restart:"listen id"`
 	// OpenReads leaves the read endpoints open without a token.
 	OpenReads bool
 	// OpenChecks leaves the freno check (/check/...) open without a

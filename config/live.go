@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,8 +47,15 @@ func (c *Config) Live(ctx context.Context) error {
 	defer cancel()
 	// Each Prometheus signal's queries run once, as the sampler's start
 	// runs them: an error names its block's file:line.
-	if err := signals.CheckPrometheus(ctx, c.Prometheus.PrometheusConfig); err != nil {
-		return c.promErr(err)
+	c.LiveWarnings = nil
+	required, optional := signals.SplitOptional(signals.CheckPrometheus(ctx, c.Prometheus.PrometheusConfig))
+	if required != nil {
+		return fmt.Errorf("%w (its rule is required; a signal whose rule says required = false never keeps run from starting)", c.promErr(required))
+	}
+	if optional != nil {
+		for _, line := range strings.Split(optional.Error(), "\n") {
+			c.LiveWarnings = append(c.LiveWarnings, fmt.Sprintf("%s: prometheus: %s (its rule is not required: run starts, and the signal reads as failed until Prometheus answers)", c.at(c.places.prom), line))
+		}
 	}
 	primary := c.at(c.places.primary)
 	// As the sampler will connect: the role's grant, no superuser, and a

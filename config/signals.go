@@ -56,6 +56,12 @@ func (c *Config) buildSignals(doc *file, v *validator) map[signals.Name]hcl.Rang
 		}
 		c.Rules[name] = r
 	}
+	// A Prometheus signal no required rule reads never keeps run from
+	// starting (signals.PrometheusSignal.Optional).
+	for i, ps := range c.Prometheus.Signals {
+		r, ok := c.Rules[ps.Name]
+		c.Prometheus.Signals[i].Optional = !ok || !r.Required
+	}
 	return ruleBlocks
 }
 

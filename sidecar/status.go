@@ -6,10 +6,12 @@ import (
 	"math"
 	"net/http"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/holds"
+	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/status"
@@ -57,21 +59,26 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request, _ config.Token) 
 		d := s.client.Decision()
 		out.Decision = &api.Decision{Mode: string(d.Mode), Budget: d.Budget, Binding: d.Binding.String(), BindingSignal: string(d.Binding.Signal),
 			BindingLabels: d.Binding.Labels, Reason: d.Reason, DecidedAt: d.At,
-			Signals: signalsJSON(s.client.Snapshot())}
+			Signals: signalsJSON(s.client.Snapshot(), s.client.Unfresh)}
 	}
 	writeFiniteJSON(w, http.StatusOK, out)
 }
 
-// signalsJSON renders every sample of snap with its age and staleness. A
+// signalsJSON renders every sample of snap with its age and staleness,
+// stale as the controller judges it (unfresh, its rule's max_age): a
+// sample it refuses for its age or a clock ahead says why in its error. A
 // value that is not a finite number (no sampler gives one: a custom
 // signal reading NaN is a failed sample) has no value and says why.
-func signalsJSON(snap signals.Snapshot) []api.Signal {
+func signalsJSON(snap signals.Snapshot, unfresh func(time.Time, signals.Sample) string) []api.Signal {
 	sigs := []api.Signal{}
 	for _, x := range snap.Samples {
-		j := api.Signal{Name: string(x.Name), Labels: x.Labels, AgeSeconds: x.Age(snap.At).Seconds(), Stale: snap.Stale(x)}
+		why := unfresh(snap.At, x)
+		j := api.Signal{Name: string(x.Name), Labels: x.Labels, AgeSeconds: x.Age(snap.At).Seconds(), Stale: why != ""}
 		switch v := x.Value; {
 		case x.Err != nil:
 			j.Error = x.Err.Error()
+		case why != "":
+			j.Error = why
 		case math.IsNaN(v) || math.IsInf(v, 0):
 			j.Error = fmt.Sprintf("read %v, not a finite number", v)
 		default:
@@ -257,38 +264,92 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request, _ config.Token) {
 	writeFiniteJSON(w, http.StatusOK, js.Job)
 }
 
-// check answers as freno does, from memory: 200 go, 429 throttled (or a
-// signal warming up at start), 417 held or paused, 404 unknown job, 500
-// when the state is stale or the database unreachable. It never waits on
-// the database.
+// check answers as freno does, from memory: 200 go, 429 throttled (no
+// token now, or a signal warming up at start), 417 held or paused, 404
+// unknown job, 500 when the state is stale or the database unreachable.
+// A 200 takes a token from the job's limiter (answerCheck). It never
+// waits on the database.
 func (s *Server) check(w http.ResponseWriter, r *http.Request, _ config.Token) {
-	js, ok := s.jobState(r.PathValue("job"))
-	code, msg := http.StatusOK, "go"
-	switch {
-	case !ok:
-		code, msg = http.StatusNotFound, "unknown job"
-	case js.status.Code == status.CodeUnavailable, js.status.Code == status.CodeStale:
-		code, msg = http.StatusInternalServerError, js.Reason
-	case js.status.Code == status.CodeWarmingUp:
-		// Nothing is wrong and nothing holds it: ask again in a moment.
-		code, msg = http.StatusTooManyRequests, js.Reason
-	case js.status.State == status.JobPaused:
-		code, msg = http.StatusExpectationFailed, js.Reason
-	case js.status.Code == status.CodeCut, js.status.Code == status.CodeTooSlow, js.Rate <= 0:
-		code, msg = http.StatusTooManyRequests, js.Reason
-	}
-	if code != http.StatusOK {
+	js, a := s.checkJob(r.PathValue("job"))
+	if a.code != http.StatusOK {
 		w.Header().Set("Retry-After", "1")
 	}
 	if r.Method == http.MethodHead {
-		w.WriteHeader(code)
+		w.WriteHeader(a.code)
 		return
 	}
 	value, threshold := s.bindingReading(js.status.Binding)
 	// Every float finite, so the answer always encodes.
-	writeJSON(w, code, api.Check{Job: r.PathValue("job"), Message: msg, Rate: finiteFloat(js.Rate), Status: code,
-		StatusCode: code, Value: finiteFloat(value), Threshold: finiteFloat(threshold), FrenoMsg: msg})
+	writeJSON(w, a.code, api.Check{Job: r.PathValue("job"), Message: a.msg, Rate: finiteFloat(js.Rate), Status: a.code,
+		StatusCode: a.code, Value: finiteFloat(value), Threshold: finiteFloat(threshold), FrenoMsg: a.msg})
 }
+
+// checkAnswer is what /check answers: the status code, the state as one
+// of api.OpenCheck's closed words (go, throttled, paused, unavailable,
+// unknown) and the message, with the reason.
+type checkAnswer struct {
+	code       int
+	state, msg string
+}
+
+// checkJob is job name's status and /check's answer for it: the one
+// reading of the job's state both the full check and the open one answer
+// from.
+func (s *Server) checkJob(name string) (jobJSON, checkAnswer) {
+	js, ok := s.jobState(name)
+	s.mu.RLock()
+	p := s.pacers[name]
+	s.mu.RUnlock()
+	if !ok || p == nil {
+		return js, checkAnswer{code: http.StatusNotFound, state: "unknown", msg: "unknown job"}
+	}
+	return js, answerCheck(js.status, p)
+}
+
+// answerCheck is /check's answer for a job in status st, paced by p. A job
+// whose code says it may not go is answered from st: 500 stale or without a
+// valid allocation, 429 warming up, 417 held, gated or critical. Any other
+// takes a token from the job's limiter, as a batch would: 200 with one,
+// 429 without (the rate is spent, or the job has none). A freno client has
+// no other way to show demand: the 200 counts as one batch of the job's
+// use (of no rows and no time), the 429 as a caller that waited for the
+// limiter, so the controller grows the budget of a job paced only by its
+// checks as it does a library job's (docs/SIDECAR.md, the check). The
+// slot the token comes with is given back at once: the client's chunk is
+// not seen.
+func answerCheck(st status.JobStatus, p jobs.Allower) checkAnswer {
+	switch {
+	case st.Code == status.CodeUnavailable, st.Code == status.CodeStale:
+		return checkAnswer{code: http.StatusInternalServerError, state: "unavailable", msg: st.Reason}
+	case st.Code == status.CodeWarmingUp:
+		// Nothing is wrong and nothing holds it: ask again in a moment.
+		return checkAnswer{code: http.StatusTooManyRequests, state: "throttled", msg: st.Reason}
+	case !st.Code.Go():
+		return checkAnswer{code: http.StatusExpectationFailed, state: "paused", msg: st.Reason}
+	}
+	// Checks take their tokens one at a time: a job paced by checks alone
+	// has one in-flight slot (its batches take no time), and two checks
+	// at once would find it taken for as long as the other holds it.
+	checkTurn.Lock()
+	done, ok := p.Allow()
+	if ok {
+		done(0, 0, nil)
+	}
+	checkTurn.Unlock()
+	if ok {
+		return checkAnswer{code: http.StatusOK, state: "go", msg: "go"}
+	}
+	msg := fmt.Sprintf("no token now: the job's rate is %.3g batches/s", finiteFloat(st.Rate))
+	if st.Reason != "" {
+		msg += "; " + st.Reason
+	}
+	return checkAnswer{code: http.StatusTooManyRequests, state: "throttled", msg: msg}
+}
+
+// checkTurn is held by the one check taking a token (answerCheck), in
+// every Server of the process: the section is a token and a slot taken
+// and the slot given back, under a microsecond.
+var checkTurn sync.Mutex
 
 // bindingReading is the binding signal's latest value and its rule's
 // target, as freno's Value and Threshold; 0 and 0 when nothing binds or

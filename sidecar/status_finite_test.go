@@ -11,6 +11,7 @@ import (
 
 	"github.com/throttled/throttled/sidecar/api"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
 )
 
 // statusOf is a leader's /v1/status answer built as the handler builds
@@ -24,7 +25,7 @@ func statusOf(value, budget, rate, limited float64) api.Status {
 	}}
 	return api.Status{Leader: true, ConfigVersion: "v1",
 		Jobs:     []api.Job{{Job: "a", Rate: rate, Holds: []string{}, LimitedSeconds: map[string]float64{"custom_value": limited}}},
-		Decision: &api.Decision{Mode: "running", Budget: budget, DecidedAt: at, Signals: signalsJSON(snap)}}
+		Decision: &api.Decision{Mode: "running", Budget: budget, DecidedAt: at, Signals: signalsJSON(snap, func(now time.Time, x signals.Sample) string { return throttle.Unfresh(now, x, snap.MaxAge) })}}
 }
 
 // Whatever float a sample, a budget or a rate holds, /v1/status answers

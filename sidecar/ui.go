@@ -194,7 +194,7 @@ func (s *Server) renderUI(w http.ResponseWriter, r *http.Request, code int, acto
 	}
 	if page.Known {
 		if s.client.Leader() {
-			page.Signals = signalsJSON(s.client.Snapshot())
+			page.Signals = signalsJSON(s.client.Snapshot(), s.client.Unfresh)
 		}
 		// The holds that cover the job, as the watcher last confirmed them
 		// (from memory: the page never waits on the database to render).

@@ -4,13 +4,19 @@ import (
 	"cmp"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -121,6 +127,14 @@ type PrometheusSignal struct {
 	Delay time.Duration
 	// Source is where it was defined (file:line), for its errors.
 	Source string
+	// Optional says no rule requires the signal (required = false): a
+	// failed reading at start is then no error of [Poller.Connect], and
+	// [SplitOptional] sets it apart in [CheckPrometheus]'s, so a
+	// Prometheus that a non-essential signal reads, down, never keeps the
+	// sampler (or `throttled run`, its pauses and its pages) from
+	// starting. Its failed samples are judged by its rule as any
+	// signal's are.
+	Optional bool
 }
 
 // Prometheus signal defaults.
@@ -203,6 +217,12 @@ func (s PrometheusSignal) Problems() []string {
 	if strings.TrimSpace(s.Query) == "" {
 		out = append(out, "query is empty")
 	}
+	for _, e := range []struct{ field, expr string }{{"query", s.Query}, {"traffic", s.Traffic}} {
+		_, problems := datedSelectors(e.expr)
+		for _, p := range problems {
+			out = append(out, e.field+": "+p)
+		}
+	}
 	if s.Traffic == "" && s.MinTraffic != 0 {
 		out = append(out, "min_traffic without traffic: give the expression of the foreground's rate it applies to")
 	}
@@ -242,10 +262,27 @@ func (c *PrometheusConfig) fill() {
 	}
 }
 
-// transport is the HTTP transport of c: its CA file, and its credentials
-// on every request.
+// maxAnswer bounds the body of each of Prometheus's answers, read before
+// anything decodes it: one number, or the dating query's one series per
+// selector, is a few hundred bytes, and a query of thousands of series
+// is refused having read 1 MiB, not decoded in hundreds (client_golang
+// reads a whole body, then decodes it all).
+const maxAnswer = 1 << 20
+
+// errAnswerTooLarge fails a reading whose answer is over maxAnswer.
+var errAnswerTooLarge = fmt.Errorf("answer over %d MiB: the query returns too many series; aggregate them (sum, max, sum by (le) before histogram_quantile)", maxAnswer>>20)
+
+// transport is the HTTP transport of c: its CA file; its credentials on
+// every request to its origin, and no request to another; each answer
+// bounded by maxAnswer.
 func (c PrometheusConfig) transport() (http.RoundTripper, error) {
+	u, err := url.Parse(c.Address)
+	if err != nil {
+		return nil, fmt.Errorf("address: %w", err)
+	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	// The signals due together are read together (promSampler.sample).
+	t.MaxIdleConnsPerHost = max(http.DefaultMaxIdleConnsPerHost, len(c.Signals))
 	if c.CAFile != "" {
 		pem, err := os.ReadFile(c.CAFile)
 		if err != nil {
@@ -257,18 +294,34 @@ func (c PrometheusConfig) transport() (http.RoundTripper, error) {
 		}
 		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	return &authTransport{next: t, token: c.BearerToken, user: c.BasicUser, password: c.BasicPassword}, nil
+	return &authTransport{next: t, address: redactURL(u), origin: origin(u),
+		token: c.BearerToken, user: c.BasicUser, password: c.BasicPassword}, nil
 }
 
-// authTransport adds the credentials to each request, and turns a 401 or
-// 403 into ErrCredentialsRefused before anything reads the body (which
-// might echo what was sent).
+// authTransport sends requests to the configured origin only, with the
+// credentials; turns a 401 or 403 into ErrCredentialsRefused before
+// anything reads the body (which might echo what was sent); and bounds
+// every other answer's body by maxAnswer.
+//
+// A request to another origin is a redirect the client followed. Go's
+// client drops the credentials it was given on a redirect to another
+// host, but these are added here, to each request: they would reach a
+// host never configured, and its answer be taken as data. It is refused,
+// not sent. A redirect within the origin (a path prefix) is followed,
+// with the credentials.
 type authTransport struct {
 	next                  http.RoundTripper
+	address, origin       string
 	token, user, password string
 }
 
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if to := origin(req.URL); to != t.origin {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, &originError{address: t.address, to: to}
+	}
 	req = req.Clone(req.Context())
 	switch {
 	case t.token != "":
@@ -291,7 +344,82 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, fmt.Errorf("%w: Prometheus answered %s; %s", ErrCredentialsRefused, resp.Status, how)
 	}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, left: maxAnswer}
 	return resp, nil
+}
+
+// origin is u's scheme, host and port (the scheme's own when u has
+// none), in lower case: what the credentials are bound to.
+func origin(u *url.URL) string {
+	scheme, port := strings.ToLower(u.Scheme), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// originError is a request to an origin other than the configured one,
+// refused: a redirect to another scheme, host or port.
+type originError struct {
+	// address is the configured address; to, the other origin.
+	address, to string
+}
+
+func (e *originError) Error() string {
+	return fmt.Sprintf("%s redirected the query to another origin (%s): refused, not followed; the credentials go only to the configured address's scheme, host and port", e.address, e.to)
+}
+
+// boundedBody fails a read past left bytes with errAnswerTooLarge.
+type boundedBody struct {
+	io.ReadCloser
+	left int64 // negative once past the bound
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errAnswerTooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1] // one byte more tells the bound is passed
+	}
+	n, err := b.ReadCloser.Read(p)
+	if int64(n) > b.left {
+		n, b.left = int(b.left), -1
+		return n, errAnswerTooLarge
+	}
+	b.left -= int64(n)
+	return n, err
+}
+
+// credentialForms are the texts that would show c's credentials in an
+// answer that echoes the request: each secret as it is and as the
+// request carried it (base64 of user:password, standard and URL
+// alphabets, padded and raw), and each of those URL-escaped, quoted (Go
+// and JSON) and HTML-escaped; longest first. Forms under 4 bytes are
+// left out: they would redact ordinary words.
+func (c PrometheusConfig) credentialForms() []string {
+	var raw []string
+	if c.BearerToken != "" {
+		raw = append(raw, c.BearerToken)
+	}
+	if c.BasicPassword != "" {
+		up := []byte(c.BasicUser + ":" + c.BasicPassword)
+		raw = append(raw, c.BasicPassword,
+			base64.StdEncoding.EncodeToString(up), base64.URLEncoding.EncodeToString(up),
+			base64.RawStdEncoding.EncodeToString(up), base64.RawURLEncoding.EncodeToString(up))
+	}
+	var out []string
+	for _, s := range raw {
+		q := strconv.Quote(s)
+		j, _ := json.Marshal(s)
+		for _, f := range []string{s, url.QueryEscape(s), url.PathEscape(s), q[1 : len(q)-1], string(j[1 : len(j)-1]), html.EscapeString(s)} {
+			if len(f) >= 4 && !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
 }
 
 // redactURL is u without its password, for errors.

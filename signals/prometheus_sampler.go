@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
@@ -73,8 +76,10 @@ func newPromSampler(cfg PrometheusConfig, jobs func() jobWatch) (*promSampler, e
 	}
 	s := &promSampler{cfg: cfg, api: v1.NewAPI(client), jobs: jobs}
 	for _, x := range cfg.Signals {
-		sels := selectors(x.Query)
-		for _, t := range selectors(x.Traffic) {
+		// Each selector at its own offset (Problems refused @).
+		sels, _ := datedSelectors(x.Query)
+		traffic, _ := datedSelectors(x.Traffic)
+		for _, t := range traffic {
 			if !containsString(sels, t) {
 				sels = append(sels, t)
 			}
@@ -93,8 +98,9 @@ func containsString(xs []string, x string) bool {
 	return false
 }
 
-// freshnessQuery asks for the newest sample of each selector, one series
-// each, labelled by the selector's index.
+// freshnessQuery asks for the newest sample of each selector, at its own
+// offset (datedSelectors), one series each, labelled by the selector's
+// index.
 func freshnessQuery(sels []string) string {
 	var parts []string
 	for i, s := range sels {
@@ -106,39 +112,87 @@ func freshnessQuery(sels []string) string {
 func (s *promSampler) id() string      { return "prometheus" }
 func (s *promSampler) server() *server { return nil }
 
-// sample reads each signal that is due and returns every one's latest
-// sample: a signal not due keeps its last, which ages toward its rule's
-// max_age.
+// sample reads each signal that is due, all together (the round takes
+// as long as its slowest reading, at most the Timeout), and returns
+// every one's latest sample: a signal not due keeps its last, which ages
+// toward its rule's max_age.
 func (s *promSampler) sample(ctx context.Context, now func() time.Time) []Sample {
-	out := make([]Sample, 0, len(s.signals))
+	var wg sync.WaitGroup
 	for _, x := range s.signals {
 		if t := now(); !t.Before(x.due) {
 			x.due = t.Add(x.Every)
-			x.last = s.read(ctx, x, now)
+			wg.Go(func() { x.last = s.read(ctx, x, now) })
 		}
+	}
+	wg.Wait()
+	out := make([]Sample, 0, len(s.signals))
+	for _, x := range s.signals {
 		out = append(out, x.last)
 	}
 	return out
 }
 
-// preflight reads every signal once, as Connect and CheckPrometheus do: a
-// failed reading (not one warming up) is an error.
+// preflight reads every signal once, as Connect does: a failed reading
+// (not one warming up) of a signal that is not Optional is an error.
 func (s *promSampler) preflight(ctx context.Context) error {
+	required, _ := SplitOptional(s.check(ctx))
+	return required
+}
+
+// check reads every signal once: each failed reading (not one warming up)
+// is a *PrometheusError.
+func (s *promSampler) check(ctx context.Context) error {
 	var errs []error
 	for _, x := range s.signals {
 		if r := s.read(ctx, x, time.Now); r.Err != nil && !errors.Is(r.Err, ErrWarmingUp) {
-			errs = append(errs, r.Err)
+			errs = append(errs, &PrometheusError{Signal: x.Name, Optional: x.Optional, Err: r.Err})
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// PrometheusError is a Prometheus signal's failed reading at start, from
+// [CheckPrometheus]: Err names the signal, its Source and why.
+type PrometheusError struct {
+	Signal Name
+	// Optional is the signal's: its rule does not require it.
+	Optional bool
+	Err      error
+}
+
+func (e *PrometheusError) Error() string { return e.Err.Error() }
+func (e *PrometheusError) Unwrap() error { return e.Err }
+
+// SplitOptional splits an error of [CheckPrometheus] into the failures of
+// the signals a rule requires (and any other error) and those of Optional
+// ones, each joined, or nil.
+func SplitOptional(err error) (required, optional error) {
+	if err == nil {
+		return nil, nil
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var req, opt []error
+	for _, e := range errs {
+		if pe, ok := e.(*PrometheusError); ok && pe.Optional {
+			opt = append(opt, e)
+		} else {
+			req = append(req, e)
+		}
+	}
+	return errors.Join(req...), errors.Join(opt...)
+}
+
 // CheckPrometheus reads every signal of cfg once, as the sampler would,
-// and returns each failure naming its signal and Source: a query
-// Prometheus refuses, more than one series, a non-scalar result, an
-// unreachable address, refused credentials, a TLS failure. A signal
-// still warming up (no series yet) passes. The configuration's live
-// check and the sampler's start use it.
+// and returns each failure naming its signal and Source, each a
+// *PrometheusError: a query Prometheus refuses, more than one series, a
+// non-scalar result, an unreachable address, refused credentials, a TLS
+// failure. A signal still warming up (no series yet) passes. The
+// configuration's live check uses it, and [SplitOptional] tells the
+// failures that must keep `run` from starting from those of Optional
+// signals, which never do.
 func CheckPrometheus(ctx context.Context, cfg PrometheusConfig) error {
 	if len(cfg.Signals) == 0 {
 		return nil
@@ -147,7 +201,7 @@ func CheckPrometheus(ctx context.Context, cfg PrometheusConfig) error {
 	if err != nil {
 		return fmt.Errorf("signals: %w", err)
 	}
-	return s.preflight(ctx)
+	return s.check(ctx)
 }
 
 // read takes one reading of x.
@@ -156,6 +210,10 @@ func (s *promSampler) read(ctx context.Context, x *promSignal, now func() time.T
 	if x.since.IsZero() {
 		x.since = start
 	}
+	// One deadline for the whole reading, its query, traffic and dating
+	// query together: a reading takes at most the Timeout.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
 	fail := func(err error) Sample {
 		return failed(x.Name, nil, x.unit(), now(), fmt.Errorf("%s: %w", x.where(), s.redact(err)))
 	}
@@ -245,7 +303,7 @@ func (x *promSignal) warming(now time.Time) string {
 }
 
 // scalar runs q as an instant query at Prometheus's own time, bounded by
-// the timeout, and returns its one number, its timestamp and its series
+// the timeout (and by ctx's deadline, the reading's), and returns its one number, its timestamp and its series
 // count (0 for an empty vector, when v means nothing).
 func (s *promSampler) scalar(ctx context.Context, q string) (v float64, at time.Time, n int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
@@ -311,18 +369,25 @@ func (s *promSampler) classify(ctx context.Context, err error) error {
 	var authErr x509.UnknownAuthorityError
 	var hostErr x509.HostnameError
 	var opErr *net.OpError
+	var originErr *originError
 	switch {
+	case errors.As(err, &originErr):
+		return originErr // not the url.Error around it: the other origin's path and query
+	case errors.Is(err, errAnswerTooLarge):
+		return errAnswerTooLarge
 	case errors.Is(err, ErrCredentialsRefused):
 		return err
 	case errors.As(err, &apiErr) && apiErr.Type == v1.ErrBadData:
-		return fmt.Errorf("Prometheus refused it: %s", apiErr.Msg)
+		return fmt.Errorf("Prometheus refused it: %s", s.echoed(apiErr.Msg))
 	case errors.As(err, &apiErr) && apiErr.Type == v1.ErrTimeout,
 		errors.Is(err, context.DeadlineExceeded), ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("%w after %s: %w", ErrTimeout, s.cfg.Timeout, err)
+		return fmt.Errorf("%w after %s, the reading's timeout (its queries together): %w", ErrTimeout, s.cfg.Timeout, err)
 	case errors.As(err, &certErr), errors.As(err, &recErr), errors.As(err, &authErr), errors.As(err, &hostErr):
 		return fmt.Errorf("TLS failure with %s: %w", s.cfg.Address, err)
 	case errors.As(err, &apiErr):
-		return fmt.Errorf("Prometheus answered %s: %s", apiErr.Type, apiErr.Msg)
+		// Msg only: Detail is the body of an answer not in the API's
+		// shape, an auth proxy's page that may echo the request.
+		return fmt.Errorf("Prometheus answered %s: %s", apiErr.Type, s.echoed(apiErr.Msg))
 	case errors.As(err, &opErr):
 		return fmt.Errorf("%w: %s: %w", ErrUnreachable, s.cfg.Address, err)
 	}
@@ -330,16 +395,11 @@ func (s *promSampler) classify(ctx context.Context, err error) error {
 }
 
 // redact removes the credentials from err's text, should anything on
-// the way have echoed them. An error redacted keeps nothing of the
-// original's type but its class.
+// the way have echoed them, in every form credentialForms lists. An
+// error redacted keeps nothing of the original's type but its class.
 func (s *promSampler) redact(err error) error {
 	msg := err.Error()
-	clean := msg
-	for _, secret := range []string{s.cfg.BearerToken, s.cfg.BasicPassword} {
-		if len(secret) >= 4 {
-			clean = strings.ReplaceAll(clean, secret, "[redacted]")
-		}
-	}
+	clean := s.redactText(msg)
 	if clean == msg {
 		return err
 	}
@@ -349,4 +409,34 @@ func (s *promSampler) redact(err error) error {
 		}
 	}
 	return errors.New(clean)
+}
+
+func (s *promSampler) redactText(text string) string {
+	for _, f := range s.cfg.credentialForms() {
+		text = strings.ReplaceAll(text, f, "[redacted]")
+	}
+	return text
+}
+
+// maxEchoed bounds the text of an answer an error carries, in bytes.
+const maxEchoed = 512
+
+// authValue is an Authorization header's value: the scheme, then a
+// credential (token68, URL-escaped or not). An answer that echoes the
+// request may hold one the configuration does not (a proxy's own).
+var authValue = regexp.MustCompile(`\b(Basic|Bearer)(\s+|\+|%20)[A-Za-z0-9._~+/%-]{8,}=*`)
+
+// echoed is text of an answer's (Prometheus's own words, or those of
+// what stands in front of it) for an error: redacted, without any
+// Authorization header's value, and at most maxEchoed bytes.
+func (s *promSampler) echoed(text string) string {
+	text = authValue.ReplaceAllString(s.redactText(text), "$1 [redacted]")
+	if len(text) <= maxEchoed {
+		return text
+	}
+	i := maxEchoed
+	for i > 0 && !utf8.RuneStart(text[i]) {
+		i--
+	}
+	return text[:i] + " [cut]"
 }

@@ -321,6 +321,19 @@ func perReplica(name signals.Name) bool {
 	return name == signals.ReplicaLagBytes || name == signals.ReplicaLagSeconds || name == signals.ReplicaReplayBacklogBytes
 }
 
+// MaxAgeOf is the max age the controller judges signal name's samples by
+// under c: its rule's (c.Rules, else the default rule), with the default
+// filled; false when no rule reads it.
+func (c Config) MaxAgeOf(name signals.Name) (time.Duration, bool) {
+	r, ok := c.Rules[name]
+	if !ok {
+		if r, ok = defaultRules[name]; !ok {
+			return 0, false
+		}
+	}
+	return cmp.Or(r.MaxAge, signals.DefaultMaxAge), true
+}
+
 func (c *Config) fill() {
 	rules := DefaultRules()
 	maps.Copy(rules, c.Rules)

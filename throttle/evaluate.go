@@ -111,17 +111,13 @@ func (c *Controller) replicaPolicy(name string) ReplicaPolicy {
 // read fills e from sample s: usable, or why not.
 func (c *Controller) read(now time.Time, e *ruleEval, s signals.Sample) {
 	e.at = s.At
-	switch age := s.Age(now); {
+	switch why := Unfresh(now, s, e.rule.MaxAge); {
 	case s.Err != nil:
 		e.unknown = "error: " + s.Err.Error()
 		e.warming = errors.Is(s.Err, signals.ErrBaselineWarmup) || errors.Is(s.Err, signals.ErrWarmingUp)
 		return
-	case age > e.rule.MaxAge:
-		e.unknown = fmt.Sprintf("age %s over max_age %s", age.Round(time.Millisecond), e.rule.MaxAge)
-		return
-	case age < -e.rule.MaxAge:
-		// A clock this far off cannot vouch for the sample's freshness.
-		e.unknown = fmt.Sprintf("taken %s in the future (clock skew)", (-age).Round(time.Millisecond))
+	case why != "":
+		e.unknown = why
 		return
 	case s.NoForeground:
 		// Nothing to protect: the rule does not bind, as on an idle
@@ -138,6 +134,21 @@ func (c *Controller) read(now time.Time, e *ruleEval, s signals.Sample) {
 	}
 	ratio := e.rule.ratio(e.name)
 	e.pressure, e.rawPress = pressure(e.name, ratio, e.value, e.rule.Target), pressure(e.name, ratio, e.raw, e.rule.Target)
+}
+
+// Unfresh says why sample s is too old or too new to trust at now under
+// a rule's maxAge: older than it, or taken further than it in the future
+// (a clock that far off cannot vouch for the sample's freshness); "" when
+// its age is within. It is the controller's one judgment of a sample's
+// age, which every status surface shows as stale.
+func Unfresh(now time.Time, s signals.Sample, maxAge time.Duration) string {
+	switch age := s.Age(now); {
+	case age > maxAge:
+		return fmt.Sprintf("age %s over max_age %s", age.Round(time.Millisecond), maxAge)
+	case age < -maxAge:
+		return fmt.Sprintf("taken %s in the future (clock skew)", (-age).Round(time.Millisecond))
+	}
+	return ""
 }
 
 // withPool is the server's used fraction of client slots, s, counting a

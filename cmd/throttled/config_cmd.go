@@ -70,6 +70,9 @@ type checkConfigResult struct {
 	Tokens    int      `json:"tokens"`
 	Notifiers int      `json:"notifiers"`
 	Listen    string   `json:"listen,omitempty"`
+	// Warnings are what --live found that does not keep run from
+	// starting (a Prometheus signal whose rule is not required, unread).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 func checkConfig(ctx context.Context, o checkConfigOptions, out, errOut io.Writer) int {
@@ -123,12 +126,15 @@ func checkConfig(ctx context.Context, o checkConfigOptions, out, errOut io.Write
 	}
 	if o.json {
 		res.Valid, res.Version, res.Cores, res.Replicas, res.Jobs = true, c.Version, c.Cores, replicas, jobNames
-		res.Tokens, res.Notifiers, res.Listen = len(c.Tokens), len(c.Notifiers), c.Listen
+		res.Tokens, res.Notifiers, res.Listen, res.Warnings = len(c.Tokens), len(c.Notifiers), c.Listen, c.LiveWarnings
 		_ = json.NewEncoder(out).Encode(res)
 		return exitOK
 	}
 	fmt.Fprintf(out, "%s: valid (%s), version %s\n  cores %v; replicas: %s; jobs: %s; %d tokens; %d notifiers; listen %s\n",
 		path, how, c.Version, c.Cores, orNone(replicas), orNone(jobNames), len(c.Tokens), len(c.Notifiers), orNone([]string{c.Listen}))
+	for _, w := range c.LiveWarnings {
+		fmt.Fprintf(out, "  warning: %s\n", w)
+	}
 	return exitOK
 }
 

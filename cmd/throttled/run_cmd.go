@@ -99,6 +99,9 @@ func serve(ctx context.Context, path string, timeout time.Duration, log hclog.Lo
 		return err
 	}
 	d.cfg = cfg
+	for _, w := range cfg.LiveWarnings {
+		log.Warn("starting with a signal unread", "warning", w)
+	}
 	if err := d.open(ctx); err != nil {
 		return err
 	}
@@ -112,6 +115,17 @@ func serve(ctx context.Context, path string, timeout time.Duration, log hclog.Lo
 	if err := d.startAPI(ctx); err != nil {
 		return err
 	}
+	// The sidecar's claim on its owner name (its listen id, or its host
+	// and socket), under which its remote workers' tokens are kept: held
+	// while it serves, given up once the API has stopped, before the
+	// client closes.
+	claimCtx, stopClaim := context.WithCancel(context.WithoutCancel(ctx))
+	claimed := make(chan struct{})
+	go func() {
+		defer close(claimed)
+		_ = d.srv.Run(claimCtx)
+	}()
+	defer func() { stopClaim(); <-claimed }()
 	return d.listen(ctx, out)
 }
 

@@ -78,8 +78,11 @@ type Signal struct {
 	// Value is null when the sample failed (see Error).
 	Value      *float64 `json:"value"`
 	AgeSeconds float64  `json:"age_seconds"`
-	// Stale is true when the sample is older than the signal's max age:
-	// unsafe, as a failed one is.
+	// Stale is the controller's own judgment of the sample's age: true
+	// when it is older than its rule's max_age (the sampler's 3 s for a
+	// signal no rule reads), or stamped further ahead of the clock than
+	// that (clock skew); Error then says which. Unsafe, as a failed one
+	// is.
 	Stale bool   `json:"stale"`
 	Error string `json:"error,omitempty"`
 }
