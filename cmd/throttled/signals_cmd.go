@@ -22,6 +22,7 @@ import (
 	"github.com/throttled/throttled/config"
 	"github.com/throttled/throttled/internal/wait"
 	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/throttle"
 )
 
 // signalsOptions are the parsed flags of `throttled signals`.
@@ -43,6 +44,18 @@ type signalsOptions struct {
 type customInfo struct {
 	source string
 	target *float64
+	// maxAge is its rule's max_age in --config's file; 0 without one.
+	maxAge time.Duration
+}
+
+// stale is the controller's judgment of s's age (throttle.Unfresh): by
+// its rule's max_age where --config gives one, else by --max-age.
+func stale(snap signals.Snapshot, customs map[signals.Name]customInfo, s signals.Sample) bool {
+	maxAge := snap.MaxAge
+	if c, ok := customs[s.Name]; ok && c.maxAge > 0 {
+		maxAge = c.maxAge
+	}
+	return throttle.Unfresh(snap.At, s, maxAge) != ""
 }
 
 func (o *signalsOptions) register(fs *pflag.FlagSet) {
@@ -173,9 +186,9 @@ func (o *signalsOptions) customFromConfig() error {
 		o.cfg.Custom = append(o.cfg.Custom, cs)
 		info := customInfo{source: cs.Source}
 		if r, ok := cfg.JobRules[cs.Name]; ok {
-			info.target = &r.Target
+			info.target, info.maxAge = &r.Target, r.MaxAge
 		} else if r, ok := cfg.Rules[cs.Name]; ok {
-			info.target = &r.Target
+			info.target, info.maxAge = &r.Target, r.MaxAge
 		}
 		o.customs[cs.Name] = info
 	}
@@ -191,7 +204,7 @@ func (o *signalsOptions) customFromConfig() error {
 	for _, ps := range p.Signals {
 		info := customInfo{source: ps.Source}
 		if r, ok := cfg.Rules[ps.Name]; ok {
-			info.target = &r.Target
+			info.target, info.maxAge = &r.Target, r.MaxAge
 		}
 		o.customs[ps.Name] = info
 	}
@@ -239,7 +252,7 @@ func runSignals(ctx context.Context, o signalsOptions, out, errOut io.Writer) in
 		if err := print(snap); err != nil {
 			return fail(errOut, "signals", err)
 		}
-		if unsafe(snap) {
+		if unsafe(snap, o.customs) {
 			return exitUnsafe
 		}
 		return exitOK
@@ -278,8 +291,8 @@ func checkDSN(flag, dsn string) error {
 }
 
 // unsafe reports whether any sample failed or is stale.
-func unsafe(snap signals.Snapshot) bool {
-	return slices.ContainsFunc(snap.Samples, func(s signals.Sample) bool { return s.Err != nil || snap.Stale(s) })
+func unsafe(snap signals.Snapshot, customs map[signals.Name]customInfo) bool {
+	return slices.ContainsFunc(snap.Samples, func(s signals.Sample) bool { return s.Err != nil || stale(snap, customs, s) })
 }
 
 // jsonSample is one signal in `throttled signals --json`.
@@ -309,7 +322,7 @@ func toJSON(snap signals.Snapshot, customs map[signals.Name]customInfo) jsonSnap
 	for _, s := range snap.Samples {
 		j := jsonSample{
 			Name: s.Name, Labels: s.Labels, Unit: s.Unit, At: s.At.UTC(),
-			AgeSeconds: s.Age(snap.At).Seconds(), Stale: snap.Stale(s),
+			AgeSeconds: s.Age(snap.At).Seconds(), Stale: stale(snap, customs, s),
 		}
 		if j.Labels == nil {
 			j.Labels = map[string]string{}
@@ -351,7 +364,7 @@ func writeTable(w io.Writer, snap signals.Snapshot, customs map[signals.Name]cus
 		switch {
 		case s.Err != nil:
 			value, raw, status = "-", "-", "error: "+s.Err.Error()
-		case snap.Stale(s):
+		case stale(snap, customs, s):
 			status = "stale"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, labels, value, raw, s.Unit,
