@@ -35,14 +35,17 @@ import (
 //     naming the signal, its Source and the series count;
 //   - a query Prometheus refuses (its own words), an unreachable address,
 //     credentials refused (401/403; the credentials are never shown), a
-//     TLS failure, a query that runs out of its Timeout;
+//     TLS failure, a reading that runs out of its Timeout, an answer over
+//     1 MiB (maxAnswer), a redirect to another origin (authTransport);
 //   - NaN (histogram_quantile over no observations) or ±Inf, unless the
 //     signal's Traffic expression reads under MinTraffic: then the sample
 //     says there is no foreground (Sample.NoForeground), and the rule on
 //     it does not bind;
 //   - a series none of whose data is fresh: the sample is dated by the
-//     newest sample of the series it reads (timestamp()), not by the time
-//     Prometheus answered, so a rule's max_age judges the data's age.
+//     newest sample of the series it reads (timestamp()), each at its own
+//     offset, not by the time Prometheus answered, so a rule's max_age
+//     judges the data's age. The @ modifier is refused at load
+//     (datedSelectors).
 //
 // A signal whose query gives no series before any has answered is
 // warming up (ErrWarmingUp: a new series, or rate() still waiting for
@@ -59,8 +62,10 @@ type PrometheusConfig struct {
 	// http or https, without a user or password (give BasicUser and
 	// BasicPassword: an address is shown in errors).
 	Address string
-	// Timeout bounds each query, on both sides (Prometheus's own timeout
-	// parameter and the request's deadline). Defaults to 2s.
+	// Timeout bounds each reading: its query, traffic and dating query
+	// share one deadline, and the signals due together are read
+	// together. Prometheus's own timeout parameter is Timeout too.
+	// Defaults to 2s.
 	Timeout time.Duration
 	// BearerToken, when set, is sent as "Authorization: Bearer". Never
 	// shown in an error, a log line or a metric.
