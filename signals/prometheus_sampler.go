@@ -139,15 +139,20 @@ func (s *promSampler) preflight(ctx context.Context) error {
 	return required
 }
 
-// check reads every signal once: each failed reading (not one warming up)
-// is a *PrometheusError.
+// check reads every signal once, all together (so within one Timeout):
+// each failed reading (not one warming up) is a *PrometheusError, in the
+// signals' order.
 func (s *promSampler) check(ctx context.Context) error {
-	var errs []error
-	for _, x := range s.signals {
-		if r := s.read(ctx, x, time.Now); r.Err != nil && !errors.Is(r.Err, ErrWarmingUp) {
-			errs = append(errs, &PrometheusError{Signal: x.Name, Optional: x.Optional, Err: r.Err})
-		}
+	errs := make([]error, len(s.signals))
+	var wg sync.WaitGroup
+	for i, x := range s.signals {
+		wg.Go(func() {
+			if r := s.read(ctx, x, time.Now); r.Err != nil && !errors.Is(r.Err, ErrWarmingUp) {
+				errs[i] = &PrometheusError{Signal: x.Name, Optional: x.Optional, Err: r.Err}
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
