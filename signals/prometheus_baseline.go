@@ -3,6 +3,7 @@ package signals
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -21,9 +22,13 @@ import (
 //     stands in for BaselineWindow (10 minutes by default), or the rests
 //     would cost the jobs half their time. Past it the ratio is unknown
 //     (ErrWarmingUp) and a required rule holds the jobs for the rest.
-//   - Level. The baseline is the mean of the job-free readings of the last
-//     minute: each reading already averages its window, so there is no
-//     slowest probe to leave out and no EWMA on top.
+//   - Level. The baseline is the median of the job-free readings of the
+//     last minute, not their mean: one stall of the foreground with no job
+//     at work (every request waiting 0.4 s on a checkpoint) lifts the
+//     readings whose rate() window holds it, a quarter of the minute's at
+//     a 15 s window, and a mean of them stood in at 30-40 times the true
+//     level for the next ten minutes, so no rule could bind. The median
+//     moves only once the stall holds half the minute's readings.
 //   - Floor. A reading of 0 or less is no baseline: a ratio over it says
 //     nothing. A signal whose job-free level is 0 (an error rate) wants
 //     Baseline none and an absolute target.
@@ -36,7 +41,7 @@ import (
 //     the time before the Poller last started are at work too: a time
 //     nobody watched is never job-free (Poller.watchJobs).
 type appBaseline struct {
-	value  float64 // the mean of recent; 0 before the first
+	value  float64 // the median of recent; 0 before the first
 	at     time.Time
 	recent []timedValue
 }
@@ -57,15 +62,31 @@ func (b *appBaseline) observe(v float64, at time.Time, jobFree bool) {
 	}
 	b.recent = append(b.recent, timedValue{at: at, v: v})
 	keep := b.recent[:0]
-	sum := 0.0
 	for _, x := range b.recent {
 		if at.Sub(x.at) <= baselineSpan {
 			keep = append(keep, x)
-			sum += x.v
 		}
 	}
 	b.recent = keep
-	b.value, b.at = sum/float64(len(keep)), at
+	vs := make([]float64, len(keep))
+	for i, x := range keep {
+		vs[i] = x.v
+	}
+	b.value, b.at = median(vs), at
+}
+
+// median is the middle of vs (the mean of the middle two for an even
+// count), which it sorts; 0 for none.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	slices.Sort(vs)
+	n := len(vs)
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
 }
 
 // ratio is v over the baseline at at, or ErrWarmingUp while there is no
