@@ -56,6 +56,14 @@ func (c *Config) buildListen(doc *file, v *validator) {
 			v.bad(l.Range, "listen: address = %q: %s; want host:port, such as \"127.0.0.1:18087\"", l.Address, p)
 		}
 		c.Listen = l.Address
+		if l.ID != nil {
+			if _, unset := Unset(*l.ID); !unset {
+				if p := sidecarIDProblem(*l.ID); p != "" {
+					v.bad(l.Range, "listen: id = \"%s\": %s; want a name such as \"throttled-0\" (a StatefulSet pod's name) or env(\"THROTTLED_ID\")", textsafe.Line(*l.ID), p)
+				}
+			}
+			c.SidecarID = *l.ID
+		}
 		if (l.TLSCert == nil) != (l.TLSKey == nil) {
 			v.bad(l.Range, "listen: give both tls_cert and tls_key, or neither")
 		}

@@ -120,6 +120,7 @@ type holdsBlock struct {
 
 type listenBlock struct {
 	Address    string    `hcl:"address"`
+	ID         *string   `hcl:"id,optional"`
 	TLSCert    *string   `hcl:"tls_cert,optional"`
 	TLSKey     *string   `hcl:"tls_key,optional"`
 	OpenReads  *bool     `hcl:"open_reads,optional"`

@@ -114,6 +114,31 @@ func listenProblem(addr string) string {
 	return ""
 }
 
+// maxSidecarID bounds listen { id }: a DNS name's length.
+const maxSidecarID = 253
+
+// sidecarIDProblem says what is wrong with a sidecar's id, or "": 1 to
+// 253 letters, digits, dots, hyphens and underscores, starting and ending
+// with a letter or a digit, as a host's or a pod's name is.
+func sidecarIDProblem(id string) string {
+	switch {
+	case id == "":
+		return "empty (an env() of an empty variable?); leave id out to name the sidecar by its host and socket"
+	case len(id) > maxSidecarID:
+		return fmt.Sprintf("%d characters; at most %d", len(id), maxSidecarID)
+	}
+	alnum := func(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' }
+	for _, r := range id {
+		if !alnum(r) && r != '.' && r != '-' && r != '_' {
+			return fmt.Sprintf("character %q; only letters, digits, '.', '-' and '_'", r)
+		}
+	}
+	if !alnum(rune(id[0])) || !alnum(rune(id[len(id)-1])) {
+		return "it must start and end with a letter or a digit"
+	}
+	return ""
+}
+
 // dnsName reports whether s is a DNS name: dot-separated labels of
 // letters, digits and inner hyphens, 63 characters each at most, 253 in
 // all, the last not all digits.

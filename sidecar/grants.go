@@ -14,8 +14,11 @@ import (
 // its own timer, when its time comes, not at the next acquire, and is
 // counted then as a failed batch; an ended token is remembered for a TTL
 // more, so a late report is told it expired and a second one that it was
-// reported. The database keeps the same tokens (throttled.grants) for a
-// sidecar restarted with tokens out: see durable.go.
+// reported (later ones, throttled.grants tells). The database keeps the
+// same tokens for a sidecar restarted with tokens out: see durable.go. A
+// report ends its token in two steps, begin and then finish once its end
+// is stored (or abandon when it could not be): the token stays out
+// between, so a report the database could not take is retried and found.
 
 // errTokenExpired is the outcome the controller hears for a token that
 // went unreported past its TTL.
@@ -38,6 +41,11 @@ type grant struct {
 	// granted before a restart whose slot is not taken yet.
 	done  func(rows int64, took time.Duration, err error)
 	timer *time.Timer
+	// reporting: a report of the token is storing its end (under the
+	// book's lock); expireDue: its expiry came meanwhile, and is carried
+	// out if the report is abandoned; tried: a report's statement ran
+	// and failed, so it may have stored the end all the same.
+	reporting, expireDue, tried bool
 }
 
 // tokenEnd is what became of a token, as a report finds it.
@@ -48,6 +56,7 @@ const (
 	tokenOut                      // out: the report takes it
 	tokenReported                 // reported already
 	tokenExpired                  // expired, counted as a failed batch
+	tokenBusy                     // out, and a report of it is storing its end
 )
 
 // ended is a token that ended, remembered for a TTL.
@@ -90,11 +99,15 @@ func (b *grantBook) add(id string, g *grant) {
 }
 
 // expire ends token id as expired if it is still out: its slot is freed
-// and its batch counted as failed, now, whoever else is waiting.
+// and its batch counted as failed, now, whoever else is waiting. A token
+// whose report is storing its end expires only if the report is
+// abandoned.
 func (b *grantBook) expire(id string) {
 	b.mu.Lock()
 	g, ok := b.live[id]
-	if ok {
+	if ok && g.reporting {
+		g.expireDue, ok = true, false
+	} else if ok {
 		delete(b.live, id)
 		b.endLocked(id, g.job, tokenExpired)
 	}
@@ -121,25 +134,61 @@ func (b *grantBook) endLocked(id, job string, how tokenEnd) {
 	b.ended[id] = ended{job: job, how: how, at: now}
 }
 
-// take ends token id of job as reported, if it is out and check accepts
-// it (a refusal leaves it out), and returns it; otherwise it says what
-// became of it.
-func (b *grantBook) take(id, job string, check func(*grant) error) (*grant, tokenEnd, error) {
+// begin starts a report of token id of job, if it is out, no other
+// report of it is storing its end, and check accepts it (a refusal leaves
+// it as it was), and returns it; otherwise it says what became of it. The
+// token stays out until finish or abandon.
+func (b *grantBook) begin(id, job string, check func(*grant) error) (*grant, tokenEnd, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if g, ok := b.live[id]; ok && g.job == job {
+		if g.reporting {
+			return nil, tokenBusy, nil
+		}
 		if err := check(g); err != nil {
 			return nil, tokenOut, err
 		}
-		g.timer.Stop()
-		delete(b.live, id)
-		b.endLocked(id, job, tokenReported)
+		g.reporting = true
 		return g, tokenOut, nil
 	}
 	if e, ok := b.ended[id]; ok && e.job == job {
 		return nil, e.how, nil
 	}
 	return nil, tokenUnknown, nil
+}
+
+// finish ends token id, whose report began, as how (reported, or
+// expired when the database says so): its timer stops and it is
+// remembered ended.
+func (b *grantBook) finish(id string, how tokenEnd) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g, ok := b.live[id]
+	if !ok {
+		return
+	}
+	g.timer.Stop()
+	delete(b.live, id)
+	b.endLocked(id, g.job, how)
+}
+
+// abandon leaves token id out after its report could not store its end,
+// for the worker's retry to find; ran says the report's statement ran, so
+// the end may be stored after all. A token whose expiry came meanwhile
+// expires now.
+func (b *grantBook) abandon(id string, ran bool) {
+	b.mu.Lock()
+	g, ok := b.live[id]
+	due := false
+	if ok {
+		g.reporting = false
+		g.tried = g.tried || ran
+		due = g.expireDue || !time.Now().Before(g.expires)
+	}
+	b.mu.Unlock()
+	if due {
+		b.expire(id)
+	}
 }
 
 // has reports whether token id is out.

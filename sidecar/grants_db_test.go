@@ -2,10 +2,12 @@ package sidecar
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -33,12 +35,21 @@ type tokenSidecar struct {
 
 func startTokenSidecar(t *testing.T, c *pgcluster.Cluster, ttl time.Duration) tokenSidecar {
 	t.Helper()
+	return startTokenSidecarAt(t, c, ttl, "", "")
+}
+
+// startTokenSidecarAt is startTokenSidecar with listen { address = listen,
+// id = id }, served on the socket that address binds, as `throttled run`
+// serves it; listen "" keeps 127.0.0.1:18087 in the configuration and
+// serves on a port of the test's own.
+func startTokenSidecarAt(t *testing.T, c *pgcluster.Cluster, ttl time.Duration, listen, id string) tokenSidecar {
+	t.Helper()
 	client, err := throttled.Open(context.Background(), throttled.Options{PrimaryDSN: c.Primary.DSN(pgcluster.RoleMonitor), Cores: 2,
 		CoordinationDSN: c.Primary.DSN(pgcluster.RoleAdmin), Coordinate: true, Controller: throttle.Config{MaxBudget: 20, InitialBudget: 20}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &config.Config{Version: "v1", MaxConcurrent: 8, OpenReads: true, Listen: "127.0.0.1:18087",
+	cfg := &config.Config{Version: "v1", MaxConcurrent: 8, OpenReads: true, Listen: cmp.Or(listen, "127.0.0.1:18087"), SidecarID: id,
 		Jobs:   []config.Job{{Name: "a", Weight: 1, MaxRate: 10}},
 		Tokens: []config.Token{{Name: "worker", Secret: grantsToken, Scopes: []config.Scope{config.ScopeWork}}}}
 	srv, err := New(client, cfg, nil, nil)
@@ -49,12 +60,31 @@ func startTokenSidecar(t *testing.T, c *pgcluster.Cluster, ttl time.Duration) to
 	if ttl > 0 {
 		srv.book.ttl = ttl
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	if listen != "" {
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			client.Close()
+			t.Fatal(err)
+		}
+		hs.Listener.Close()
+		hs.Listener = ln
+	}
+	// Run keeps the claim on the sidecar's owner name, as `throttled run`
+	// does, and gives it up when the run stops.
+	claimCtx, stopClaim := context.WithCancel(context.Background())
+	claimed := make(chan error, 1)
+	go func() { claimed <- srv.Run(claimCtx) }()
+	hs.Start()
 	stopped := false
 	stop := func() {
 		if !stopped {
 			stopped = true
 			hs.Close()
+			stopClaim()
+			if err := <-claimed; err != nil {
+				t.Errorf("Run: %v", err)
+			}
 			client.Close()
 		}
 	}

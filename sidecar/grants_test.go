@@ -49,7 +49,7 @@ func TestGrantExpiresAtItsTTL(t *testing.T) {
 			t.Errorf("%d tokens out after the expiry; want 0", n)
 		}
 		time.Sleep(10 * time.Second) // the late report, 310 s after the acquire
-		if g, end, _ := b.take("tok", "a", func(*grant) error { return nil }); g != nil || end != tokenExpired {
+		if g, end, _ := b.begin("tok", "a", func(*grant) error { return nil }); g != nil || end != tokenExpired {
 			t.Errorf("late report: grant %v, end %d; want none, tokenExpired", g, end)
 		}
 	})
@@ -63,18 +63,60 @@ func TestGrantReportedDoesNotExpire(t *testing.T) {
 		b := newGrantBook(time.Minute, nil)
 		b.add("tok", &grant{job: "a", at: time.Now(), done: func(int64, time.Duration, error) { calls++ }})
 		time.Sleep(30 * time.Second)
-		g, end, err := b.take("tok", "a", func(*grant) error { return nil })
+		g, end, err := b.begin("tok", "a", func(*grant) error { return nil })
 		if g == nil || end != tokenOut || err != nil {
 			t.Fatalf("report: %v %d %v; want the grant", g, end, err)
 		}
+		b.finish("tok", tokenReported)
 		g.done(1, time.Second, nil)
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
 		if calls != 1 {
 			t.Errorf("done called %d times; want once, by the report", calls)
 		}
-		if _, end, _ := b.take("tok", "a", func(*grant) error { return nil }); end != tokenReported {
+		if _, end, _ := b.begin("tok", "a", func(*grant) error { return nil }); end != tokenReported {
 			t.Errorf("second report: end %d; want tokenReported", end)
+		}
+	})
+}
+
+// A token whose report is storing its end does not expire meanwhile: a
+// second report is told to retry, and the token stays out. If the report
+// is abandoned (its end could not be stored) after the token's TTL, the
+// token expires then, as a failed batch; if it finishes, the token is
+// reported and never expires.
+func TestGrantReportInFlightDefersItsExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var errs []error
+		b := newGrantBook(time.Minute, nil)
+		accept := func(*grant) error { return nil }
+		for _, tok := range []string{"abandoned", "finished"} {
+			b.add(tok, &grant{job: "a", at: time.Now(), done: func(_ int64, _ time.Duration, err error) { errs = append(errs, err) }})
+		}
+		time.Sleep(59 * time.Second)
+		for _, tok := range []string{"abandoned", "finished"} {
+			if g, end, _ := b.begin(tok, "a", accept); g == nil || end != tokenOut {
+				t.Fatalf("%s: report: %v %d; want the grant", tok, g, end)
+			}
+			if g, end, _ := b.begin(tok, "a", accept); g != nil || end != tokenBusy {
+				t.Errorf("%s: a second report while the first stores: %v %d; want tokenBusy", tok, g, end)
+			}
+		}
+		time.Sleep(2 * time.Second) // past the TTL, the reports still storing
+		synctest.Wait()
+		if n := b.out(); n != 2 || len(errs) != 0 {
+			t.Fatalf("%d out, batches ended %v, with reports storing past the TTL; want both out, none ended", n, errs)
+		}
+		b.finish("finished", tokenReported)
+		b.abandon("abandoned", true)
+		if len(errs) != 1 || !errors.Is(errs[0], errTokenExpired) || b.out() != 0 {
+			t.Fatalf("after the abandon: batches ended %v, %d out; want the abandoned token expired, none out", errs, b.out())
+		}
+		if _, end, _ := b.begin("abandoned", "a", accept); end != tokenExpired {
+			t.Errorf("the retry of the abandoned report: end %d; want tokenExpired", end)
+		}
+		if _, end, _ := b.begin("finished", "a", accept); end != tokenReported {
+			t.Errorf("a report again of the finished one: end %d; want tokenReported", end)
 		}
 	})
 }

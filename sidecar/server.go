@@ -47,10 +47,12 @@ type Server struct {
 
 	// book holds the tokens handed to remote workers, until reported or
 	// expired; grantDB keeps them in throttled.grants under owner, this
-	// sidecar's name, for its next run (durable.go).
+	// sidecar's name, for its next run, and claim is Run's hold on the
+	// name (durable.go).
 	book    *grantBook
 	grantDB *store.Store
 	owner   string
+	claim   ownerClaim
 	// grantSem holds a place for each statement on throttled.grants
 	// running (grantConns at most).
 	grantSem chan struct{}
@@ -85,7 +87,11 @@ func New(client *throttled.Client, cfg *config.Config, reload func(context.Conte
 	}
 	s := &Server{client: client, db: client.DurableHolds(), log: log, reload: reload, budgets: newBudgets(cfg.MaxConcurrent), csrfKey: make([]byte, 32),
 		pacers: map[string]throttled.JobPacer{}, adopted: map[string]bool{}, starved: map[string]bool{}, wait: newWaitHistogram(), reports: map[string]*reportTotals{}}
-	s.grantDB, s.owner, s.grantSem = store.New(s.db.Pool()), grantOwner(cfg.Listen), make(chan struct{}, grantConns)
+	owner, err := grantOwner(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.grantDB, s.owner, s.grantSem = store.New(s.db.Pool()), owner, make(chan struct{}, grantConns)
 	s.book = newGrantBook(GrantTTL, func(id string, g *grant) {
 		s.log.Warn("token expired unreported: counted as a failed batch", "job", g.job, "worker", g.worker)
 		s.endGrant(id, g.job, store.GrantExpired)

@@ -269,6 +269,11 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request, tok config.Toke
 	writeJSON(w, http.StatusTooManyRequests, api.Throttled{Error: "no token within max_wait", Reason: reason, Rate: rate})
 }
 
+// report counts one batch's outcome for its token, once: it is answered
+// 200 only once the token's end is stored in throttled.grants, so no
+// restart takes the token up as out again or accepts its report twice.
+// While the end cannot be stored it is 503 with Retry-After, the token
+// stays out and nothing is counted: the worker's retry stores it.
 func (s *Server) report(w http.ResponseWriter, r *http.Request, _ config.Token) {
 	var req api.ReportRequest
 	if err := decode(r, &req); err != nil {
@@ -281,7 +286,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, _ config.Token) 
 	}
 	job := r.PathValue("job")
 	check := func(g *grant) error { return checkReportRows(req, g.maxBatch) }
-	g, end, err := s.book.take(req.Token, job, check)
+	g, end, err := s.book.begin(req.Token, job, check)
 	if end == tokenUnknown {
 		// Not in memory: a token a previous run of this sidecar handed
 		// out is in the database.
@@ -292,11 +297,15 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, _ config.Token) 
 			writeError(w, status, msg)
 			return
 		}
-		g, end, err = s.book.take(req.Token, job, check)
+		g, end, err = s.book.begin(req.Token, job, check)
 	}
 	switch {
 	case err != nil:
 		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	case end == tokenBusy:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "sidecar: another report of this token is being stored: retry")
 		return
 	case end == tokenReported:
 		writeError(w, http.StatusConflict, "token already reported for this job")
@@ -305,10 +314,37 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, _ config.Token) 
 		writeError(w, http.StatusGone, s.expiredMsg())
 		return
 	case g == nil:
-		writeError(w, http.StatusNotFound, "unknown or already reported token for this job")
+		writeError(w, http.StatusNotFound, unknownTokenMsg)
 		return
 	}
-	s.endGrant(req.Token, job, store.GrantReported)
+	now, ended, ran, err := s.storeReported(r.Context(), req.Token)
+	switch {
+	case err != nil:
+		s.book.abandon(req.Token, ran)
+		s.log.Warn("report not stored: answered 503, for the worker to retry", "job", job, "error", err)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "sidecar: cannot store the report, nothing was counted: "+err.Error()+"; retry")
+		return
+	case now == store.GrantReported && !ended && !g.tried:
+		// Reported elsewhere first (another sidecar under this one's
+		// name, for a while): counted there.
+		s.book.finish(req.Token, tokenReported)
+		if g.done != nil {
+			g.done(0, 0, nil)
+		}
+		writeError(w, http.StatusConflict, "token already reported for this job")
+		return
+	case now == store.GrantExpired && !ended:
+		s.book.finish(req.Token, tokenExpired)
+		if g.done != nil {
+			g.done(0, g.expires.Sub(g.at), errTokenExpired)
+		}
+		writeError(w, http.StatusGone, s.expiredMsg())
+		return
+	}
+	// Stored: by this statement, by an earlier one of this sidecar whose
+	// answer was lost (tried), or there is no row to store it in.
+	s.book.finish(req.Token, tokenReported)
 	s.gmu.Lock()
 	t := s.reports[g.job]
 	if t == nil {
@@ -340,6 +376,15 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, _ config.Token) 
 	writeJSON(w, http.StatusOK, api.ReportAnswer{Reported: true})
 }
 
+// unknownTokenMsg refuses a report of a token neither this sidecar nor
+// throttled.grants knows for the job.
+var unknownTokenMsg = fmt.Sprintf("unknown token for this job: never granted, or expired more than %s ago (throttled.grants keeps a token that long)", fmtHours(grantKept))
+
+// fmtHours writes d as "1h" rather than "1h0m0s".
+func fmtHours(d time.Duration) string {
+	return strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "0m")
+}
+
 // lookupToken finds a token this run of the sidecar does not know in the
 // database, and takes it up when a previous run handed it out and it is
 // still out (0, ""); otherwise it returns the refusal: 404 unknown, 409
@@ -357,7 +402,7 @@ func (s *Server) lookupToken(ctx context.Context, id, job string) (int, string) 
 	case err != nil:
 		return http.StatusServiceUnavailable, fmt.Sprintf("sidecar: cannot look the token up in %s: %v", store.GrantsTable, err)
 	case !ok || g.Job != job:
-		return http.StatusNotFound, "unknown or already reported token for this job"
+		return http.StatusNotFound, unknownTokenMsg
 	case g.Owner != s.owner:
 		return http.StatusConflict, fmt.Sprintf("token granted by another sidecar (%s): report it there", g.Owner)
 	case end == store.GrantReported:
