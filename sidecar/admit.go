@@ -279,27 +279,14 @@ func (s *Server) admittedCheck(w http.ResponseWriter, r *http.Request, tok confi
 // reading of the job's state.
 func (s *Server) openCheck(w http.ResponseWriter, r *http.Request) {
 	job := r.PathValue("job")
-	js, ok := s.jobState(job)
-	out := api.OpenCheck{Job: job, State: "unknown", Code: "unknown_job", StatusCode: http.StatusNotFound}
-	if ok {
+	js, a := s.checkJob(job)
+	out := api.OpenCheck{Job: job, State: a.state, Code: "unknown_job", StatusCode: a.code, Message: a.state}
+	if a.code != http.StatusNotFound {
 		out.Code = string(js.status.Code)
 		if out.Code == "" {
 			out.Code = string(status.CodeOf(js.status.State))
 		}
-		switch st := js.status; {
-		case st.Code == status.CodeUnavailable, st.Code == status.CodeStale:
-			out.State, out.StatusCode = "unavailable", http.StatusInternalServerError
-		case st.Code == status.CodeWarmingUp:
-			out.State, out.StatusCode = "throttled", http.StatusTooManyRequests
-		case st.State == status.JobPaused:
-			out.State, out.StatusCode = "paused", http.StatusExpectationFailed
-		case st.Code == status.CodeCut, st.Code == status.CodeTooSlow, js.Rate <= 0:
-			out.State, out.StatusCode = "throttled", http.StatusTooManyRequests
-		default:
-			out.State, out.StatusCode = "go", http.StatusOK
-		}
 	}
-	out.Message = out.State
 	if out.StatusCode != http.StatusOK {
 		w.Header().Set("Retry-After", "1")
 	}

@@ -101,7 +101,7 @@ var routes = []route{
 	{Route{"job", "GET /v1/jobs/{job}", config.ScopeRead}, (*Server).job, nil, typ[api.Job](), "one job's status; 404 for a job not configured"},
 	{Route{"holds", "GET /v1/holds", config.ScopeRead}, (*Server).holds, nil, typ[[]api.Hold](), "the active holds"},
 	{Route{"audit", "GET /v1/audit", config.ScopeRead}, (*Server).audit, nil, typ[[]api.AuditEntry](), "the audit log since ?since= (a duration, default 24h)"},
-	{Route{"check", "GET /check/{job}", config.ScopeRead}, (*Server).admittedCheck, nil, typ[api.Check](), "freno's check, from memory: 200 go, 429 throttled, 417 paused, 404 unknown job, 500 stale or unavailable; Retry-After. Without a token (open_checks) the answer is [OpenCheck](#opencheck): the status and closed words, no reason"},
+	{Route{"check", "GET /check/{job}", config.ScopeRead}, (*Server).admittedCheck, nil, typ[api.Check](), "freno's check, from memory: 200 go, with a token taken from the job's bucket (HEAD too), 429 throttled (no token now: demand the budget grows for), 417 paused, 404 unknown job, 500 stale or unavailable; Retry-After. Without a token (open_checks) the answer is [OpenCheck](#opencheck): the status and closed words, no reason"},
 	{Route{"check", "HEAD /check/{job}", config.ScopeRead}, (*Server).admittedCheck, nil, nil, "the check's status code alone"},
 	{Route{"check", "GET /check/{job}/{storeType}/{storeName}", config.ScopeRead}, (*Server).admittedCheck, nil, typ[api.Check](), "freno's path, as its clients ask it: the app is the job, the store is ignored; without a token, [OpenCheck](#opencheck)"},
 	{Route{"check", "HEAD /check/{job}/{storeType}/{storeName}", config.ScopeRead}, (*Server).admittedCheck, nil, nil, "the same, the status code alone"},
@@ -115,8 +115,8 @@ var routes = []route{
 	{Route{"ui-pause", "GET /ui/resume", ScopeUI}, (*Server).uiPauseGet, nil, nil, "the confirm page (HTML), from a Resume link"},
 	{Route{"ui-pause-post", "POST /ui/pause", ScopeUI}, (*Server).uiPausePost, nil, nil, "the confirm page's pause form (HTML)"},
 	{Route{"ui-release", "POST /ui/release", ScopeUI}, (*Server).uiRelease, nil, nil, "the confirm page's release form (HTML)"},
-	{Route{"acquire", "POST /v1/jobs/{job}/acquire", config.ScopeWork}, (*Server).acquire, typ[api.AcquireRequest](), typ[api.AcquireResponse](), "tokens for a remote worker, each holding an in-flight slot until reported; none within max_wait is 429 with api.Throttled and Retry-After"},
-	{Route{"report", "POST /v1/jobs/{job}/report", config.ScopeWork}, (*Server).report, typ[api.ReportRequest](), typ[api.ReportAnswer](), "one batch's outcome for its token, also after a restart of the sidecar that granted it; 410 once the token expired (its batch was counted failed at its TTL), 409 when reported already or granted by another sidecar, 404 unknown"},
+	{Route{"acquire", "POST /v1/jobs/{job}/acquire", config.ScopeWork}, (*Server).acquire, typ[api.AcquireRequest](), typ[api.AcquireResponse](), "tokens for a remote worker, each holding an in-flight slot until reported; none within max_wait is 429 with api.Throttled and Retry-After; 503 with Retry-After when no token can be recorded in throttled.grants now, or while another live sidecar holds this one's listen id"},
+	{Route{"report", "POST /v1/jobs/{job}/report", config.ScopeWork}, (*Server).report, typ[api.ReportRequest](), typ[api.ReportAnswer](), "one batch's outcome for its token, also after a restart of the sidecar that granted it; 200 only once the token's end is stored in throttled.grants, else 503 with Retry-After and nothing counted (retry: the batch is counted once); 409 when reported already or granted by another sidecar; 410 once the token expired (its batch was counted failed at its TTL), however late, for an hour past its expiry (throttled.grants keeps it that long); 404 only for a token never granted for the job, or expired more than that hour ago"},
 }
 
 // Routes lists every endpoint with the scope it requires.

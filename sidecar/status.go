@@ -6,7 +6,6 @@ import (
 	"math"
 	"net/http"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/throttled/throttled/config"
@@ -314,9 +313,7 @@ func (s *Server) checkJob(name string) (jobJSON, checkAnswer) {
 // no other way to show demand: the 200 counts as one batch of the job's
 // use (of no rows and no time), the 429 as a caller that waited for the
 // limiter, so the controller grows the budget of a job paced only by its
-// checks as it does a library job's (docs/SIDECAR.md, the check). The
-// slot the token comes with is given back at once: the client's chunk is
-// not seen.
+// checks as it does a library job's (docs/CONTROLLER.md, use and demand).
 func answerCheck(st status.JobStatus, p jobs.Allower) checkAnswer {
 	switch {
 	case st.Code == status.CodeUnavailable, st.Code == status.CodeStale:
@@ -327,16 +324,7 @@ func answerCheck(st status.JobStatus, p jobs.Allower) checkAnswer {
 	case !st.Code.Go():
 		return checkAnswer{code: http.StatusExpectationFailed, state: "paused", msg: st.Reason}
 	}
-	// Checks take their tokens one at a time: a job paced by checks alone
-	// has one in-flight slot (its batches take no time), and two checks
-	// at once would find it taken for as long as the other holds it.
-	checkTurn.Lock()
-	done, ok := p.Allow()
-	if ok {
-		done(0, 0, nil)
-	}
-	checkTurn.Unlock()
-	if ok {
+	if takeToken(p) {
 		return checkAnswer{code: http.StatusOK, state: "go", msg: "go"}
 	}
 	msg := fmt.Sprintf("no token now: the job's rate is %.3g batches/s", finiteFloat(st.Rate))
@@ -346,10 +334,30 @@ func answerCheck(st status.JobStatus, p jobs.Allower) checkAnswer {
 	return checkAnswer{code: http.StatusTooManyRequests, state: "throttled", msg: msg}
 }
 
-// checkTurn is held by the one check taking a token (answerCheck), in
-// every Server of the process: the section is a token and a slot taken
-// and the slot given back, under a microsecond.
-var checkTurn sync.Mutex
+// tokenTaker is a pacer that takes a token with no in-flight slot, for
+// work it never sees end, and counts it as a batch (pacing.LimiterPacer,
+// a coordinated worker).
+type tokenTaker interface {
+	Take() bool
+}
+
+// takeToken takes a token of p's job for a check: with no in-flight slot
+// where p can (the check never sees the client's chunk end, and a slot
+// held by a remote worker's batch is no reason to refuse it), else with a
+// slot given back at once.
+func takeToken(p jobs.Allower) bool {
+	if gp, ok := p.(grantPacer); ok {
+		p = gp.JobPacer
+	}
+	if t, ok := p.(tokenTaker); ok {
+		return t.Take()
+	}
+	done, ok := p.Allow()
+	if ok {
+		done(0, 0, nil)
+	}
+	return ok
+}
 
 // bindingReading is the binding signal's latest value and its rule's
 // target, as freno's Value and Threshold; 0 and 0 when nothing binds or

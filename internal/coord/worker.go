@@ -143,6 +143,18 @@ func (w *worker) Allow() (func(int64, time.Duration, error), bool) {
 	return w.done(g), true
 }
 
+// Take takes a token of the worker's limiter with no in-flight slot, for
+// work this process never sees end (a freno client's chunk after its
+// check), and counts it as one batch of no rows and no time in the next
+// heartbeat (see pacing.LimiterPacer.Take).
+func (w *worker) Take() bool {
+	if !w.l.Take() {
+		return false
+	}
+	w.batches.Add(1)
+	return true
+}
+
 func (w *worker) done(g limit.Grant) func(int64, time.Duration, error) {
 	return g.Done(func(_ int64, took time.Duration, err error) {
 		w.batches.Add(1)

@@ -151,6 +151,19 @@ func (p *LimiterPacer) Allow() (func(rows int64, took time.Duration, err error),
 	return p.done(g), true
 }
 
+// Take takes a token of j's limiter with no in-flight slot (see
+// [limit.Limiter.Take]) for work this process never sees end, such as the
+// chunk a freno client copies after its check, and reports it as one
+// batch of no rows and no time: the job's use. It reports whether there
+// was a token; a refusal counts as a wait, the job's demand.
+func (p *LimiterPacer) Take() bool {
+	if !p.l.Take() {
+		return false
+	}
+	p.c.Report(p.job, throttle.Feedback{})
+	return true
+}
+
 func (p *LimiterPacer) done(g limit.Grant) func(rows int64, took time.Duration, err error) {
 	return g.Done(func(rows int64, took time.Duration, err error) {
 		p.c.Report(p.job, throttle.Feedback{Rows: rows, Duration: took, Err: err})

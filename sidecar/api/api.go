@@ -130,8 +130,9 @@ type Job struct {
 }
 
 // Check answers GET /check/{job} as freno does: the status code says go
-// (200), throttled (429), paused (417), unknown job (404) or unsafe (500);
-// the keys are in the order freno clients read.
+// (200: a token of the job's rate is taken, one batch), throttled (429:
+// none now), paused (417), unknown job (404) or unsafe (500); the keys
+// are in the order freno clients read.
 type Check struct {
 	Job     string  `json:"job"`
 	Message string  `json:"message"`

@@ -254,6 +254,25 @@ func (l *Limiter) AllowAt(t time.Time) (Grant, bool) {
 	return l.grantLocked(), true
 }
 
+// Take is shorthand for TakeAt(now()).
+func (l *Limiter) Take() bool { return l.TakeAt(l.now()) }
+
+// TakeAt reports whether a token is available at time t with the gate
+// open, and takes it if so, with no in-flight slot: for work the Limiter
+// never sees end, such as the chunk a freno client copies after its check.
+// Like AllowAt it takes nothing otherwise, a refusal counts as a wait (see
+// [Limiter.Waited]), and it never takes a token reserved by a sleeping
+// Wait.
+func (l *Limiter) TakeAt(t time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.openLocked() || !l.bucket.AllowN(t, 1) {
+		l.waited = true // refused: demand the limiter did not meet
+		return false
+	}
+	return true
+}
+
 // Wait blocks until a batch may start: the gate is open, a token is
 // available and fewer than MaxInFlight batches run. It takes the slot
 // first and the token last, so tokens are not spent by waiters that then
