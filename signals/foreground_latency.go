@@ -345,11 +345,9 @@ type foreground struct {
 	// newest and at most maxCompared.
 	probes []canaryProbe
 	// base is the last baseline measured, in seconds, at baseAt; 0
-	// before any: the median of the measurements of the last baseSpan
-	// (bases; tailBases for tailBase).
-	base             float64
-	baseAt           time.Time
-	bases, tailBases baseHistory
+	// before any.
+	base   float64
+	baseAt time.Time
 	// known: the last reading had a baseline.
 	known bool
 	// first is the first reading's time, for the warm-up's length.
@@ -425,11 +423,11 @@ func (f *foreground) addProbe(latency float64, free, users bool, at time.Time) [
 		f.measure(latency, free, at)
 	case nFree > minFree:
 		// The slowest job-free probe is left out as the mean's slowest is.
-		f.base, f.baseAt = f.bases.add(at, max((freeSum-slowestFree)/float64(nFree-1), baselineFloor)), at
-		f.tailBase = f.tailBases.add(at, max(slowestFifth(freeLats), baselineFloor))
+		f.base, f.baseAt = max((freeSum-slowestFree)/float64(nFree-1), baselineFloor), at
+		f.tailBase = max(slowestFifth(freeLats), baselineFloor)
 	case nFree == minFree:
-		f.base, f.baseAt = f.bases.add(at, max(freeSum/float64(nFree), baselineFloor)), at
-		f.tailBase = f.tailBases.add(at, max(slowestFifth(freeLats), baselineFloor))
+		f.base, f.baseAt = max(freeSum/float64(nFree), baselineFloor), at
+		f.tailBase = max(slowestFifth(freeLats), baselineFloor)
 	}
 	base := f.baseline(at)
 	if base > 0 && !f.known {
@@ -523,45 +521,6 @@ func slowestFifth(lats []float64) float64 {
 		sum += v
 	}
 	return sum / float64(k)
-}
-
-// baseSpan is how far back the baseline's measurements go: the baseline
-// is their median. Each measurement is the mean of the last two seconds'
-// job-free probes, so a stall of every transaction (a checkpoint's sync,
-// a lock queue) with no job at work lifts the measurements of the stall
-// and two seconds after it: the last of them, as the baseline, stood in
-// for the window when the jobs started and hid their harm. The median of
-// ten seconds' measurements moves only once a level holds five: a stall
-// of up to three seconds leaves it where it was, and a surge of users
-// moves it within five.
-const baseSpan = 10 * time.Second
-
-// baseEvery is the least time between two measurements a baseHistory
-// keeps; a newer one within it replaces the last.
-const baseEvery = 250 * time.Millisecond
-
-// baseHistory is a baseline's measurements of the last baseSpan, at most
-// one per baseEvery.
-type baseHistory struct{ ms []timedValue }
-
-// add records measurement v at at and returns the median of the
-// measurements within baseSpan of at.
-func (h *baseHistory) add(at time.Time, v float64) float64 {
-	if n := len(h.ms); n > 0 && at.Sub(h.ms[n-1].at) < baseEvery {
-		h.ms[n-1].v = v
-	} else {
-		h.ms = append(h.ms, timedValue{at: at, v: v})
-	}
-	drop := 0
-	for drop < len(h.ms)-1 && at.Sub(h.ms[drop].at) > baseSpan {
-		drop++
-	}
-	h.ms = slices.Delete(h.ms, 0, drop)
-	vs := make([]float64, len(h.ms))
-	for i, m := range h.ms {
-		vs[i] = m.v
-	}
-	return median(vs)
 }
 
 // baseline is the last baseline measured, while it is no older than the
