@@ -3,6 +3,7 @@ package throttle
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/throttled/throttled/status"
@@ -386,7 +387,10 @@ func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (li
 	if c.budget >= c.cfg.MaxBudget {
 		c.starting = false
 	}
-	return limit, code
+	// The reason names the budget this step decided, as the decision's
+	// Budget field does: "budget 0.0625/s, growing" beside a field of
+	// 0.0727 read as two budgets.
+	return strings.Replace(limit, b, fmt.Sprintf("budget %.3g/s", c.budget), 1), code
 }
 
 // utilization is the share of the budget the jobs use. A starved job
