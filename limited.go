@@ -1,8 +1,10 @@
 package throttled
 
 import (
+	"slices"
 	"time"
 
+	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
 )
@@ -12,8 +14,8 @@ import (
 // held, ...), counted wherever the process applies a decision to its
 // jobs: the solo decide loop, each coordinated worker's heartbeat. A
 // Prometheus signal that limits a job counts under its own name (the
-// controller's External, bounded by the configuration); in a coordinated
-// worker whose configuration lacks the leader's signal, under other. The
+// controller's External, bounded by the configuration), in a coordinated
+// worker whose configuration lacks it too (observe). The
 // metrics export it (throttled_jobs_limited_seconds_total), exec sums it
 // up, the sidecar's status shows it.
 
@@ -30,9 +32,17 @@ func (c *Client) observeDecision(now time.Time, d throttle.Decision) {
 }
 
 // observe counts a status just applied to one job (a coordinated
-// worker's heartbeat).
+// worker's heartbeat). A binding signal the leader names that this
+// process's configuration lacks (an exec without the sidecar's file) is
+// one of the leader's Prometheus signals: a built-in one is a why of its
+// own, and a custom signal gates rather than binds. It counts under its
+// own name, a label bounded by the leader's configuration.
 func (c *Client) observe(now time.Time, st status.JobStatus) {
-	c.limited.Observe(now, st.Job, status.WhyOf(st, c.external...))
+	ext := c.external
+	if b := st.Binding.Signal; b != "" && !slices.Contains(ext, b) && signals.ValidName(b) {
+		ext = append(slices.Clone(ext), b)
+	}
+	c.limited.Observe(now, st.Job, status.WhyOf(st, ext...))
 }
 
 // LimitedSeconds is the seconds job has spent at each why in this process

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -179,4 +181,29 @@ func closedAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// The example file and docs/SIGNALS.md show the same Prometheus signal
+// (a 15 s rate() window scraped every second) with the same delay: the
+// scrape interval plus the window.
+func TestExampleAndDocsAgreeOnDelay(t *testing.T) {
+	delayOf := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, block, ok := strings.Cut(string(b), `prometheus_signal "api_p99" {`)
+		if !ok {
+			t.Fatalf("%s: no prometheus_signal \"api_p99\" block", path)
+		}
+		block, _, _ = strings.Cut(block, "}")
+		m := regexp.MustCompile(`delay\s*=\s*"([^"]+)"`).FindStringSubmatch(block)
+		if m == nil {
+			t.Fatalf("%s: api_p99 gives no delay", path)
+		}
+		return m[1]
+	}
+	if ex, doc := delayOf("../examples/throttled.hcl"), delayOf("../docs/SIGNALS.md"); ex != doc || ex != "16s" {
+		t.Fatalf("delay: example %s, docs %s; want both 16s (a 1s scrape plus the 15s window)", ex, doc)
+	}
 }

@@ -89,7 +89,7 @@ signal "old_transactions" {
 #   traffic     = "sum(rate(http_request_duration_seconds_count{job=\"api\"}[15s]))"
 #   min_traffic = 1
 #   unit        = "seconds"
-#   delay       = "30s"
+#   delay       = "16s"    # scrape interval (1s here) + the rate() window (15s): how long a job takes to show
 # }
 # signal "api_p99" {
 #   target   = 1.1          # a ratio over the p99 while no job works
