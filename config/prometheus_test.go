@@ -196,7 +196,9 @@ func TestExampleAndDocsAgreeOnDelay(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: no prometheus_signal \"api_p99\" block", path)
 		}
-		block, _, _ = strings.Cut(block, "}")
+		if end := regexp.MustCompile(`(?m)^#?\s*}\s*$`).FindStringIndex(block); end != nil {
+			block = block[:end[0]]
+		}
 		m := regexp.MustCompile(`delay\s*=\s*"([^"]+)"`).FindStringSubmatch(block)
 		if m == nil {
 			t.Fatalf("%s: api_p99 gives no delay", path)
