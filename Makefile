@@ -184,8 +184,8 @@ replay-app: deps-postgres lab ## adaptive-app (the application's own p99 from a 
 	done
 
 .PHONY: step
-step: deps-postgres lab ## adaptive's step response on a throwaway pair: onset to first cut, relief to 80 % of the budget, in surge and cpu-hog (about 9 minutes); table in docs/BENCHMARKS.md
-	$(LAB) bench step --scenario surge,cpu-hog --results docs/replay --doc docs/BENCHMARKS.md
+step: deps-postgres lab ## adaptive's step response on a throwaway pair: onset to first cut, relief to 80 % of the budget, ten onsets each in surge and write-heavy (its foreground doubled), p50 and p95 (about 16 minutes); table in docs/BENCHMARKS.md
+	$(LAB) bench step --scenario surge,write-heavy --reps 10 --on 10s --off 30s --results docs/replay --doc docs/BENCHMARKS.md
 
 .PHONY: replay-windows
 replay-windows: deps-postgres lab ## the window table: surge and quiet at windows of 2, 5, 10 and 20 s (about 25 minutes); table in docs/BENCHMARKS.md

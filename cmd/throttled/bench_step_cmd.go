@@ -40,7 +40,9 @@ func newBenchStepCmd() *cobra.Command {
 		Long: `throttled bench step: adaptive's job works throughout on a throwaway primary and streaming replica, beside
 the scenario's foreground, while the scenario's disturbance comes and goes (--reps times, --on then --off). The
 trace of its budget, read every 100 ms, goes to <results>/step-<scenario>.json; --doc renders the table from
-every step file present. A closed-loop policy's replay window is at least three times the longer of the two.`,
+every step file present, with each scenario's p50 and p95 of both over its paced reps. A scenario with no
+disturbance of its own (write-heavy, quiet) is stepped by its foreground doubled. A closed-loop policy's
+replay window is at least three times the longer of the two.`,
 		Example:     "  throttled bench step --scenario surge,cpu-hog --doc docs/BENCHMARKS.md",
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annotationEnv: "none"},

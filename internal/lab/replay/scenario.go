@@ -80,14 +80,17 @@ type env struct {
 	cores int
 }
 
+// surgeBy multiplies the foreground's arrivals by m while it lasts.
+func surgeBy(m float64) func(context.Context, *env, time.Duration) (func() error, error) {
+	return func(_ context.Context, e *env, _ time.Duration) (func() error, error) {
+		e.gen.setMultiplier(m)
+		return func() error { e.gen.setMultiplier(1); return nil }, nil
+	}
+}
+
 // Scenarios returns every scenario, in report order.
 func Scenarios() []Scenario {
-	surge := func(m float64) func(context.Context, *env, time.Duration) (func() error, error) {
-		return func(_ context.Context, e *env, _ time.Duration) (func() error, error) {
-			e.gen.setMultiplier(m)
-			return func() error { e.gen.setMultiplier(1); return nil }, nil
-		}
-	}
+	surge := surgeBy
 	// cpu starts perCore busy sessions per core, at least one.
 	cpu := func(perCore float64) func(context.Context, *env, time.Duration) (func() error, error) {
 		return func(ctx context.Context, e *env, d time.Duration) (func() error, error) {

@@ -111,8 +111,13 @@ func RunStep(ctx context.Context, be *BlockEnv, cfg StepConfig) (*StepRun, error
 		return nil, err
 	}
 	sc, _ := scenarioByName(bc.Scenario)
-	if len(sc.Events) == 0 || sc.NoForeground {
-		return nil, fmt.Errorf("replay: step: scenario %q has no disturbance and foreground to step", sc.Name)
+	if sc.NoForeground {
+		return nil, fmt.Errorf("replay: step: scenario %q has no foreground to step", sc.Name)
+	}
+	if len(sc.Events) == 0 {
+		// A scenario whose disturbance is its foreground's kind
+		// (write-heavy, quiet) is stepped by its own foreground doubled.
+		sc.Events = []Event{{Name: "its foreground x2", start: surgeBy(2)}}
 	}
 	began := time.Now()
 	var rows atomic.Int64
@@ -328,6 +333,20 @@ func StepSection(runs []*StepRun, command string) string {
 		}
 	}
 	b.WriteString("\nA rep that **paused** (its budget at 0: a critical level, which ends only after the signal has stayed under its resume level for the quiet period, 30 s and doubling, by design) or had **no cut** (nothing to act on) is not a pacing step and does not set the bound.\n")
+	b.WriteString("\nThe transients, per scenario, over its paced reps (nearest-rank percentiles; goal: the first cut within ")
+	fmt.Fprintf(&b, "%.0f s of an onset at p95):\n\n", stepCutGoal)
+	b.WriteString("| scenario | onsets | paced | cut p50 s | cut p95 s | recovered | recover p50 s | recover p95 s | cut goal |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, st := range StepSummary(runs) {
+		goal := "undecided (no paced rep)"
+		switch {
+		case st.Paced > 0 && st.CutP95 <= stepCutGoal:
+			goal = "met"
+		case st.Paced > 0:
+			goal = "not met"
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %d | %s | %s | %s |\n", st.Scenario, st.Onsets, st.Paced, secs(st.CutP50), secs(st.CutP95),
+			st.Recovered, secs(st.RecoverP50), secs(st.RecoverP95), goal)
+	}
 	longest, known := StepLongest(runs)
 	if known {
 		fmt.Fprintf(&b, "\nThe longer of the two over every paced rep: **%.1f s**; a closed-loop policy's window is at least three times it, %.0f s.\n", longest, math.Ceil(3*longest))
@@ -336,6 +355,59 @@ func StepSection(runs []*StepRun, command string) string {
 	}
 	return b.String()
 }
+
+// StepStats is one scenario's transients over its paced reps: the
+// onsets stepped, the paced ones among them, and the 50th and 95th
+// percentiles (nearest rank) of the cut delay and of the recovery, in
+// seconds; Recovered counts the paced reps that recovered within their
+// relief (a recovery not timed is left out of its percentiles, and named).
+type StepStats struct {
+	Scenario                 string
+	Onsets, Paced, Recovered int
+	CutP50, CutP95           float64
+	RecoverP50, RecoverP95   float64
+}
+
+// StepSummary is each scenario's StepStats over runs, in the runs' order.
+func StepSummary(runs []*StepRun) []StepStats {
+	var out []StepStats
+	for _, s := range runs {
+		st := StepStats{Scenario: s.Scenario}
+		var cuts, recs []float64
+		for _, r := range s.Analyse() {
+			st.Onsets++
+			if r.Cut < 0 || r.Trough <= 0 {
+				continue
+			}
+			st.Paced++
+			cuts = append(cuts, r.Cut)
+			if r.Recover >= 0 {
+				st.Recovered++
+				recs = append(recs, r.Recover)
+			}
+		}
+		st.CutP50, st.CutP95 = nearestRank(cuts, 0.5), nearestRank(cuts, 0.95)
+		st.RecoverP50, st.RecoverP95 = nearestRank(recs, 0.5), nearestRank(recs, 0.95)
+		out = append(out, st)
+	}
+	return out
+}
+
+// nearestRank is the q-quantile of vs by nearest rank (the smallest value
+// with at least q of them at or under it); -1 for none.
+func nearestRank(vs []float64, q float64) float64 {
+	if len(vs) == 0 {
+		return -1
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	return s[max(0, int(math.Ceil(q*float64(len(s))))-1)]
+}
+
+// stepCutGoal is the goal for an onset's first cut at p95, seconds, on
+// the primary-side signals: MongoDB's flow control recomputes every
+// second.
+const stepCutGoal = 1.0
 
 func secs(v float64) string {
 	if v < 0 {

@@ -62,3 +62,40 @@ func TestStepAnalyseTimesTheCutAndTheRecovery(t *testing.T) {
 		t.Error("a paced rep that never recovered, and still the bound is known")
 	}
 }
+
+// The transients per scenario: nearest-rank percentiles of the cut delay
+// and the recovery over the paced reps only, and the cut goal's verdict.
+func TestStepSummaryPercentiles(t *testing.T) {
+	var s StepRun
+	s.Scenario = "surge"
+	tm := 0.0
+	add := func(n int, on bool, rate float64) {
+		for range n {
+			s.Samples = append(s.Samples, StepSample{T: tm, On: on, Rate: rate})
+			tm += 0.1
+		}
+	}
+	add(10, false, 10)
+	// Ten paced onsets: cut after 0.1 .. 1.0 s, recovered 1 .. 10 s
+	// after the relief; then one that never cuts.
+	for i := 1; i <= 10; i++ {
+		add(i, true, 10)
+		add(5, true, 4)
+		add(10*i, false, 4)
+		add(10, false, 9)
+	}
+	add(20, true, 9)
+	add(10, false, 9)
+	sum := StepSummary([]*StepRun{&s})
+	if len(sum) != 1 {
+		t.Fatalf("%d scenarios, want 1", len(sum))
+	}
+	st := sum[0]
+	near := func(a, b float64) bool { return a-b < 0.051 && b-a < 0.051 }
+	if st.Onsets != 11 || st.Paced != 10 || st.Recovered != 10 || !near(st.CutP50, 0.5) || !near(st.CutP95, 1.0) || !near(st.RecoverP50, 5) || !near(st.RecoverP95, 10) {
+		t.Fatalf("summary %+v: want 11 onsets, 10 paced and recovered, cut p50 0.5 p95 1.0, recover p50 5 p95 10", st)
+	}
+	if doc := StepSection([]*StepRun{&s}, "throttled bench step"); !strings.Contains(doc, "| surge | 11 | 10 | 0.5 | 1.0 | 10 | 5.0 | 10.0 | met |") {
+		t.Errorf("the section's summary row is not the summary:\n%s", doc)
+	}
+}
