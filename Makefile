@@ -21,6 +21,7 @@ FUZZ_TARGETS := \
 	./signals:FuzzConninfoValue \
 	./signals:FuzzPgBouncerRows \
 	./signals:FuzzSelectors \
+	./signals:FuzzDatedSelectors \
 	./throttle/hold:FuzzParseWindow \
 	./cmd/throttled:FuzzParseSignalsFlags \
 	./cmd/throttled:FuzzParseExecFlags \
