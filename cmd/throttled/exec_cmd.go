@@ -1,16 +1,19 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,11 +22,14 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/throttled/throttled"
+	"github.com/throttled/throttled/config"
+	"github.com/throttled/throttled/holds"
 	"github.com/throttled/throttled/internal/schema"
 	"github.com/throttled/throttled/jobs"
 	"github.com/throttled/throttled/signals"
 	"github.com/throttled/throttled/status"
 	"github.com/throttled/throttled/throttle"
+	"github.com/throttled/throttled/throttle/hold"
 )
 
 // exitInterrupted is exec's exit code after SIGINT or SIGTERM: stopped
@@ -55,6 +61,17 @@ type execOptions struct {
 	json               bool
 	pauseOnVacuum      bool
 	log                logFlags
+
+	// From --config's file (fromConfig), where the flags leave a value
+	// out: the file itself, for what run would take from it; the
+	// controller's budget (0: --max-rate's); the job's weight, floor and
+	// job rules (its block's); and where the cluster's holds and leader
+	// are, when the file names a coordination_dsn of its own.
+	file            *config.Config
+	budget          float64
+	weight, minRate float64
+	jobSignals      []string
+	coordinationDSN string
 }
 
 func (o *execOptions) register(fs *pflag.FlagSet) {
@@ -63,7 +80,7 @@ func (o *execOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.jobDSN, "job-dsn", "", "connection URL the statement runs on (default: the primary's)")
 	withEnv(fs, "job-dsn", "THROTTLED_JOB_DSN")
 	fs.StringArrayVar(&o.replicaDSNs, "replica-dsn", nil, "replica connection URL (repeatable)")
-	fs.StringVar(&o.config, "config", "", "a sidecar's configuration file: its primary's dsn and cores, and its required replicas, for the flags not given")
+	fs.StringVar(&o.config, "config", "", "a sidecar's configuration file: every block that paces or protects the job (primary, replicas, signal rules, custom and Prometheus signals, PgBouncer, the controller, the job's block and its windows), where the flags leave it out; its API blocks are run's")
 	withEnv(fs, "config", "THROTTLED_CONFIG")
 	fs.StringArrayVar(&o.replicas, "replica", nil, "replica (slot or application_name) whose lag is required: missing or stale stops the job (repeatable)")
 	fs.Float64Var(&o.cores, "cores", 0, "the primary's CPU cores, which load is a share of (required)")
@@ -130,12 +147,12 @@ func (o *execOptions) check(fs *pflag.FlagSet, getenv func(string) string) error
 		errs = append(errs, err)
 	}
 	if o.config != "" {
-		sc, err := samplerFromConfig(o.config)
-		if err != nil {
+		// A flag given, or its variable set, beats the file.
+		if err := o.fromConfig(fs.Changed); err != nil {
 			return err
 		}
-		sc.fill(&o.primaryDSN, &o.cores, &o.replicaDSNs, &o.replicas)
 	}
+	o.budget = cmp.Or(o.budget, o.maxRate)
 	o.jobDSN = firstNonEmpty(o.jobDSN, o.primaryDSN)
 	if o.primaryDSN == "" {
 		errs = append(errs, errors.New("--primary-dsn (or THROTTLED_PRIMARY_DSN, or --config) is required"))
@@ -184,7 +201,7 @@ func (o *execOptions) check(fs *pflag.FlagSet, getenv func(string) string) error
 		// A quarter, as work restarts after a pause: from a tenth, the
 		// doublings of slow start cost a 25 s cleanup on an idle primary
 		// 3 s of its 25.
-		o.initRate = o.maxRate / 4
+		o.initRate = min(o.maxRate, o.budget) / 4
 	}
 	if !(o.initRate > 0) || o.initRate > o.maxRate {
 		errs = append(errs, fmt.Errorf("--initial-rate must be positive and at most --max-rate %v, got %v", o.maxRate, o.initRate))
@@ -227,11 +244,7 @@ func runExec(ctx context.Context, o execOptions, out, errOut io.Writer) int {
 	if err != nil {
 		return fail(errOut, "exec", err)
 	}
-	cfg := jobs.Config{
-		Name: o.job, InitialBatchSize: o.batch, MinBatchSize: o.minBatch, MaxBatchSize: o.maxBatch,
-		TargetBatchDuration: o.target, StatementTimeout: o.timeout, Checkpoint: !o.noCheck, MaxRate: o.maxRate,
-		Tables: o.tables, MaxAttempts: o.maxAttempts, MaxOutage: o.maxOutage,
-	}
+	cfg := o.jobConfig()
 	if _, err := jobs.New(cfg, nil, noPacer{}, nil); err != nil {
 		return fail(errOut, "exec", usageError(err))
 	}
@@ -282,43 +295,136 @@ func runExec(ctx context.Context, o execOptions, out, errOut io.Writer) int {
 	return reportExec(o, st, err, limited, time.Since(started), paused, out, errOut)
 }
 
-// openExecClient opens the client an exec paces its statement with: its
-// rules from the flags, durable holds beside the job's data, and
-// leadership deferred to a sidecar.
+// jobConfig is the job exec runs: its flags, and its block of --config's
+// file where they leave a value out.
+func (o execOptions) jobConfig() jobs.Config {
+	sigs := o.jobSignals
+	if o.pauseOnVacuum && sigs != nil && !slices.Contains(sigs, string(signals.VacuumRunning)) {
+		sigs = append(slices.Clone(sigs), string(signals.VacuumRunning))
+	}
+	return jobs.Config{
+		Name: o.job, InitialBatchSize: o.batch, MinBatchSize: o.minBatch, MaxBatchSize: o.maxBatch,
+		TargetBatchDuration: o.target, StatementTimeout: o.timeout, Checkpoint: !o.noCheck,
+		Weight: o.weight, MinRate: o.minRate, MaxRate: o.maxRate, Tables: o.tables, Signals: sigs,
+		MaxAttempts: o.maxAttempts, MaxOutage: o.maxOutage,
+	}
+}
+
+// openExecClient opens the client an exec paces its statement with (see
+// openOptions). The file's windows, once the client reads the cluster's,
+// hold the job once each.
 func openExecClient(ctx context.Context, o execOptions, log hclog.Logger) (*throttled.Client, error) {
-	replicas := map[string]throttle.ReplicaPolicy{}
-	for _, r := range o.replicas {
-		replicas[r] = throttle.ReplicaRequired
-	}
-	// throttled.Open sets primary_load's Resolution from the cores.
-	var rules map[signals.Name]throttle.Rule
-	if o.foregroundLatency > 0 {
-		// Required: until the canary has learnt its baseline, or while it
-		// cannot commit, the job does not run. Without the flag Open adds
-		// the default rule where the canary can run.
-		rules = map[signals.Name]throttle.Rule{signals.ForegroundLatency: {Target: o.foregroundLatency, Required: true}}
-	}
-	var jobRules map[signals.Name]throttle.Rule
-	if o.pauseOnVacuum {
-		jobRules = map[signals.Name]throttle.Rule{signals.VacuumRunning: {Target: 0}}
-	}
+	windows := o.windows()
 	openCtx, cancel := context.WithTimeout(ctx, o.startTimeout)
 	defer cancel()
-	return throttled.Open(openCtx, throttled.Options{
-		PrimaryDSN: o.primaryDSN, ReplicaDSNs: o.replicaDSNs, Cores: o.cores,
-		Signals:             signals.Config{Replicas: o.replicas, AllowSuperuser: o.allowSuperuser, PgBouncerDSN: o.pgbouncerDSN},
-		NoForegroundLatency: o.noLatency,
-		Controller: throttle.Config{Replicas: replicas, MaxBudget: o.maxRate, InitialBudget: o.initRate, QuietPeriod: o.quiet,
-			Rules: rules, JobRules: jobRules},
-		// Durable holds live beside the job's data: `throttled pause`
-		// stops this run within the second.
-		CoordinationDSN: o.jobDSN,
-		Coordinate:      !o.solo,
-		// exec has no notifier: a sidecar, which pages, leads whenever
-		// one runs; an exec takes over only once no leader has
-		// published for three seconds.
-		DeferLeadership: execDeferLeadership,
-		Logger:          log,
+	client, err := throttled.Open(openCtx, o.openOptions(windows, log))
+	if err != nil {
+		return nil, err
+	}
+	if windows != nil {
+		windows.cluster.Store(client.HoldWatcher())
+	}
+	return client, nil
+}
+
+// openOptions is what an exec opens its client with: what run takes from
+// --config's file (clientOptions), under exec's flags, which win where
+// both say something; durable holds and the leader beside the job's data
+// (or in the file's coordination_dsn); leadership deferred to a sidecar.
+// windows, when not nil, are the file's run and maintenance windows.
+func (o execOptions) openOptions(windows *fileWindows, log hclog.Logger) throttled.Options {
+	var opts throttled.Options
+	if o.file != nil {
+		opts = clientOptions(o.file, log)
+	}
+	opts.PrimaryDSN, opts.ReplicaDSNs, opts.Cores = o.primaryDSN, o.replicaDSNs, o.cores
+	ctl := &opts.Controller
+	// A --replica is required, whatever the file's policy for it.
+	ctl.Replicas = cloneOr(ctl.Replicas)
+	for _, r := range o.replicas {
+		ctl.Replicas[r] = throttle.ReplicaRequired
+	}
+	opts.Signals.Replicas = nil
+	for _, name := range slices.Sorted(maps.Keys(ctl.Replicas)) {
+		if ctl.Replicas[name] != throttle.ReplicaIgnored {
+			opts.Signals.Replicas = append(opts.Signals.Replicas, name)
+		}
+	}
+	ctl.Rules, ctl.JobRules = cloneOr(ctl.Rules), cloneOr(ctl.JobRules)
+	if o.foregroundLatency > 0 {
+		// Required: until the canary has learnt its baseline, or while it
+		// cannot commit, the job does not run. Without the flag (or a
+		// rule in the file) Open adds the default rule where the canary
+		// can run.
+		ctl.Rules[signals.ForegroundLatency] = throttle.Rule{Target: o.foregroundLatency, Required: true}
+	}
+	if o.noLatency {
+		delete(ctl.Rules, signals.ForegroundLatency)
+	}
+	if o.pauseOnVacuum {
+		r := ctl.JobRules[signals.VacuumRunning]
+		r.Target = 0
+		ctl.JobRules[signals.VacuumRunning] = r
+	}
+	// throttled.Open sets primary_load's Resolution from the cores.
+	ctl.MaxBudget, ctl.InitialBudget, ctl.QuietPeriod = o.budget, min(o.initRate, o.budget), o.quiet
+	ctl.Holds = nil
+	if windows != nil {
+		ctl.Holds = windows
+	}
+	opts.NoForegroundLatency = o.noLatency
+	opts.Signals.AllowSuperuser, opts.Signals.PgBouncerDSN = o.allowSuperuser, o.pgbouncerDSN
+	// Durable holds live beside the job's data, or where the file says
+	// the cluster's are: `throttled pause` stops this run within the
+	// second.
+	opts.CoordinationDSN = firstNonEmpty(o.coordinationDSN, o.jobDSN)
+	opts.Coordinate = !o.solo
+	// exec has no notifier: a sidecar, which pages, leads whenever one
+	// runs; an exec takes over only once no leader has published for
+	// three seconds. Hold lifetimes and enforcement are the sidecar's.
+	opts.DeferLeadership = execDeferLeadership
+	opts.Holds, opts.Enforce = holds.Config{}, nil
+	opts.Logger = log
+	return opts
+}
+
+// windows are the run and maintenance windows of --config's file, or
+// nil for none.
+func (o execOptions) windows() *fileWindows {
+	if o.file == nil || len(o.file.Windows) == 0 {
+		return nil
+	}
+	return &fileWindows{ws: o.file.Windows}
+}
+
+// cloneOr is a copy of m, never nil.
+func cloneOr[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return map[K]V{}
+	}
+	return maps.Clone(m)
+}
+
+// fileWindows are the run and maintenance windows of --config's file, as
+// holds: a throttle.HoldSource beside the cluster's. A window the
+// cluster's watcher applies too (a sidecar wrote the same file's to
+// throttled.windows) is one hold, not two.
+type fileWindows struct {
+	ws      hold.Windows
+	cluster atomic.Pointer[holds.Watcher]
+}
+
+// Applying reports the holds the file's windows make on job at now, but
+// for those the cluster's windows make too.
+func (w *fileWindows) Applying(now time.Time, job string) []hold.Hold {
+	hs := w.ws.Applying(now, job)
+	cluster := w.cluster.Load()
+	if cluster == nil || len(hs) == 0 {
+		return hs
+	}
+	theirs := cluster.Windows().Applying(now, job)
+	return slices.DeleteFunc(hs, func(h hold.Hold) bool {
+		return slices.ContainsFunc(theirs, func(x hold.Hold) bool { return x.ID == h.ID })
 	})
 }
 

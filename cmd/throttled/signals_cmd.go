@@ -75,7 +75,7 @@ func (o *signalsOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per snapshot, one per line")
 	fs.StringVar(&o.cfg.PgBouncerDSN, "pgbouncer-dsn", "", "PgBouncer's admin console (dbname=pgbouncer), as a role in its stats_users: the pool signals")
 	withEnv(fs, "pgbouncer-dsn", "THROTTLED_PGBOUNCER_DSN")
-	fs.StringVar(&o.config, "config", "", "a sidecar's configuration file: its primary's dsn and cores, and its replicas, for the flags not given; and its custom signals, read every second")
+	fs.StringVar(&o.config, "config", "", "a sidecar's configuration file: its primary's dsn and cores, its replicas and its PgBouncer, for the flags not given; and its custom and Prometheus signals, read every second, with their rules' targets")
 	withEnv(fs, "config", "THROTTLED_CONFIG")
 	fs.StringArrayVar(&o.custom, "custom", nil, "a custom signal to read too, as NAME=QUERY: one row of one number, run READ ONLY every second (repeatable)")
 }
@@ -135,7 +135,9 @@ func (o *signalsOptions) check(fs *pflag.FlagSet, getenv func(string) string) er
 		if err != nil {
 			return err
 		}
-		sc.fill(&o.cfg.PrimaryDSN, &o.cfg.Cores, &o.cfg.ReplicaDSNs, &o.cfg.Replicas)
+		if err := sc.fill(o.config, &o.cfg.PrimaryDSN, &o.cfg.Cores, &o.cfg.ReplicaDSNs, &o.cfg.Replicas, &o.cfg.PgBouncerDSN); err != nil {
+			return err
+		}
 		if err := o.customFromConfig(); err != nil {
 			return err
 		}
