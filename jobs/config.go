@@ -31,7 +31,16 @@ type Config struct {
 	// rule. The cluster's rules bind every job whatever this says.
 	Signals []string
 	// TargetBatchDuration is the duration the batch size adapts toward.
-	// Defaults to 1s.
+	// Defaults to 1s. While a signal of the foreground's latency binds
+	// the job (foreground_latency, or a Prometheus signal: the pacer's
+	// status.Explainer says, or its Stretcher says the canary is over its
+	// target), the target shrinks: halved when the signal is first read
+	// holding or cutting the budget, and again every second it stays so,
+	// down to [LatencyFloor] (50 ms), before the cut rate reaches its
+	// least; held while the signal binds under its target; doubled back
+	// every 30 s once none binds. Signals of the primary (load,
+	// connections, replica lag) cut the rate alone. [Status] shows the
+	// target in force.
 	TargetBatchDuration time.Duration
 	// MinBatchSize and MaxBatchSize bound the batch size. Default 1 and
 	// 10000.

@@ -14,6 +14,7 @@ import (
 	"github.com/throttled/throttled/internal/jobname"
 	"github.com/throttled/throttled/internal/schema"
 	"github.com/throttled/throttled/internal/wait"
+	"github.com/throttled/throttled/status"
 )
 
 // Batch is what a batch function is asked to do.
@@ -76,7 +77,7 @@ func New(cfg Config, db DB, pacer Pacer, fn BatchFunc) (*Job, error) {
 	}
 	j := &Job{cfg: cfg, db: db, pacer: pacer, fn: fn, log: cfg.Logger.With("job", cfg.Name), rnd: randInt64N}
 	j.sizer = sizer{size: cfg.InitialBatchSize, min: cfg.MinBatchSize, max: cfg.MaxBatchSize, target: cfg.TargetBatchDuration}
-	j.status = Status{Job: cfg.Name, State: StateRunning, BatchSize: cfg.InitialBatchSize, Total: cfg.Total}
+	j.status = Status{Job: cfg.Name, State: StateRunning, BatchSize: cfg.InitialBatchSize, TargetBatchDuration: cfg.TargetBatchDuration, Total: cfg.Total}
 	return j, nil
 }
 
@@ -404,6 +405,9 @@ func (j *Job) loadCheckpoint(ctx context.Context) (string, error) {
 	return "", nil
 }
 
+// batchSize is the size of the next batch: within the pacer's bounds when
+// it has some (BatchBounder), toward a target the foreground's latency
+// signals may have shrunk (see sizer.answer).
 func (j *Job) batchSize() int {
 	bb, isBounder := j.pacer.(BatchBounder)
 	var minSize, maxSize int
@@ -412,13 +416,37 @@ func (j *Job) batchSize() int {
 	if isBounder {
 		minSize, maxSize, target, ok = bb.BatchBounds()
 	}
+	z := j.latency()
+	now := time.Now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if ok {
 		j.sizer.bound(j.cfg, minSize, maxSize, target)
-		j.status.BatchSize = j.sizer.size
 	}
+	j.sizer.answer(z, now)
+	j.status.BatchSize, j.status.TargetBatchDuration = j.sizer.size, j.sizer.effective()
 	return j.sizer.size
+}
+
+// latency is how the foreground's latency signals stand for the job, as
+// its pacer says: by its status (a status.Explainer: a latency signal
+// binding it, and how near its target by the code) and by the
+// foreground's stretch (a Stretcher: the canary over its target, whatever
+// binds), the worse of the two; unknown while the pacer pauses the job,
+// or when it can say neither.
+func (j *Job) latency() latencyZone {
+	z := latencyUnknown
+	if ex, ok := j.pacer.(status.Explainer); ok {
+		if z = zoneOf(ex.Status()); z == latencyUnknown {
+			return z
+		}
+	}
+	if st, ok := j.pacer.(Stretcher); ok {
+		if fg, _, ok := st.ForegroundStretch(); ok {
+			z = max(z, stretchZone(fg))
+		}
+	}
+	return z
 }
 
 func (j *Job) succeeded(res Result, took time.Duration) {

@@ -27,7 +27,9 @@ type Allower interface {
 // latency over the most it may be (above 1: slower than it may be), the
 // time of the sample that says so, and false when it is not measured. The
 // batch size then answers to it too: a batch that stretches the
-// foreground is too big, however short it is itself (see [Config]).
+// foreground is too big, however short it is itself; and above 1 the
+// target batch duration shrinks as under a latency signal that binds
+// (see [Config.TargetBatchDuration]).
 type Stretcher interface {
 	ForegroundStretch() (stretch float64, at time.Time, ok bool)
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/throttled/throttled/signals"
+	"github.com/throttled/throttled/status"
 )
 
 func TestSizerConvergesToTheTargetDuration(t *testing.T) {
@@ -104,6 +106,92 @@ func TestSizerShrinksBatchesThatStretchTheForeground(t *testing.T) {
 	}
 	if s.size != 10 {
 		t.Fatalf("after many stretched samples: %d; want the minimum 10", s.size)
+	}
+}
+
+// The target answers to the latency zone with explicit time: halved when
+// a signal is first read over its target and for every second read so
+// since (counted up to the first reading that is not), never under the
+// floor; held near the target or while unknown; doubled for every 30 s of
+// readings that say clear. A shrunk target applies to the size at once.
+func TestSizerTargetAnswersToLatency(t *testing.T) {
+	t0 := time.Date(2026, 9, 13, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	s := sizer{size: 1000, min: 1, max: 100000, target: time.Second}
+	s.observe(time.Second, 0, time.Time{}) // 1 ms a row
+	s.answer(latencyClear, at(0))
+	if s.effective() != time.Second || s.size != 1000 {
+		t.Fatalf("clear: target %s, size %d; want 1s, 1000", s.effective(), s.size)
+	}
+	for _, step := range []struct {
+		at     time.Duration
+		z      latencyZone
+		target time.Duration
+		size   int
+	}{
+		{1 * time.Second, latencyOver, 500 * time.Millisecond, 500},         // first read over: halved, and the size with it
+		{1500 * time.Millisecond, latencyOver, 500 * time.Millisecond, 500}, // half a second on: not yet
+		{2 * time.Second, latencyOver, 250 * time.Millisecond, 250},
+		{4 * time.Second, latencyNear, 62500 * time.Microsecond, 62},  // over until read near: two more
+		{60 * time.Second, latencyNear, 62500 * time.Microsecond, 62}, // held near
+		{61 * time.Second, latencyOver, LatencyFloor, 50},             // the floor
+		{70 * time.Second, latencyOver, LatencyFloor, 50},             // and no further
+		{71 * time.Second, latencyUnknown, LatencyFloor, 50},          // paused: held
+		{200 * time.Second, latencyClear, LatencyFloor, 50},           // clear: counted from this reading
+		{229 * time.Second, latencyClear, LatencyFloor, 50},
+		{230 * time.Second, latencyClear, 62500 * time.Microsecond, 50}, // a doubling (from the floor's halving); the size grows by its batches
+		{320 * time.Second, latencyClear, 500 * time.Millisecond, 50},
+		{400 * time.Second, latencyClear, time.Second, 50}, // back to the configured target, not past it
+	} {
+		s.answer(step.z, at(step.at))
+		if s.effective() != step.target || s.size != step.size {
+			t.Fatalf("at %s, zone %d: target %s, size %d; want %s, %d", step.at, step.z, s.effective(), s.size, step.target, step.size)
+		}
+	}
+	// A target configured under the floor is kept.
+	short := sizer{size: 10, min: 1, max: 100, target: 20 * time.Millisecond}
+	short.answer(latencyOver, at(0))
+	short.answer(latencyOver, at(10*time.Second))
+	if short.effective() != 20*time.Millisecond {
+		t.Fatalf("a 20ms target under a latency signal: %s; want it kept", short.effective())
+	}
+	// A batch far under the shrunk target keeps its size.
+	fast := sizer{size: 100, min: 1, max: 1000, target: time.Second}
+	before := fast.observe(10*time.Millisecond, 0, time.Time{})
+	fast.answer(latencyOver, at(0))
+	if fast.size != before {
+		t.Fatalf("a 10ms batch under a 500ms target: size %d; want %d kept", fast.size, before)
+	}
+}
+
+// A job's status says how its latency signals stand: over while one holds
+// or cuts the budget or slows the job, near while one binds under its
+// target, clear when none binds, unknown while the job is paused.
+func TestZoneOf(t *testing.T) {
+	fg, p99, load := status.Binding{Signal: signals.ForegroundLatency}, status.Binding{Signal: "api_p99"}, status.Binding{Signal: signals.PrimaryLoad}
+	for _, tc := range []struct {
+		st   status.JobStatus
+		want latencyZone
+	}{
+		{status.JobStatus{State: status.JobThrottled, Code: status.CodeCut, Binding: fg}, latencyOver},
+		{status.JobStatus{State: status.JobThrottled, Code: status.CodeHolding, Binding: p99}, latencyOver},
+		{status.JobStatus{State: status.JobThrottled, Code: status.CodeTooSlow, Binding: p99}, latencyOver},
+		{status.JobStatus{State: status.JobRunning, Code: status.CodeBinding, Binding: fg}, latencyNear},
+		{status.JobStatus{State: status.JobThrottled, Code: status.CodeCut, Binding: load}, latencyClear},
+		{status.JobStatus{State: status.JobRunning, Code: status.CodeBinding, Binding: load}, latencyClear},
+		{status.JobStatus{State: status.JobThrottled, Code: status.CodeHolding, Binding: status.Binding{Signal: status.BindingErrors}}, latencyClear},
+		{status.JobStatus{State: status.JobRunning, Code: status.CodeSlowStart}, latencyClear},
+		{status.JobStatus{State: status.JobThrottled, Code: status.CodeNotGrowing}, latencyNear},
+		{status.JobStatus{State: status.JobRunning, Code: status.CodeRunning}, latencyClear},
+		{status.JobStatus{State: status.JobThrottled, Code: status.CodeScaled, Binding: p99}, latencyClear},
+		{status.JobStatus{State: status.JobPaused, Code: status.CodeStale, Binding: p99}, latencyUnknown},
+		{status.JobStatus{State: status.JobPaused, Code: status.CodeTooSlow, Binding: p99}, latencyUnknown},
+		{status.JobStatus{State: status.JobPaused, Code: status.CodeHeld}, latencyUnknown},
+		{status.JobStatus{}, latencyUnknown},
+	} {
+		if got := zoneOf(tc.st); got != tc.want {
+			t.Errorf("%s/%s on %s: zone %d; want %d", tc.st.State, tc.st.Code, tc.st.Binding, got, tc.want)
+		}
 	}
 }
 

@@ -43,6 +43,10 @@ type Status struct {
 	Retries   int64
 	Errors    int64
 	LastError string
+	// TargetBatchDuration is the duration the batch size adapts toward
+	// now: Config.TargetBatchDuration, or less while a signal of the
+	// foreground's latency binds the job (see Config.TargetBatchDuration).
+	TargetBatchDuration time.Duration
 	// Total is the rows expected (0 when unknown); ETA the time to do the
 	// rest at the recent rate (0 when unknown).
 	Total int64

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/throttled/throttled/signals"
@@ -36,4 +37,32 @@ func TestStatusTakesThePacersTypedStatus(t *testing.T) {
 	if st := j.Status(); st.State != StateRunning {
 		t.Fatalf("an unknown state read %q; want running", st.State)
 	}
+}
+
+// A job's status shows the target its batches adapt toward: the
+// configured one, and the floor once a latency signal has held the
+// budget long enough.
+func TestStatusShowsTheTargetBatchDuration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &explaining{status.JobStatus{State: status.JobRunning, Code: status.CodeRunning, Rate: 10}}
+		j, err := New(Config{Name: "target", TargetBatchDuration: 400 * time.Millisecond}, nil, p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := j.Status(); st.TargetBatchDuration != 400*time.Millisecond {
+			t.Fatalf("at start: target %s; want the configured 400ms", st.TargetBatchDuration)
+		}
+		p.st = status.JobStatus{State: status.JobThrottled, Code: status.CodeHolding, Binding: status.Binding{Signal: signals.ForegroundLatency}, Rate: 10}
+		for range 5 {
+			tk, err := j.Acquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+			tk.Done(1, nil)
+		}
+		if st := j.Status(); st.TargetBatchDuration != LatencyFloor {
+			t.Fatalf("after 5 s held by foreground_latency: target %s; want the floor %s", st.TargetBatchDuration, LatencyFloor)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package status
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/throttled/throttled/signals"
 )
@@ -44,4 +45,22 @@ func (b Binding) Equal(o Binding) bool {
 // Of reports whether sample s is the one b names.
 func (b Binding) Of(s signals.Sample) bool {
 	return !b.IsZero() && s.Name == b.Signal && maps.Equal(s.Labels, b.Labels)
+}
+
+// Latency reports whether b is a signal of the foreground's latency: the
+// canary's foreground_latency, or one of the application's own signals (a
+// Prometheus signal, such as its API's p99). A budget's binding is a
+// rule's signal (or failing batches), and a rule names a built-in signal
+// or one of the controller's external signals (throttle.Config.External):
+// so any binding that is neither a built-in signal nor failing batches is
+// an external one, known as such without the list, to a coordinated
+// worker whose leader reads signals its own process does not.
+func (b Binding) Latency() bool {
+	switch {
+	case b.IsZero() || b.Signal == BindingErrors:
+		return false
+	case b.Signal == signals.ForegroundLatency:
+		return true
+	}
+	return !slices.Contains(ruleSignals, b.Signal)
 }

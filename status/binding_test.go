@@ -52,3 +52,34 @@ func TestBindingNamesItsSample(t *testing.T) {
 		t.Error("the zero binding names a sample")
 	}
 }
+
+// A binding is a latency signal when it is the canary's foreground_latency
+// or no built-in signal (a rule names only those and the controller's
+// external, Prometheus, signals); the primary's own signals, replica lag
+// and failing batches are not.
+func TestBindingLatency(t *testing.T) {
+	for _, tc := range []struct {
+		b    Binding
+		want bool
+	}{
+		{Binding{Signal: signals.ForegroundLatency}, true},
+		{Binding{Signal: "api_p99"}, true},
+		{Binding{}, false},
+		{Binding{Signal: BindingErrors}, false},
+		{Binding{Signal: signals.PrimaryLoad}, false},
+		{Binding{Signal: signals.ConnectionHeadroom}, false},
+		{Binding{Signal: signals.ReplicaLagSeconds, Labels: map[string]string{signals.LabelReplica: "r1"}}, false},
+		{Binding{Signal: signals.PgBouncerMaxWaitSecondsMax}, false},
+	} {
+		if got := tc.b.Latency(); got != tc.want {
+			t.Errorf("%s.Latency() = %v; want %v", tc.b, got, tc.want)
+		}
+	}
+	// Every built-in signal a rule may name but the canary is the
+	// primary's (or a replica's, or PgBouncer's) own.
+	for _, n := range RuleSignals() {
+		if got := (Binding{Signal: n}).Latency(); got != (n == signals.ForegroundLatency) {
+			t.Errorf("%s.Latency() = %v", n, got)
+		}
+	}
+}
