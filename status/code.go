@@ -16,7 +16,8 @@ const (
 	CodeRunning Code = "running"
 	// CodeBinding: a signal near its target limits the budget's growth.
 	CodeBinding Code = "binding"
-	// CodeSlowStart: the budget doubles back after a pause or a cut.
+	// CodeSlowStart: the budget doubles back after a pause or a cut, or a
+	// job that joined a running controller doubles toward its share.
 	CodeSlowStart Code = "slow_start"
 	// CodeInherited: a new leader doubles back toward the budget the last
 	// leader published.

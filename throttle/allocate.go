@@ -94,11 +94,14 @@ func (c *Controller) runningJobs() []status.JobRate {
 	return out
 }
 
-// allocate shares budget between the jobs that no hold applies to.
-func (c *Controller) allocate(now time.Time, budget float64, mode status.Mode, code status.Code, reason string, holds map[status.Job][]hold.Hold, scaled map[status.Job]hold.Hold, gated map[status.Job][]gate, ex exemptions) map[status.Job]JobDecision {
+// allocate shares budget between the jobs that no hold applies to. A
+// job's ramp (back from a hold, or its own slow start) caps its share;
+// grow is the factor the slow starts grow by at this step (startGrowth).
+func (c *Controller) allocate(now time.Time, budget float64, mode status.Mode, code status.Code, reason string, holds map[status.Job][]hold.Hold, scaled map[status.Job]hold.Hold, gated map[status.Job][]gate, ex exemptions, grow float64) map[status.Job]JobDecision {
 	out := make(map[status.Job]JobDecision, len(c.order))
 	var free []status.Job
 	var claims []claim
+	ramps := false // some free job ramps, or starts its ramp at this step
 	for _, j := range c.order {
 		s := c.jobs[j]
 		if hs := holds[j]; len(hs) > 0 {
@@ -130,31 +133,63 @@ func (c *Controller) allocate(now time.Time, budget float64, mode status.Mode, c
 			continue
 		}
 		if s.held {
-			// Released: ramp back from a fraction of the rate before.
+			// Released: ramp back from a fraction of the rate before. A
+			// job held since it joined has no rate before: its first
+			// share starts its slow start instead.
 			s.held = false
-			s.rampCap = max(c.cfg.MinBudget, s.heldRate*c.cfg.SlowStart)
+			if !s.joining {
+				s.rampCap, s.startRamp = max(c.cfg.MinBudget, s.heldRate*c.cfg.SlowStart), false
+			}
+		}
+		if s.startRamp && s.rampBound && s.busy && budget > 0 {
+			// Its slow start held it under its share, and it used what
+			// it got: grow as the budget's slow start would.
+			s.rampCap *= grow
 		}
 		want := math.Inf(1)
 		if s.idle >= idleTicks {
 			want = s.usage*1.5 + c.cfg.MinBudget // idle: lend the rest
 		}
-		cl := claim{weight: s.cfg.Weight, floor: s.cfg.MinRate, cap: min(s.cfg.MaxRate, want)}
-		if s.rampCap > 0 {
-			cl.cap = min(cl.cap, s.rampCap)
-		}
+		ramps = ramps || s.rampCap > 0 || s.joining
 		free = append(free, j)
-		claims = append(claims, cl)
+		claims = append(claims, claim{weight: s.cfg.Weight, floor: s.cfg.MinRate, cap: min(s.cfg.MaxRate, want)})
 	}
-	rates := share(budget, claims)
+	// Each job's share without its ramp, then with it: the ramp is
+	// reckoned against the share, and what it holds back goes to the
+	// others.
+	shares := share(budget, claims)
+	rates := shares
+	if ramps {
+		for i, j := range free {
+			s := c.jobs[j]
+			if s.joining && shares[i] > 0 {
+				// Its first share: a job that joins a running controller
+				// starts at SlowStart of it, as a controller starts at a
+				// fraction of its most, never with its whole share at once.
+				s.joining, s.rampCap, s.startRamp = false, c.cfg.SlowStart*shares[i], true
+			}
+			if s.rampCap > 0 {
+				claims[i].cap = min(claims[i].cap, s.rampCap)
+			}
+		}
+		rates = share(budget, claims)
+	}
 	for i, j := range free {
 		s := c.jobs[j]
 		r := rates[i]
-		if s.rampCap > 0 && budget > 0 {
-			if r < s.rampCap*0.99 {
-				s.rampCap = 0 // the ramp no longer binds
-			} else {
-				s.rampCap *= c.cfg.MaxGrowth
+		switch {
+		case s.rampCap == 0 || budget <= 0:
+		case s.startRamp:
+			// It ends once its share fits under it; an idle job keeps it,
+			// its share lent, until it runs again.
+			s.rampBound = shares[i] > s.rampCap
+			if !s.rampBound && s.idle < idleTicks {
+				s.rampCap, s.startRamp = 0, false
 			}
+		case r < s.rampCap*0.99:
+			s.rampCap = 0 // the ramp no longer binds
+		default:
+			s.rampCap *= c.cfg.MaxGrowth
 		}
 		h, scale := scaled[j]
 		if scale {
@@ -175,6 +210,8 @@ func (c *Controller) allocate(now time.Time, budget float64, mode status.Mode, c
 			jd.State, jd.Code, jd.Reason = status.JobThrottled, status.CodeTooSlow, status.SlowReason(r, reason)
 		case mode == status.ModeThrottled:
 			jd.State, jd.Reason = status.JobThrottled, reason
+		case s.startRamp && s.rampBound:
+			jd.Code, jd.Reason = status.CodeSlowStart, fmt.Sprintf("slow start: joined at %.3g/s, growing toward its share of %.3g/s", r, shares[i])
 		case r >= s.cfg.MaxRate:
 			jd.Code, jd.Reason = status.CodeMaxRate, fmt.Sprintf("running: at the job's max_rate %.3g/s", s.cfg.MaxRate)
 		}

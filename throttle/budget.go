@@ -393,6 +393,33 @@ func (c *Controller) grow(now time.Time, p float64, key string, frozen bool) (li
 	return strings.Replace(limit, b, fmt.Sprintf("budget %.3g/s", c.budget), 1), code
 }
 
+// startGrowth is the factor by which a job's own slow start (a job that
+// joined a running controller) grows at this step, for a step after one
+// at which it held the job under its share and the job used what it got.
+// It grows as the budget's slow start from the start does, so a job that
+// joins a leader ramps as the same job alone would: doubling every tick
+// very far under target (under a quarter of GrowBelow), every two ticks
+// far under it (by √2 a tick), and nearer the target, in the deadband
+// or while an integrating signal rises by MaxGrowth a tick, as the ramp
+// back from a hold does: there it only shares out a budget the signals
+// hold. Over target, and while growth is frozen (a signal unknown or
+// without a new sample), it holds.
+func (c *Controller) startGrowth(d Decision, r readings, t tickEvals) float64 {
+	if (d.Mode != status.ModeRunning && d.Mode != status.ModeThrottled) || d.Code == status.CodeWarmingUp || c.overTarget ||
+		len(t.unknownOpt) > 0 || t.missed || r.worst.key == "" {
+		return 1
+	}
+	if d.Mode == status.ModeRunning && r.rising.key == "" {
+		switch p := max(r.worst.pressure, r.maxRaw); {
+		case p < c.cfg.GrowBelow/4:
+			return 2
+		case p < c.cfg.GrowBelow/2:
+			return math.Sqrt2
+		}
+	}
+	return c.cfg.MaxGrowth
+}
+
 // utilization is the share of the budget the jobs use. A starved job
 // counts its whole rate; with roomy (every signal far under target) so
 // does any job that waited for its limiter since the last step: the

@@ -170,7 +170,8 @@ type Config struct {
 	// LatchWindow defaults to 1h.
 	LatchWindow time.Duration
 	// SlowStart is the fraction of the budget before a pause (critical,
-	// stale, or a hold) that work restarts at. Defaults to 0.25.
+	// stale, or a hold) that work restarts at, and of its share that a
+	// job joining a running controller starts at. Defaults to 0.25.
 	SlowStart float64
 
 	// MaxErrorFraction is the share of failed batches over ErrorWindow

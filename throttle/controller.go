@@ -49,6 +49,13 @@ import (
 //     smoothed pressure over 1, or two raw samples in a row over 1.
 //   - After any pause (critical, stale, a hold) work restarts at SlowStart
 //     of the budget before it, never at the old rate.
+//   - A job that joins a running controller (registered once a step has
+//     given any job a rate: a new worker's job at a leader, a job whose
+//     workers all left and came back) starts at SlowStart of its share,
+//     and its cap grows as the budget's slow start does while it uses
+//     what it gets (see startGrowth); what the cap holds back goes to
+//     the other jobs. A job registered at the controller's start has the
+//     budget's own slow start, and no second one.
 //
 // A Controller is safe for concurrent use: jobs Report while a loop Steps.
 type Controller struct {
@@ -57,6 +64,10 @@ type Controller struct {
 	mu    sync.Mutex
 	jobs  map[status.Job]*jobState
 	order []status.Job
+	// allotted: a step has given a job a positive rate. The controller's
+	// own start is over: a job registered from now on joins it running,
+	// and starts at SlowStart of its share (see jobState.joining).
+	allotted bool
 
 	lastStep time.Time
 	lastAt   map[string]time.Time // last sample time seen, per rule key
@@ -135,8 +146,19 @@ type jobState struct {
 	rate             float64       // last allocated rate
 	held             bool
 	heldRate         float64 // rate when the hold began
-	rampCap          float64 // after a hold: the rate cap while ramping back; 0 for none
-	goRate           float64 // the last rate a running or throttled budget gave it
+	// rampCap caps the rate while it ramps: back from a hold, or at the
+	// job's start (startRamp); 0 for none.
+	rampCap float64
+	// startRamp: rampCap is the job's own slow start, from SlowStart of
+	// its share, growing as the budget's slow start does; rampBound, the
+	// cap held the job under its share at the last step.
+	startRamp, rampBound bool
+	// joining: registered with a running controller (allotted), and no
+	// share yet; its first share starts its slow start. A job registered
+	// at the controller's start is not slowed twice: the budget's own
+	// slow start is its.
+	joining bool
+	goRate  float64 // the last rate a running or throttled budget gave it
 	// exemptPaged: the page that the job runs through this critical pause
 	// under an exemption was sent.
 	exemptPaged bool
@@ -201,7 +223,8 @@ func (c *Controller) Reconfigure(cfg Config) error {
 func (c *Controller) Config() Config { return c.cfg }
 
 // Register adds a job, or updates the weight and rates of one already
-// registered.
+// registered. A job added once the controller has given any job a rate
+// joins it running: its first share starts at SlowStart of that share.
 func (c *Controller) Register(j JobConfig) error {
 	if err := j.validate(); err != nil {
 		return err
@@ -223,7 +246,7 @@ func (c *Controller) Register(j JobConfig) error {
 		s.cfg = j
 		return nil
 	}
-	c.jobs[j.Name] = &jobState{cfg: j}
+	c.jobs[j.Name] = &jobState{cfg: j, joining: c.allotted}
 	c.order = append(c.order, j.Name)
 	return nil
 }
@@ -263,8 +286,11 @@ func (c *Controller) Step(now time.Time, snap signals.Snapshot) Decision {
 	if (d.Mode == status.ModeRunning || d.Mode == status.ModeThrottled) && d.Code != status.CodeWarmingUp {
 		d.Budget = c.budget
 	}
-	d.Jobs = c.allocate(now, d.Budget, d.Mode, d.Code, d.Reason, holds, scaled, c.gated(now, snap, exempt), exemptions{holds: exempt, from: pausedBy})
+	d.Jobs = c.allocate(now, d.Budget, d.Mode, d.Code, d.Reason, holds, scaled, c.gated(now, snap, exempt), exemptions{holds: exempt, from: pausedBy}, c.startGrowth(d, r, t))
 	c.pageExemptWhileCritical(now, &d)
+	for _, jd := range d.Jobs {
+		c.allotted = c.allotted || jd.Rate > 0
+	}
 	c.prev = d
 	c.prev.Events = nil
 	return d
