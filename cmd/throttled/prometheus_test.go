@@ -33,12 +33,13 @@ import (
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// Under the ephemeral range, so no outgoing connection takes it
+	// before the server binds it (pgcluster.FreePorts).
+	ports, err := pgcluster.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 }
 
 // startPrometheus runs the Debian prometheus on a loopback port, scraping

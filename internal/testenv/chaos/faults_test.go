@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,12 +18,13 @@ import (
 
 // freeAddr returns a free loopback address for the sidecar.
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// Under the ephemeral range, so no outgoing connection takes it
+	// before the sidecar binds it (pgcluster.FreePorts).
+	ports, err := pgcluster.FreePorts(1)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), nil
 }
 
 func noUndo(context.Context) error { return nil }

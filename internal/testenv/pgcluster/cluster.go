@@ -510,10 +510,16 @@ func appendFile(path, text string) error {
 	return f.Close()
 }
 
-// freePorts asks the kernel for n distinct free loopback ports. They come
-// from the ephemeral range, so they never clash with a default install on
-// 5432.
+// freePorts returns n distinct free loopback ports below the kernel's
+// ephemeral range. A port from that range (what listening on port 0
+// gives) is free when chosen but may be taken as the local port of any
+// outgoing connection before the server binds it: a replica starts
+// seconds after its port is chosen, while other test processes open
+// hundreds of connections, and it failed with "Address already in use".
+// The kernel never hands out a port below the range on its own, so only
+// another process choosing the same way could take it, and each checks.
 func freePorts(n int) ([]int, error) {
+	low := ephemeralLow()
 	var ports []int
 	var ls []net.Listener
 	defer func() {
@@ -521,15 +527,44 @@ func freePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	var b [2]byte
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("pgcluster: no free port under %d after %d tries", low, tries)
+		}
+		_, _ = rand.Read(b[:])
+		port := portFloor + int(uint16(b[0])<<8|uint16(b[1]))%(low-portFloor)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			return nil, fmt.Errorf("pgcluster: free port: %w", err)
+			continue // in use
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// portFloor is the lowest port freePorts picks: above the well-known and
+// most registered services' ports.
+const portFloor = 15000
+
+// ephemeralLow is the first port of the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range), 32768 where it cannot be
+// read or leaves no room under it.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 1 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low < portFloor+1000 {
+		return 32768
+	}
+	return low
 }
 
 // RandomHex returns n random bytes in hex: a throwaway password.

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,6 +32,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/throttled/throttled/internal/testenv/pgcluster"
 	"github.com/throttled/throttled/internal/testenv/pgtest"
 )
 
@@ -222,12 +224,13 @@ func write(t testing.TB, path, text string) {
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// Under the ephemeral range, so no outgoing connection takes it
+	// before Prometheus binds it (pgcluster.FreePorts).
+	ports, err := pgcluster.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 }
 
 // selfSigned writes a CA (ca.pem) and a certificate for 127.0.0.1 it
