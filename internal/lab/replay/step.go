@@ -139,9 +139,18 @@ func RunStep(ctx context.Context, be *BlockEnv, cfg StepConfig) (*StepRun, error
 	rec := newRecorder(start)
 	wg.Go(func() { gen.run(gctx, fgRate, start, total, bc.Seed, rec) })
 	bj.gate.set(true)
+	// ranOut is when the job cleaned every old row before the trace's
+	// end: a budget of 0 after it is no controller's, and the trace is
+	// refused rather than read.
+	var ranOut atomic.Pointer[time.Time]
 	wg.Go(func() {
-		if err := bj.job.Run(gctx); err != nil && !errors.Is(err, context.Canceled) {
+		err := bj.job.Run(gctx)
+		if err != nil && !errors.Is(err, context.Canceled) {
 			bc.Log("step: job: %v", err)
+		}
+		if err == nil && gctx.Err() == nil {
+			now := time.Now()
+			ranOut.Store(&now)
 		}
 	})
 	var mu sync.Mutex
@@ -208,6 +217,9 @@ func RunStep(ctx context.Context, be *BlockEnv, cfg StepConfig) (*StepRun, error
 	bj.gate.set(false)
 	stopAll()
 	wg.Wait()
+	if t := ranOut.Load(); t != nil {
+		return nil, fmt.Errorf("replay: step: the job cleaned every old row %s into the trace's %s: give the table more rows", t.Sub(start).Round(time.Second), total)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	return &StepRun{Scenario: sc.Name, Rate: fgRate, Settle: cfg.Settle, On: cfg.On, Off: cfg.Off, Reps: cfg.Reps,
