@@ -64,10 +64,11 @@ type Limiter struct {
 	paused   bool
 	reason   string // pause reason
 	inFlight int    // batches between a grant and its release
-	// freedAt is when a slot was last freed: the end of the job's last
-	// batch, for [Limiter.WorkedAt].
-	freedAt time.Time
-	changed chan struct{} // closed and replaced by Apply, Pause and Resume
+	// workedAt is when the job was last known at work with no slot
+	// held: a slot freed (a batch's end) or a token taken without one (a
+	// check's chunk begins), for [Limiter.WorkedAt].
+	workedAt time.Time
+	changed  chan struct{} // closed and replaced by Apply, Pause and Resume
 	// freed is made by a waiter that waits for a slot, and closed and
 	// cleared when a slot frees; nil while nobody waits for one, so a
 	// release allocates nothing.
@@ -223,15 +224,16 @@ func (l *Limiter) InFlight() int {
 }
 
 // WorkedAt returns when a batch of the job was last at work, as of t: t
-// while one holds a slot, else when the last one released it, and the
-// zero time if none ever ran.
+// while one holds a slot, else when the last one released it or the last
+// token was taken without one ([Limiter.TakeAt]: work the Limiter never
+// sees end), and the zero time if none ever ran.
 func (l *Limiter) WorkedAt(t time.Time) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.inFlight > 0 {
 		return t
 	}
-	return l.freedAt
+	return l.workedAt
 }
 
 // Allow is shorthand for AllowAt(now()).
@@ -270,6 +272,7 @@ func (l *Limiter) TakeAt(t time.Time) bool {
 		l.waited = true // refused: demand the limiter did not meet
 		return false
 	}
+	l.workedAt = t
 	return true
 }
 
@@ -507,7 +510,7 @@ func (g *slotClaim) release(gen uint64) {
 // l.mu must be held.
 func (l *Limiter) freeSlotLocked() {
 	l.inFlight--
-	l.freedAt = l.now()
+	l.workedAt = l.now()
 	if l.freed != nil {
 		close(l.freed)
 		l.freed = nil

@@ -50,3 +50,28 @@ func TestLimiterTakeAt(t *testing.T) {
 		t.Errorf("InFlight %d; want 0", n)
 	}
 }
+
+// A token taken without a slot is work the Limiter never sees end: it
+// counts as the job at work when taken, as a released batch does at its
+// release, so a freno client's chunks keep readings out of the job-free
+// baselines.
+func TestTakeCountsAsWork(t *testing.T) {
+	ms := time.Millisecond
+	l := New("ghost", func() time.Time { return t0 })
+	if w := l.WorkedAt(t0); !w.IsZero() {
+		t.Fatalf("WorkedAt %v before any work; want zero", w)
+	}
+	l.ApplyAt(t0, Allocation{Rate: 10, Burst: 1, MaxInFlight: 1})
+	if !l.TakeAt(t0.Add(500 * ms)) {
+		t.Fatal("TakeAt with a token refused")
+	}
+	if w := l.WorkedAt(t0.Add(2000 * ms)); !w.Equal(t0.Add(500 * ms)) {
+		t.Fatalf("WorkedAt %v after a take at t0+500ms; want the take's time", w.Sub(t0))
+	}
+	if l.TakeAt(t0.Add(500 * ms)) {
+		t.Fatal("a second take with no token left")
+	}
+	if w := l.WorkedAt(t0.Add(2000 * ms)); !w.Equal(t0.Add(500 * ms)) {
+		t.Fatalf("a refused take moved WorkedAt to %v", w.Sub(t0))
+	}
+}
